@@ -1,0 +1,65 @@
+"""Typed, validated configuration objects (pydantic), loadable from and written to YAML.
+
+Every config forbids unknown keys and is frozen; a bad value becomes a one-line
+:class:`~rmtl.errors.ConfigError` naming the field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from rmtl.errors import ConfigError
+
+C = TypeVar("C", bound="Config")
+
+
+def format_validation_error(name: str, err: ValidationError) -> str:
+    """First problem of a pydantic error as one line: ``<Config>.<field>=<value>: <why>``."""
+    e = err.errors()[0]
+    loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+    value = e.get("input")
+    shown = repr(value) if not isinstance(value, dict) else "{...}"
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    msg = e["msg"].removeprefix("Value error, ")
+    return f"bad config value {name}.{loc}={shown}: {msg}{more}"
+
+
+class Config(BaseModel):
+    """Base of all rmtl configs: frozen, no unknown keys, field docs from docstrings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True, validate_default=True)
+
+    @classmethod
+    def make(cls: type[C], **values: Any) -> C:
+        """Build and validate, raising :class:`ConfigError` with one line on bad input."""
+        try:
+            return cls(**values)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(cls.__name__, err)) from None
+
+    def replace(self: C, **changes: Any) -> C:
+        """A validated copy with some fields changed."""
+        return type(self).make(**{**self.model_dump(), **changes})
+
+    @classmethod
+    def from_yaml(cls: type[C], path: str | Path) -> C:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist; pass the path of a YAML file written by rmtl")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"config file {p} is not valid YAML: {str(err).splitlines()[0]}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {p} must hold a mapping of field names to values")
+        return cls.make(**data)
+
+    def to_yaml(self, path: str | Path) -> Path:
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False))
+        return p

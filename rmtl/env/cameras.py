@@ -1,0 +1,127 @@
+"""The six-camera bank of the paper (App. A) rendered offscreen with MuJoCo free cameras."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from rmtl.errors import ConfigError
+
+LOOKAT = (1.3, 0.75, 0.42)
+"""Point every camera of the bank looks at (table centre, cube height)."""
+
+MIN_RESOLUTION = 64
+MAX_RESOLUTION = 720
+
+
+@dataclass(frozen=True)
+class CameraSpec:
+    """A MuJoCo free camera: degrees, degrees, metres, and a lookat point."""
+
+    name: str
+    azimuth: float
+    elevation: float
+    distance: float
+    lookat: tuple[float, float, float] = LOOKAT
+
+
+CAMERA_BANK: dict[str, CameraSpec] = {
+    c.name: c
+    for c in (
+        CameraSpec("wide_view", 132, -14, 1.5),
+        CameraSpec("front", 180, -20, 1.1),
+        CameraSpec("front_side", 45, -30, 1.2),
+        CameraSpec("isometric", 225, -35, 1.1),
+        CameraSpec("side", 90, -15, 1.2),
+        CameraSpec("close_up", 135, -25, 0.8),
+    )
+}
+VIEW_NAMES: tuple[str, ...] = tuple(CAMERA_BANK)
+"""All view names in bank order; stores and scorers keep this order."""
+
+SINGLE_VIEW = "wide_view"
+"""The view used by single-view ablations."""
+
+
+def resolve_views(views: Iterable[str] | str | None) -> tuple[str, ...]:
+    """Validate view names (None or 'all' means the whole bank), keeping bank order."""
+    if views is None or views == "all":
+        return VIEW_NAMES
+    if isinstance(views, str):
+        views = [v.strip() for v in views.split(",") if v.strip()]
+    views = list(views)
+    if not views:
+        raise ConfigError(f"no camera views given; choose from {', '.join(VIEW_NAMES)}")
+    unknown = [v for v in views if v not in CAMERA_BANK]
+    if unknown:
+        raise ConfigError(f"unknown camera view {unknown[0]!r}; choose from {', '.join(VIEW_NAMES)}")
+    if len(set(views)) != len(views):
+        raise ConfigError(f"camera views repeat: {views}")
+    return tuple(v for v in VIEW_NAMES if v in views)
+
+
+def check_resolution(resolution: int) -> int:
+    """Validate a square frame size in pixels."""
+    if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)):
+        raise ConfigError(f"resolution must be an integer number of pixels, got {resolution!r}")
+    if not MIN_RESOLUTION <= int(resolution) <= MAX_RESOLUTION:
+        raise ConfigError(
+            f"resolution {resolution} is out of range; use a square size from {MIN_RESOLUTION} to {MAX_RESOLUTION} pixels"
+        )
+    return int(resolution)
+
+
+class CameraBankRenderer:
+    """Renders named free cameras of one MuJoCo model to uint8 [V, H, W, 3].
+
+    One ``mujoco.Renderer`` per resolution is created lazily and reused; the model's
+    offscreen buffer is enlarged first when a frame is larger than it (MuJoCo's default
+    offscreen buffer is 640x480).
+    """
+
+    def __init__(self, model, data, shadows: bool = True, reflections: bool = True):
+        import mujoco
+
+        self._mujoco = mujoco
+        self.model = model
+        self.data = data
+        self.shadows = shadows
+        self.reflections = reflections
+        self._renderers: dict[int, object] = {}
+        self._cameras: dict[str, object] = {}
+        for spec in CAMERA_BANK.values():
+            cam = mujoco.MjvCamera()
+            cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+            cam.azimuth, cam.elevation, cam.distance = spec.azimuth, spec.elevation, spec.distance
+            cam.lookat[:] = spec.lookat
+            self._cameras[spec.name] = cam
+
+    def _renderer(self, resolution: int):
+        r = self._renderers.get(resolution)
+        if r is None:
+            vis = self.model.vis.global_
+            vis.offwidth = max(int(vis.offwidth), resolution)
+            vis.offheight = max(int(vis.offheight), resolution)
+            r = self._mujoco.Renderer(self.model, height=resolution, width=resolution)
+            flags = r.scene.flags
+            flags[self._mujoco.mjtRndFlag.mjRND_SHADOW] = self.shadows
+            flags[self._mujoco.mjtRndFlag.mjRND_REFLECTION] = self.reflections
+            self._renderers[resolution] = r
+        return r
+
+    def render(self, views: Sequence[str], resolution: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Render ``views`` (validated names) at ``resolution``; returns uint8 [V, H, W, 3]."""
+        r = self._renderer(resolution)
+        if out is None:
+            out = np.empty((len(views), resolution, resolution, 3), dtype=np.uint8)
+        for i, name in enumerate(views):
+            r.update_scene(self.data, camera=self._cameras[name])
+            r.render(out=out[i])
+        return out
+
+    def close(self) -> None:
+        for r in self._renderers.values():
+            r.close()
+        self._renderers.clear()

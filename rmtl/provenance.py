@@ -1,0 +1,80 @@
+"""Where data goes, and what every run records next to its outputs (config, seed,
+versions, git commit), so any result can be traced and reproduced."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+DATA_DIR_ENV = "RMTL_DATA_DIR"
+"""Environment variable that overrides the default data directory ``./data``."""
+
+TRACKED_PACKAGES = (
+    "rmtl", "torch", "open_clip_torch", "mujoco", "gymnasium", "gymnasium-robotics",
+    "stable-baselines3", "zarr", "faiss-cpu", "dask", "prefect", "numpy",
+)
+
+
+def data_dir(override: str | Path | None = None) -> Path:
+    """The data directory: ``override``, else ``$RMTL_DATA_DIR``, else ``./data``."""
+    p = Path(override) if override else Path(os.environ.get(DATA_DIR_ENV, "data"))
+    return p.expanduser().resolve()
+
+
+def git_commit(cwd: str | Path | None = None) -> str:
+    """Commit of the source checkout (with '-dirty' if modified), or 'unknown' outside git."""
+    src = Path(cwd) if cwd else Path(__file__).resolve().parent.parent
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=src, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of the packages that decide results."""
+    out = {"python": platform.python_version()}
+    for name in TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def run_record(config: Any = None, seed: int | None = None, **extra: Any) -> dict[str, Any]:
+    """A JSON-able record of a run: command line, time, host, seed, versions, commit, config."""
+    if hasattr(config, "model_dump"):
+        config = config.model_dump(mode="json")
+    return {
+        "command": " ".join(sys.argv),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": platform.node(),
+        "seed": seed,
+        "git_commit": git_commit(),
+        "versions": versions(),
+        "config": config,
+        **extra,
+    }
+
+
+def write_run_record(directory: str | Path, config: Any = None, seed: int | None = None,
+                     name: str = "run.json", **extra: Any) -> Path:
+    """Write :func:`run_record` as ``<directory>/<name>`` and return its path."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / name
+    path.write_text(json.dumps(run_record(config, seed, **extra), indent=2, default=str))
+    return path
