@@ -85,6 +85,59 @@ def env_check(
         typer.echo(f"wrote {out}")
 
 
+@app.command("render-and-embed")
+def render_and_embed_cmd(
+    episodes: int = typer.Option(8, min=1, help="Episodes to roll out."),
+    policy: str = typer.Option("expert", help="'expert', 'random' or an SB3 checkpoint (.zip)."),
+    noise_std: float = typer.Option(0.15, min=0.0, help="Expert action noise."),
+    stages: str = typer.Option("0,1,2,3,4", help="Curriculum stages episodes cycle through."),
+    views: str = typer.Option("all", help="Comma-separated views or 'all'."),
+    resolution: Optional[int] = typer.Option(None, help="Frame size (px); default: the model's input size."),
+    model: str = typer.Option("rmtl-fetch-tiny", help="VLM spec (name, name:tag, hf-hub:..., local dir or file)."),
+    batch_size: int = typer.Option(64, min=1, help="Images per VLM call."),
+    workers: int = typer.Option(1, min=1, help="Render processes (Dask LocalCluster when > 1)."),
+    dask_address: Optional[str] = typer.Option(None, help="Existing Dask scheduler address."),
+    store: Optional[str] = typer.Option(None, help="Store path (default <data-dir>/stores/<name>.zarr)."),
+    name: str = typer.Option("default", help="Dataset name for the default store path."),
+    seed: int = typer.Option(0, help="Base episode seed."),
+    data_dir: Optional[Path] = DataDirOption,
+) -> None:
+    """Render episodes into a Zarr store, embed them, build the FAISS cache, summarise reward quality."""
+    import os
+
+    from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, render_and_embed
+    from rmtl.provenance import DATA_DIR_ENV
+
+    if data_dir is not None:
+        os.environ[DATA_DIR_ENV] = str(data_dir)
+    cfg = RenderAndEmbedConfig.make(
+        store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std,
+        stages=_int_list(stages, "stages"), views=views, resolution=resolution, model=model,
+        batch_size=batch_size, workers=workers, dask_address=dask_address, seed=seed,
+    )
+    typer.echo(format_summary(render_and_embed(cfg)))
+
+
+@app.command(
+    "train-reward-vlm",
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
+)
+def train_reward_vlm_cmd(ctx: typer.Context) -> None:
+    """Train the domain reward VLM (options: rmtl train-reward-vlm --help)."""
+    from pipeline.train_vlm import main as train_main
+
+    train_main(list(ctx.args))
+
+
+def _int_list(text: str, what: str) -> list[int]:
+    from rmtl.errors import ConfigError
+
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{what} must be comma-separated integers, got {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app; user errors print one line and exit with status 2."""
     try:

@@ -50,3 +50,15 @@ def gripper_cube_distance(state: np.ndarray) -> np.ndarray | float:
     s = np.asarray(state, dtype=np.float64)
     d = np.linalg.norm(s[..., CUBE_REL_POS], axis=-1)
     return float(d) if d.ndim == 0 else d
+
+
+CUBE_REST_HEIGHT = 0.42489
+"""Height (m) of the cube centre resting on the Fetch table (the env's ``height_offset``;
+the table is fixed, so this is a constant of the scene)."""
+
+
+def lift_height(state: np.ndarray) -> np.ndarray | float:
+    """Height (m) of the cube above its rest height, from 25-D states."""
+    s = np.asarray(state, dtype=np.float64)
+    h = s[..., CUBE_POS][..., 2] - CUBE_REST_HEIGHT
+    return float(h) if h.ndim == 0 else h

@@ -1,0 +1,84 @@
+"""Embed a store's frames with a VLM, in batches, resumably; store the prompt embeddings.
+
+Embeddings, not rewards, are the unit of caching: with per-view image embeddings and the
+text embeddings of every prompt in the store, any prompt set or alpha is re-scored
+offline without rendering or running the image tower again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rmtl.reward.prompts import PromptConfig
+
+
+@dataclass(frozen=True)
+class EmbedResult:
+    store: str
+    model_id: str
+    rows_embedded: int
+    rows_total: int
+    embed_dim: int
+
+
+def prompt_texts(prompts: PromptConfig) -> list[str]:
+    """Every phrasing of every prompt (baseline, micro-tasks, single goal), deduplicated."""
+    seen: dict[str, None] = {}
+    for name in ("baseline", "approach", "align", "grasp", "single"):
+        for text in getattr(prompts, name):
+            seen.setdefault(text, None)
+    return list(seen)
+
+
+def embed_store(path: str | Path, model: str | object, batch_size: int = 64, prompts: PromptConfig | None = None,
+                device: str | None = None, progress: bool = True) -> EmbedResult:
+    """Embed rows [embedded, committed) of the store with ``model`` (a spec or a loaded VLM).
+
+    Frames are read in runs of whole frame chunks and embedded ``batch_size`` images per
+    model call; each run is committed before the next, so a killed run resumes where it
+    stopped.
+    """
+    from rich.progress import Progress
+
+    from rmtl.vlm import VLM, load_vlm
+    from storage.dataset import DatasetStore
+    from storage.schema import Chunking
+
+    vlm = model if isinstance(model, VLM) else load_vlm(str(model), device=device)
+    prompts = prompts or PromptConfig()
+    with DatasetStore.open(path, "a") as store:
+        if not store.has_frames:
+            raise ValueError(f"{path} holds no frames to embed")
+        n, views = store.num_rows, len(store.views)
+        start = store.embedded_rows(vlm.model_id)
+        chunk_rows = Chunking(**store.info["chunking"]).frame_rows_for(*store.resolution)
+        rows_per_read = max(chunk_rows, (max(batch_size, views) // views) // chunk_rows * chunk_rows)
+        meta = {"spec": str(vlm.spec), "image_size": vlm.image_size, "normalised": True,
+                "preprocess": {k: v for k, v in vlm.preprocess_cfg.items() if k in ("size", "mean", "std", "resize_mode")}}
+        with Progress(disable=not progress) as bar:
+            task = bar.add_task(f"embed {vlm.model_id}", total=n, completed=start)
+            for s in range(start, n, rows_per_read):
+                e = min(n, s + rows_per_read)
+                frames = store.read(slice(s, e), fields=["frames"])["frames"]
+                flat = frames.reshape(-1, *frames.shape[2:])
+                emb = vlm.encode_images(flat, batch_size=batch_size).reshape(e - s, views, -1)
+                store.add_embeddings(vlm.model_id, s, emb, meta=meta)
+                bar.advance(task, e - s)
+        texts = prompt_texts(prompts)
+        store.set_text_embeddings(vlm.model_id, dict(zip(texts, vlm.encode_text(texts))))
+        return EmbedResult(str(path), vlm.model_id, n - start, n, vlm.embed_dim)
+
+
+def stored_text_embeddings(store, model_id: str, prompts: PromptConfig, single_prompt: bool = False):
+    """TextEmbeddings of a prompt config from the store (each prompt = mean of its phrasings)."""
+    from rmtl.reward.prompts import embed_prompts
+
+    table = store.text_embeddings(model_id)
+    missing = [t for t in prompt_texts(prompts) if t not in table]
+    if missing:
+        raise ValueError(f"{store.path} has no text embedding of {missing[0]!r} for {model_id}; "
+                         f"re-run embed with these prompts (rmtl embed --prompts ...)")
+    return embed_prompts(lambda texts: np.stack([table[t] for t in texts]), prompts, single_prompt)

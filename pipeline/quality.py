@@ -1,0 +1,139 @@
+"""Reward-quality metrics from stored embeddings (no rendering): does a VLM's phased
+reward track task progress *within* each phase, by how much, and from which views?
+
+Everything is measured within a rule phase, never across phases: a reward that is only
+constant per phase (what a random-weight model gives) must not look good. Rank metrics
+are always reported with the score spread (p5-p95), since tiny score differences can
+still rank perfectly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+from scipy.stats import rankdata, spearmanr
+
+from rmtl.env.state import gripper_cube_distance, lift_height
+from rmtl.phases import ALIGN, APPROACH, GRASP, PHASES, rule_phase
+from rmtl.reward.projection import goal_baseline_scores
+from rmtl.vlm.captions import PROMPT_SITUATION, SITUATION_NAMES, situation_ids
+
+LIFTED = 0.02
+"""Cube height above rest (m) from which a state counts as lifted (the success lift)."""
+RESTING = 0.005
+"""Cube height above rest (m) below which it counts as resting on the table."""
+
+
+def roc_auc(positive: np.ndarray, negative: np.ndarray) -> float:
+    """Probability that a random positive scores above a random negative (ties count half)."""
+    if len(positive) == 0 or len(negative) == 0:
+        return float("nan")
+    ranks = rankdata(np.concatenate([positive, negative]))
+    u = ranks[: len(positive)].sum() - len(positive) * (len(positive) + 1) / 2
+    return float(u / (len(positive) * len(negative)))
+
+
+def spread(x: np.ndarray) -> float:
+    """p95 - p5 of a score sample (0 when empty)."""
+    return float(np.percentile(x, 95) - np.percentile(x, 5)) if len(x) else 0.0
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(spearmanr(a, b).statistic)
+
+
+@dataclass
+class QualityInputs:
+    """Per-view embeddings of a set of states with their labels."""
+
+    embeddings: np.ndarray  # [N, V, D]
+    states: np.ndarray  # [N, 25]
+    episode: np.ndarray  # [N]
+    step: np.ndarray  # [N]
+    views: Sequence[str]
+
+
+def phase_metrics(scores: np.ndarray, states: np.ndarray) -> dict[str, float]:
+    """Within-phase metrics of micro-task scores [N, K] (K = approach, align, grasp)."""
+    dist = np.asarray(gripper_cube_distance(states))
+    lift = np.asarray(lift_height(states))
+    phase = rule_phase(dist)
+    out: dict[str, float] = {}
+    for k, name, in ((APPROACH, "approach"), (ALIGN, "align")):
+        m = phase == k
+        out[f"{name}_spearman"] = _spearman(scores[m, k], -dist[m])
+        out[f"{name}_spread"] = spread(scores[m, k])
+        out[f"{name}_count"] = int(m.sum())
+    g = phase == GRASP
+    lifted, resting = g & (lift >= LIFTED), g & (lift < RESTING)
+    out["grasp_auc"] = roc_auc(scores[lifted, GRASP], scores[resting, GRASP])
+    out["grasp_spread"] = spread(scores[g, GRASP])
+    out["grasp_lifted_mean"] = float(scores[lifted, GRASP].mean()) if lifted.any() else float("nan")
+    out["grasp_resting_mean"] = float(scores[resting, GRASP].mean()) if resting.any() else float("nan")
+    out["grasp_count"] = int(g.sum())
+    # Right prompt: on states showing what a prompt describes, that prompt must score highest.
+    sit = situation_ids(states)
+    right, total = 0, 0
+    for k, name in enumerate(PHASES):
+        m = sit == SITUATION_NAMES.index(PROMPT_SITUATION[name])
+        right += int((scores[m].argmax(axis=1) == k).sum())
+        total += int(m.sum())
+        out[f"right_prompt_{name}_count"] = int(m.sum())
+    out["right_prompt_accuracy"] = right / total if total else float("nan")
+    return out
+
+
+def step_variation(active_scores: np.ndarray, episode: np.ndarray, step: np.ndarray, phase: np.ndarray) -> float:
+    """Mean |s_t - s_{t-1}| of the active-phase score along episodes, over steps where the
+    rule phase did not change (a phase switch changes the prompt, not the noise)."""
+    order = np.lexsort((step, episode))
+    s, e, p = active_scores[order], episode[order], phase[order]
+    same = (e[1:] == e[:-1]) & (p[1:] == p[:-1])
+    d = np.abs(np.diff(s))[same]
+    return float(d.mean()) if len(d) else float("nan")
+
+
+def reward_quality(inputs: QualityInputs, goals: np.ndarray, baseline: np.ndarray, alpha: float = 0.9) -> dict:
+    """Metrics for the multi-view mean and for every single view."""
+    per_view = goal_baseline_scores(inputs.embeddings, goals, baseline, alpha)  # [N, V, K]
+    mean = per_view.mean(axis=1)
+    dist = np.asarray(gripper_cube_distance(inputs.states))
+    phase = rule_phase(dist)
+    rows = np.arange(len(phase))
+    result = {"alpha": alpha, "rows": int(len(phase)), "mean": phase_metrics(mean, inputs.states)}
+    result["mean"]["step_variation"] = step_variation(mean[rows, phase], inputs.episode, inputs.step, phase)
+    result["views"] = {}
+    for v, name in enumerate(inputs.views):
+        m = phase_metrics(per_view[:, v], inputs.states)
+        m["step_variation"] = step_variation(per_view[rows, v, phase], inputs.episode, inputs.step, phase)
+        result["views"][name] = m
+    return result
+
+
+GATES = {
+    "approach_spearman": 0.8,
+    "align_spearman": 0.9,
+    "grasp_auc": 0.9,
+    "right_prompt_accuracy": 0.95,
+}
+"""Acceptance thresholds of a domain reward model on held-out expert episodes (issue 5)."""
+
+
+def gate_report(metrics: dict, random_metrics: dict | None = None) -> dict[str, bool]:
+    """Which acceptance checks pass (spread checks need the random model's metrics)."""
+    m = metrics["mean"]
+    passed = {k: bool(np.nan_to_num(m[k], nan=-1) >= v) for k, v in GATES.items()}
+    if random_metrics is not None:
+        r = random_metrics["mean"]
+        for name in ("approach", "align", "grasp"):
+            passed[f"{name}_spread_10x_random"] = bool(m[f"{name}_spread"] >= 10 * r[f"{name}_spread"])
+    views = metrics["views"].values()
+    for key in ("approach_spearman", "align_spearman", "grasp_auc", "right_prompt_accuracy"):
+        best = max(np.nan_to_num(v[key], nan=-1) for v in views)
+        passed[f"mean_ge_best_view_{key}"] = bool(np.nan_to_num(m[key], nan=-1) >= best - 1e-9)
+    passed["mean_smoother_than_every_view"] = all(m["step_variation"] < v["step_variation"] for v in views)
+    return passed

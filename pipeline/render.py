@@ -1,0 +1,88 @@
+"""Render episodes into a dataset store (resumable), in parallel with Dask.
+
+One writer (this process) appends whole chunks of episodes as workers finish them, so a
+killed run leaves only complete episodes committed, and a rerun with the same config
+renders only the episodes that are missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.rollout import RolloutConfig, map_rollouts
+from rmtl.errors import StoreError
+
+RESUME_KEYS = ("policy", "noise_std", "stages", "seed", "render_reset")
+"""Rollout settings that must match to resume a store (views/resolution are checked too)."""
+
+
+@dataclass(frozen=True)
+class RenderResult:
+    store: str
+    rows: int
+    episodes_rendered: int
+    episodes_total: int
+    resumed: bool
+
+
+@contextlib.contextmanager
+def dask_client(workers: int, address: str | None = None):
+    """A Dask client on ``address`` (an existing cluster), or on a LocalCluster of
+    ``workers`` single-threaded processes; None when workers <= 1 and no address."""
+    if address is None and workers <= 1:
+        yield None
+        return
+    from distributed import Client, LocalCluster
+
+    if address is not None:
+        with Client(address) as client:
+            yield client
+        return
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        with Client(cluster) as client:
+            yield client
+
+
+def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool):
+    from storage.dataset import DatasetStore
+
+    if path.exists() and not overwrite and any(path.iterdir()):
+        store = DatasetStore.open(path, "a")
+        rollout = store.info.get("provenance", {}).get("rollout", {})
+        wanted = config.model_dump(mode="json")
+        diff = [k for k in RESUME_KEYS if rollout.get(k) != wanted[k]]
+        if list(store.views) != list(config.views) or store.resolution[0] != config.resolution:
+            diff.append("views/resolution")
+        if diff:
+            store.close()
+            raise StoreError(f"{path} was rendered with different settings ({', '.join(diff)}); "
+                             "use a new store path or pass overwrite to replace it")
+        return store, True
+    from rmtl.provenance import run_record
+
+    store = DatasetStore.create(
+        path, views=config.views, resolution=config.resolution, overwrite=overwrite,
+        visual_domain=True, seeds={"base": config.seed},
+        provenance={"policy": config.policy, "rollout": config.model_dump(mode="json"), "run": run_record()},
+    )
+    return store, False
+
+
+def render_to_store(path: str | Path, config: RolloutConfig, workers: int = 1, dask_address: str | None = None,
+                    chunk: int = 2, overwrite: bool = False, progress: bool = True) -> RenderResult:
+    """Render ``config.episodes`` episodes into the store at ``path`` (created or resumed)."""
+    from rich.progress import Progress
+
+    path = Path(path)
+    store, resumed = _open_or_create(path, config, overwrite)
+    with store:
+        done = set(store.episodes())
+        todo = [e for e in range(config.episodes) if e not in done]
+        with dask_client(workers, dask_address) as client, Progress(disable=not progress) as bar:
+            task = bar.add_task(f"render {path.name}", total=config.episodes, completed=config.episodes - len(todo))
+            for batch in map_rollouts(config, todo, workers=1, chunk=chunk, client=client):
+                store.append(batch)
+                bar.advance(task, len(set(batch["episode"].tolist())))
+        return RenderResult(str(path), store.num_rows, len(todo), config.episodes, resumed)

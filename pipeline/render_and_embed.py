@@ -1,0 +1,147 @@
+"""The main job: roll out and render episodes into a store, embed them, build the state
+cache, and summarise reward quality. Each step is resumable and skipped when done."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from pydantic import Field, field_validator
+
+from rmtl.config import Config
+from rmtl.env.cameras import check_resolution, resolve_views
+from rmtl.provenance import data_dir
+
+DEFAULT_MODEL = "rmtl-fetch-tiny"
+"""The offline default: the project's domain-trained small CLIP (weights ship in the package)."""
+
+
+class RenderAndEmbedConfig(Config):
+    """Parameters of the render-and-embed job (also the Prefect flow's parameters)."""
+
+    store: str | None = None
+    """Store path or URL; default <data dir>/stores/<name>.zarr."""
+    name: str = "default"
+    """Dataset name used for the default store path."""
+    episodes: int = Field(8, ge=1)
+    """Episodes to roll out."""
+    policy: str = "expert"
+    """'expert' (noisy scripted), 'random', or an SB3 checkpoint path."""
+    noise_std: float = Field(0.15, ge=0)
+    """Expert action noise (episodes alternate 1x and 2x)."""
+    stages: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """Curriculum stages episodes cycle through."""
+    views: tuple[str, ...] = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
+    """Camera views to render."""
+    resolution: int | None = None
+    """Frame size in px; None uses the model's input size."""
+    model: str = DEFAULT_MODEL
+    """VLM spec used to embed (see rmtl.vlm.spec)."""
+    batch_size: int = Field(64, ge=1)
+    """Images per VLM call."""
+    workers: int = Field(1, ge=1)
+    """Local render processes (a Dask LocalCluster when > 1)."""
+    dask_address: str | None = None
+    """Address of an existing Dask scheduler to render on instead."""
+    seed: int = 0
+    """Base seed of the episodes."""
+    cache_kind: str = "flat"
+    """FAISS index of the state cache: 'flat' or 'hnsw'."""
+    alpha: float = Field(0.9, ge=0, le=1)
+    """Projection alpha of the quality summary."""
+
+    @field_validator("views", mode="before")
+    @classmethod
+    def _views(cls, v):
+        return resolve_views(v)
+
+    @field_validator("resolution")
+    @classmethod
+    def _res(cls, v):
+        return None if v is None else check_resolution(v)
+
+    @field_validator("cache_kind")
+    @classmethod
+    def _kind(cls, v):
+        if v not in ("flat", "hnsw"):
+            raise ValueError("cache_kind must be 'flat' or 'hnsw'")
+        return v
+
+    def store_path(self) -> str:
+        return self.store or str(data_dir() / "stores" / f"{self.name}.zarr")
+
+
+def quality_summary(store_path: str, model_id: str, alpha: float = 0.9) -> dict:
+    """Reward-quality metrics of a store's embeddings over its expert episodes (all views)."""
+    from pipeline.embed import stored_text_embeddings
+    from pipeline.quality import QualityInputs, reward_quality
+    from rmtl.reward.prompts import PromptConfig
+    from storage.dataset import DatasetStore
+
+    with DatasetStore.open(store_path, "r") as store:
+        n = store.embedded_rows(model_id)
+        cols = store.read(slice(0, n), fields=["state", "episode", "step"])
+        text = stored_text_embeddings(store, model_id, PromptConfig())
+        inputs = QualityInputs(store.embeddings(model_id, slice(0, n)), cols["state"], cols["episode"],
+                               cols["step"], store.views)
+    return reward_quality(inputs, text.goals, text.baseline, alpha)
+
+
+def render_and_embed(cfg: RenderAndEmbedConfig, progress: bool = True) -> dict:
+    """Run the job; returns a summary with the paths of what it wrote."""
+    from pipeline.embed import embed_store
+    from pipeline.render import render_to_store
+    from pipeline.rollout import RolloutConfig
+    from rmtl.provenance import write_run_record
+    from rmtl.vlm import load_vlm
+    from storage.cache import StateCache
+    from storage.dataset import DatasetStore
+
+    t0 = time.perf_counter()
+    vlm = load_vlm(cfg.model)  # first: a bad model spec fails before any rendering
+    resolution = cfg.resolution or vlm.image_size
+    rollout = RolloutConfig.make(episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
+                                 stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed)
+    path = cfg.store_path()
+    rendered = render_to_store(path, rollout, workers=cfg.workers, dask_address=cfg.dask_address, progress=progress)
+    embedded = embed_store(path, vlm, batch_size=cfg.batch_size, progress=progress)
+    with DatasetStore.open(path, "r") as store:
+        cache = StateCache.open(store, vlm.model_id, kind=cfg.cache_kind)
+        cache_files = [str(cache.index_location), str(cache.sidecar_location)]
+        cache_status = cache.status
+    quality = quality_summary(path, vlm.model_id, cfg.alpha)
+    run_dir = Path(path).parent / f"{Path(path).name}.runs"
+    record = write_run_record(run_dir, cfg, cfg.seed, name=f"render-and-embed-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    summary = {
+        "store": path, "rows": rendered.rows, "episodes_rendered": rendered.episodes_rendered,
+        "resumed": rendered.resumed, "model_id": vlm.model_id, "rows_embedded": embedded.rows_embedded,
+        "cache_files": cache_files, "cache_status": cache_status, "quality": quality,
+        "run_record": str(record), "seconds": time.perf_counter() - t0,
+    }
+    (run_dir / "last_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    summary["summary_file"] = str(run_dir / "last_summary.json")
+    return summary
+
+
+def format_summary(summary: dict) -> str:
+    """A short human-readable reward-quality summary with the paths written."""
+    q = summary["quality"]["mean"]
+    f = lambda x: "n/a" if x != x else f"{x:.4g}"  # noqa: E731  (NaN when a phase has no states)
+    lines = [
+        f"store {summary['store']}: {summary['rows']} rows ({summary['episodes_rendered']} episodes rendered now), "
+        f"embeddings {summary['model_id']}",
+        "reward quality (multi-view mean, alpha %.1f, within rule phases):" % summary["quality"]["alpha"],
+        f"  approach: Spearman(score, -distance) {f(q['approach_spearman'])}, p5-p95 spread {f(q['approach_spread'])}, n={q['approach_count']}",
+        f"  align:    Spearman(score, -distance) {f(q['align_spearman'])}, p5-p95 spread {f(q['align_spread'])}, n={q['align_count']}",
+        f"  grasp:    lifted-vs-resting ROC AUC {f(q['grasp_auc'])}, spread {f(q['grasp_spread'])}, n={q['grasp_count']}",
+        f"  right prompt on its target states: {f(q['right_prompt_accuracy'])}",
+        f"  step-to-step variation: mean {f(q['step_variation'])}, views "
+        + ", ".join(f"{v} {f(m['step_variation'])}" for v, m in summary["quality"]["views"].items()),
+        "wrote:",
+        f"  {summary['store']}",
+        *[f"  {p}" for p in summary["cache_files"]],
+        f"  {summary['run_record']}",
+        f"  {summary['summary_file']}",
+    ]
+    return "\n".join(lines)

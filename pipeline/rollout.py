@@ -1,0 +1,178 @@
+"""Roll out episodes and render the camera bank: the first step of the data flow.
+
+A worker runs whole episodes and returns row arrays (frames, state, key, labels); the
+caller (one writer per store) appends them. Episodes are identified by an integer id;
+everything about episode ``i`` (reset seed, difficulty, policy noise) is derived from
+``(seed, i)``, so any subset of episodes can be re-run, on any worker, with the same result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from pydantic import Field, field_validator
+
+import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
+from rmtl.config import Config
+from rmtl.env.cameras import check_resolution, resolve_views
+from rmtl.env.curriculum import PAPER_STAGES
+from rmtl.env.state import state_key
+from rmtl.errors import ConfigError
+
+POLICIES = ("expert", "random")
+
+
+class RolloutConfig(Config):
+    """What to roll out and how to render it."""
+
+    episodes: int = Field(8, ge=1)
+    """Number of episodes."""
+    policy: str = "expert"
+    """'expert' (scripted, with noise), 'random', or a path to an SB3 PPO checkpoint (.zip)."""
+    noise_std: float = Field(0.15, ge=0)
+    """Gaussian action noise of the expert; episodes alternate noise_std and 2x noise_std."""
+    stages: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """Curriculum stages the episodes cycle through; u ~ U[d_min, d_max] of the stage."""
+    views: tuple[str, ...] = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
+    """Camera views rendered for every step."""
+    resolution: int = 96
+    """Square frame size in pixels."""
+    seed: int = 0
+    """Base seed: episode i resets with seed + i."""
+    render_reset: bool = True
+    """Also store the reset state (step 0) of each episode."""
+
+    @field_validator("views", mode="before")
+    @classmethod
+    def _views(cls, v):
+        return resolve_views(v)
+
+    @field_validator("resolution")
+    @classmethod
+    def _res(cls, v):
+        return check_resolution(v)
+
+    @field_validator("stages")
+    @classmethod
+    def _stages(cls, v):
+        if not v or any(not 0 <= s < len(PAPER_STAGES) for s in v):
+            raise ValueError(f"stages must be curriculum stage indices in 0..{len(PAPER_STAGES) - 1}")
+        return tuple(v)
+
+    @field_validator("policy")
+    @classmethod
+    def _policy(cls, v):
+        if v not in POLICIES and not v.endswith(".zip"):
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)} or a path to an SB3 checkpoint (.zip)")
+        if v.endswith(".zip") and not Path(v).is_file():
+            raise ValueError(f"policy checkpoint {v} does not exist")
+        return v
+
+
+@dataclass(frozen=True)
+class EpisodePlan:
+    episode: int
+    reset_seed: int
+    difficulty: float
+    noise_std: float
+
+
+def plan_episode(config: RolloutConfig, episode: int) -> EpisodePlan:
+    """Deterministic reset seed, difficulty and noise of episode ``episode``."""
+    rng = np.random.default_rng([config.seed, episode])
+    stage = PAPER_STAGES[config.stages[episode % len(config.stages)]]
+    noise = config.noise_std * (1 + (episode // len(config.stages)) % 2)
+    return EpisodePlan(episode, config.seed + episode, float(rng.uniform(stage.d_min, stage.d_max)), noise)
+
+
+def make_policy(config: RolloutConfig, plan: EpisodePlan, env) -> Callable:
+    if config.policy == "expert":
+        from rmtl.env.expert import ScriptedExpert
+
+        return ScriptedExpert(noise_std=plan.noise_std, seed=plan.reset_seed)
+    if config.policy == "random":
+        rng = np.random.default_rng([config.seed, plan.episode, 1])
+        return lambda obs: rng.uniform(-1, 1, size=4).astype(np.float32)
+    raise ConfigError(
+        f"policy {config.policy}: rolling out SB3 checkpoints needs the Stage-1 worker (rmtl.train), not available yet"
+    )
+
+
+def rollout_episodes(config: RolloutConfig, episodes: list[int]) -> dict[str, np.ndarray]:
+    """Run and render the given episodes; returns row arrays ready for DatasetStore.append."""
+    from rmtl.env import FetchPickAndLiftEnv
+
+    env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution)
+    cols: dict[str, list] = {k: [] for k in ("frames", "state", "episode", "step", "phase_rule", "success", "difficulty")}
+
+    def record(info, success: bool) -> None:
+        cols["frames"].append(env.render_views())
+        cols["state"].append(env.state)
+        cols["episode"].append(plan.episode)
+        cols["step"].append(info["step"])
+        cols["phase_rule"].append(info["phase_rule"])
+        cols["success"].append(success)
+        cols["difficulty"].append(plan.difficulty)
+
+    try:
+        for ep in episodes:
+            plan = plan_episode(config, ep)
+            policy = make_policy(config, plan, env)
+            obs, info = env.reset(seed=plan.reset_seed, options={"difficulty": plan.difficulty})
+            if config.render_reset:
+                record(info, False)
+            done = False
+            while not done:
+                obs, _, terminated, truncated, info = env.step(policy(obs))
+                record(info, bool(info["is_success"]))
+                done = terminated or truncated
+    finally:
+        env.close()
+    out = {
+        "frames": np.stack(cols["frames"]).astype(np.uint8),
+        "state": np.stack(cols["state"]).astype(np.float32),
+        "episode": np.asarray(cols["episode"], dtype=np.int64),
+        "step": np.asarray(cols["step"], dtype=np.int32),
+        "phase_rule": np.asarray(cols["phase_rule"], dtype=np.int8),
+        "success": np.asarray(cols["success"], dtype=bool),
+        "difficulty": np.asarray(cols["difficulty"], dtype=np.float32),
+    }
+    out["key"] = state_key(out["state"])
+    return out
+
+
+def episode_chunks(episodes: list[int], chunk: int) -> list[list[int]]:
+    """Split episode ids into work items of ``chunk`` episodes."""
+    return [episodes[i : i + chunk] for i in range(0, len(episodes), max(1, chunk))]
+
+
+def map_rollouts(config: RolloutConfig, episodes: list[int], workers: int = 1, chunk: int = 2,
+                 client=None):
+    """Yield row batches (one per chunk of episodes, in completion order) rendered in parallel.
+
+    With a Dask ``client`` the chunks run on its workers (a LocalCluster or a cluster
+    address); otherwise on ``workers`` local processes (1: in this process). Each chunk is
+    one task, so per-task overhead is paid per few episodes, not per frame.
+    """
+    chunks = episode_chunks(episodes, chunk)
+    if client is not None:
+        from distributed import as_completed
+
+        futures = [client.submit(rollout_episodes, config, c, pure=False) for c in chunks]
+        for fut in as_completed(futures):
+            yield fut.result()
+            fut.release()
+    elif workers <= 1:
+        for c in chunks:
+            yield rollout_episodes(config, c)
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed as cf_completed
+
+        # spawn: a forked child would inherit (and break) the parent's GL context.
+        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+            for fut in cf_completed([pool.submit(rollout_episodes, config, c) for c in chunks]):
+                yield fut.result()

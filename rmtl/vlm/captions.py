@@ -1,0 +1,122 @@
+"""Captions written from simulator state, for training a domain VLM (issue 5).
+
+The state is used only here, to write training captions; at reward time the model sees
+only pixels and the prompt. Each situation has several paraphrases, and the paper's exact
+micro-task prompts (App. A) are among the paraphrases of the situations they describe,
+so the trained model knows the words the reward will use.
+
+Situations, checked in this order (distances in metres, from the 25-D state):
+
+| situation  | condition                                                          | paper prompt |
+| ---------- | ------------------------------------------------------------------ | ------------ |
+| lifting    | cube >= 0.02 above rest and gripper within 0.03 of it              | grasp        |
+| pinching   | gripper within 0.02 of the cube, fingers closed on it (sum < 0.055)| align        |
+| around     | gripper within 0.02 of the cube, jaws open                         |              |
+| above      | within 0.02 in xy, 0.02-0.08 above the cube, jaws open (sum > 0.07)| approach     |
+| near       | within 0.15 (the rule's align bin)                                 |              |
+| far        | within 0.35                                                        |              |
+| very_far   | farther                                                            |              |
+
+Near and far states also get captions that name the distance in centimetres (rounded to
+5 cm), which orders them by distance: what the approach reward needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rmtl.env.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
+from rmtl.reward.prompts import PromptConfig
+
+_PAPER = PromptConfig()
+APPROACH_PROMPT, ALIGN_PROMPT, GRASP_PROMPT = _PAPER.approach[0], _PAPER.align[0], _PAPER.grasp[0]
+BASELINE_PROMPT = _PAPER.baseline[0]
+
+SITUATIONS: dict[str, tuple[str, ...]] = {
+    "lifting": (
+        GRASP_PROMPT,
+        "a robot gripper holding a red cube up in the air",
+        "the gripper has lifted the red cube off the table",
+    ),
+    "pinching": (
+        ALIGN_PROMPT,
+        "a robot gripper with closed fingers gripping a red cube on the table",
+        "two fingers squeezing a red cube resting on a table",
+    ),
+    "around": (
+        "an open robot gripper with its fingers around a red cube",
+        "open gripper jaws surrounding a red cube on a table",
+    ),
+    "above": (
+        APPROACH_PROMPT,
+        "an open robot gripper right above a red cube",
+        "open gripper jaws directly over a red cube",
+    ),
+    "near": (
+        "a robot gripper close to a red cube on a table",
+        "a robot gripper next to a red cube",
+    ),
+    "far": (
+        "a robot gripper far from a red cube on a table",
+        "a red cube on a table and a robot gripper some distance away",
+    ),
+    "very_far": (
+        "a robot gripper very far from a red cube on a table",
+        "a red cube on a table with the robot gripper far away",
+    ),
+}
+SITUATION_NAMES: tuple[str, ...] = tuple(SITUATIONS)
+
+PROMPT_SITUATION = {"approach": "above", "align": "pinching", "grasp": "lifting"}
+"""The situation each micro-task prompt describes (its target state)."""
+
+BASELINE_RATE = 0.1
+"""Fraction of training captions replaced by the paper's neutral baseline prompt."""
+
+
+def situation_ids(states: np.ndarray) -> np.ndarray:
+    """Situation index (into SITUATION_NAMES) of each 25-D state: [N, 25] -> int64 [N]."""
+    s = np.atleast_2d(np.asarray(states, dtype=np.float64))
+    rel = s[:, CUBE_REL_POS]  # cube - gripper
+    dist = np.linalg.norm(rel, axis=1)
+    xy = np.linalg.norm(rel[:, :2], axis=1)
+    above_by = -rel[:, 2]  # gripper height above the cube centre
+    fingers = s[:, FINGER_WIDTHS].sum(axis=1)
+    lift = np.asarray(lift_height(s))
+    conditions = [
+        (lift >= 0.02) & (dist <= 0.03),
+        (dist <= 0.02) & (fingers < 0.055),
+        dist <= 0.02,
+        (xy <= 0.02) & (above_by > 0.02) & (above_by <= 0.08) & (fingers > 0.07),
+        dist <= 0.15,
+        dist <= 0.35,
+    ]
+    out = np.full(len(s), len(SITUATION_NAMES) - 1, dtype=np.int64)
+    for idx in reversed(range(len(conditions))):
+        out = np.where(conditions[idx], idx, out)
+    return out
+
+
+def distance_caption(distance_m: float) -> str:
+    cm = int(5 * round(distance_m * 100 / 5))
+    return f"a robot gripper about {cm} centimetres from a red cube"
+
+
+def sample_captions(states: np.ndarray, rng: np.random.Generator) -> list[str]:
+    """One training caption per state: a random paraphrase of its situation, sometimes a
+    distance caption (near/far states) or the neutral baseline."""
+    s = np.atleast_2d(np.asarray(states, dtype=np.float64))
+    sit = situation_ids(s)
+    dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
+    out = []
+    for i, k in enumerate(sit):
+        name = SITUATION_NAMES[k]
+        r = rng.random()
+        if r < BASELINE_RATE:
+            out.append(BASELINE_PROMPT)
+        elif name in ("near", "far", "very_far") and r < 0.55:
+            out.append(distance_caption(dist[i]))
+        else:
+            choices = SITUATIONS[name]
+            out.append(choices[rng.integers(len(choices))])
+    return out

@@ -1,0 +1,121 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.embed import embed_store, stored_text_embeddings
+from pipeline.render import render_to_store
+from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, render_and_embed
+from pipeline.rollout import RolloutConfig
+from rmtl.errors import ModelLoadError, StoreError
+from rmtl.reward.prompts import PromptConfig
+from storage.cache import StateCache
+from storage.dataset import DatasetStore
+
+VIEWS = ["wide_view", "close_up"]
+MODEL = "rmtl-fetch-tiny@random"
+
+
+def tiny_rollout(**kw):
+    return RolloutConfig.make(**{"episodes": 3, "views": VIEWS, "resolution": 64, **kw})
+
+
+def test_render_resumes_without_duplicates(tmp_path):
+    path = tmp_path / "s.zarr"
+    first = render_to_store(path, tiny_rollout(episodes=2), progress=False)
+    second = render_to_store(path, tiny_rollout(episodes=3), progress=False)
+    assert (first.episodes_rendered, second.episodes_rendered, second.resumed) == (2, 1, True)
+    with DatasetStore.open(path) as store:
+        eps = store.episodes()
+        assert sorted(eps) == [0, 1, 2]
+        steps = store.read(fields=["episode", "step"])
+        pairs = set(zip(steps["episode"].tolist(), steps["step"].tolist()))
+        assert len(pairs) == store.num_rows  # no duplicated (episode, step)
+
+
+def test_render_refuses_resume_with_other_settings(tmp_path):
+    path = tmp_path / "s.zarr"
+    render_to_store(path, tiny_rollout(episodes=1), progress=False)
+    with pytest.raises(StoreError, match="different settings"):
+        render_to_store(path, tiny_rollout(episodes=2, seed=9), progress=False)
+
+
+def test_embed_resumes_and_stores_prompts(tmp_path):
+    path = tmp_path / "s.zarr"
+    render_to_store(path, tiny_rollout(episodes=2), progress=False)
+    first = embed_store(path, MODEL, batch_size=16, progress=False)
+    again = embed_store(path, MODEL, batch_size=16, progress=False)
+    assert first.rows_embedded == first.rows_total and again.rows_embedded == 0
+    with DatasetStore.open(path) as store:
+        emb = store.embeddings(first.model_id)
+        assert emb.shape == (store.num_rows, 2, first.embed_dim)
+        assert np.allclose(np.linalg.norm(emb.astype(np.float32), axis=-1), 1, atol=2e-3)
+        text = stored_text_embeddings(store, first.model_id, PromptConfig())
+        assert text.goals.shape == (3, first.embed_dim)
+
+
+def test_render_and_embed_summary_and_cache(tmp_path):
+    cfg = RenderAndEmbedConfig.make(store=str(tmp_path / "d.zarr"), episodes=2, views=VIEWS, resolution=64, model=MODEL)
+    summary = render_and_embed(cfg, progress=False)
+    text = format_summary(summary)
+    assert "reward quality" in text and str(tmp_path / "d.zarr") in text
+    for p in summary["cache_files"] + [summary["run_record"]]:
+        assert Path(p).is_file()
+    record = json.loads(Path(summary["run_record"]).read_text())
+    assert record["config"]["model"] == MODEL and "git_commit" in record and "versions" in record
+    with DatasetStore.open(cfg.store) as store:
+        cache = StateCache.open(store, summary["model_id"])
+        assert cache.status == "loaded"
+        rows = store.read(fields=["state"])["state"]
+        hit = cache.lookup(cache.state_keys(rows[:4]), radius=1e-6)
+        assert hit.hit.all() and list(hit.rows) == [0, 1, 2, 3]
+
+
+def test_bad_model_fails_before_rendering(tmp_path):
+    cfg = RenderAndEmbedConfig.make(store=str(tmp_path / "x.zarr"), episodes=1, model="no-such-model")
+    with pytest.raises(ModelLoadError, match="unknown model 'no-such-model'"):
+        render_and_embed(cfg, progress=False)
+    assert not (tmp_path / "x.zarr").exists()
+
+
+KILL_SCRIPT = """
+import sys
+from pipeline.render import render_to_store
+from pipeline.rollout import RolloutConfig
+cfg = RolloutConfig.make(episodes=int(sys.argv[2]), views=["wide_view"], resolution=64, policy="random")
+render_to_store(sys.argv[1], cfg, chunk=1, progress=False)
+"""
+
+
+def test_sigkill_mid_render_then_resume_gives_exact_rows(tmp_path):
+    path = tmp_path / "k.zarr"
+    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(path), "12"], start_new_session=True)
+    deadline = time.time() + 120
+    rows = 0
+    while time.time() < deadline and rows < 80:  # two random episodes are 82 rows
+        time.sleep(0.3)
+        try:
+            with DatasetStore.open(path) as store:
+                rows = store.num_rows
+        except StoreError:
+            pass
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert rows > 0, "the writer committed nothing before the deadline"
+    with DatasetStore.open(path) as store:
+        data = store.read(fields=["state", "episode", "step"])
+        assert not np.any(np.all(data["state"] == 0, axis=1)), "no zero rows after a kill"
+        committed_eps = store.episodes()
+        assert all(len(r) == 41 for r in committed_eps.values()), "only whole episodes are committed"
+    cfg = RolloutConfig.make(episodes=12, views=["wide_view"], resolution=64, policy="random")
+    render_to_store(path, cfg, chunk=4, progress=False)  # the dead writer's lock is taken over
+    with DatasetStore.open(path) as store:
+        assert store.num_rows == 12 * 41
+        eps = store.read(fields=["episode", "step"])
+        assert len(set(zip(eps["episode"].tolist(), eps["step"].tolist()))) == 12 * 41
