@@ -133,3 +133,15 @@ def test_large_frames_raise_offscreen_buffer(small_env):
     frames = small_env.render_views(["front"], resolution=720)
     assert frames.shape == (1, 720, 720, 3)
     assert small_env.model.vis.global_.offwidth >= 720
+
+
+def test_importing_open_clip_after_rendering_does_not_crash():
+    """Triton's LLVM loaded after Mesa's segfaulted render-then-embed processes."""
+    import subprocess
+    import sys
+
+    code = ("from rmtl.env import FetchPickAndLiftEnv\n"
+            "e = FetchPickAndLiftEnv(resolution=64, views=('front',)); e.reset(seed=0); e.render_views()\n"
+            "import open_clip\nprint('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-500:]

@@ -73,6 +73,19 @@ def check_resolution(resolution: int) -> int:
     return int(resolution)
 
 
+def _preload_triton() -> None:
+    """Import Triton (shipped with torch) before the first GL context exists.
+
+    Triton bundles its own LLVM; loaded *after* Mesa's llvmpipe (the CPU EGL driver) it
+    crashes the process (segfault when torchvision/open_clip is imported after a render).
+    Loaded first, both coexist; it costs ~0.3 s once per process.
+    """
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        pass
+
+
 class CameraBankRenderer:
     """Renders named free cameras of one MuJoCo model to uint8 [V, H, W, 3].
 
@@ -101,6 +114,7 @@ class CameraBankRenderer:
     def _renderer(self, resolution: int):
         r = self._renderers.get(resolution)
         if r is None:
+            _preload_triton()
             vis = self.model.vis.global_
             vis.offwidth = max(int(vis.offwidth), resolution)
             vis.offheight = max(int(vis.offheight), resolution)
