@@ -1,0 +1,81 @@
+"""The one config of the phased multi-view VLM reward (paper Table 1 defaults)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from rmtl.config import Config
+from rmtl.env.cameras import SINGLE_VIEW, VIEW_NAMES, check_resolution, resolve_views
+from rmtl.errors import RmtlError
+from rmtl.reward.prompts import PromptConfig
+from rmtl.reward.shaping import ShapingConfig
+from rmtl.vlm.loader import PRECISIONS
+from rmtl.vlm.spec import parse_spec
+
+
+class RewardConfig(Config):
+    """Scorer model, projection, views, prompts, variants and shaping of the VLM reward."""
+
+    model: str = "PE-Core-bigG-14-448:meta"
+    """Model spec (rmtl.vlm.spec): NAME:TAG, hf-hub:ORG/REPO, a local directory, ARCH:WEIGHTS or ARCH@random."""
+    device: str | None = None
+    """Torch device; None: CUDA when present, else CPU."""
+    precision: str | None = None
+    """fp32, amp_bf16, bf16, fp16 or amp; None: amp_bf16 on CUDA, fp32 on CPU."""
+    alpha: float = Field(0.9, ge=0, le=1)
+    """Projection mix: 0 is cosine similarity, 1 projects onto the goal-baseline direction only."""
+    views: tuple[str, ...] = VIEW_NAMES
+    """Camera views averaged into the score (bank order)."""
+    single_view: bool = False
+    """Single-view ablation: score wide_view only, whatever views says."""
+    resolution: int | None = None
+    """Render resolution (px); None: the model's input size."""
+    batch_size: int = Field(64, ge=1)
+    """Images per model call."""
+    prompts: PromptConfig = PromptConfig()
+    single_prompt: bool = False
+    """Single-prompt baseline: the global goal prompt for every phase."""
+    shaping: ShapingConfig = ShapingConfig()
+    add_env_reward: bool = True
+    """Add the environment's own reward (the +1 success bonus) to the shaped reward."""
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        try:
+            parse_spec(v)
+        except RmtlError as err:
+            raise ValueError(str(err)) from None
+        return v
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, v: str | None) -> str | None:
+        if v is not None and v not in PRECISIONS:
+            raise ValueError(f"choose from {', '.join(PRECISIONS)}")
+        return v
+
+    @field_validator("views", mode="before")
+    @classmethod
+    def _views(cls, v: Any) -> tuple[str, ...]:
+        try:
+            return resolve_views(v)
+        except RmtlError as err:
+            raise ValueError(str(err)) from None
+
+    @field_validator("resolution")
+    @classmethod
+    def _resolution(cls, v: int | None) -> int | None:
+        if v is None:
+            return v
+        try:
+            return check_resolution(v)
+        except RmtlError as err:
+            raise ValueError(str(err)) from None
+
+    @property
+    def active_views(self) -> tuple[str, ...]:
+        """The views actually rendered and averaged (wide_view alone for single_view)."""
+        return (SINGLE_VIEW,) if self.single_view else self.views

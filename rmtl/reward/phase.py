@@ -1,0 +1,50 @@
+"""Which micro-task is active: the Stage-1 distance rule, or phases supplied from outside.
+
+The reward wrapper asks a :class:`PhaseSelector` once per step for all envs; the
+Stage-2 manager plugs in through :class:`ExternalPhaseSelector` (it sets the phases it
+chose before the step) or by implementing the protocol itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from rmtl.env.state import STATE_DIM, gripper_cube_distance
+from rmtl.errors import ConfigError
+from rmtl.phases import PHASES, rule_phase
+
+
+@runtime_checkable
+class PhaseSelector(Protocol):
+    """Maps the states [N, 25] (and step infos) of N envs to phase ids int64 [N]."""
+
+    def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]]) -> np.ndarray: ...
+
+
+class RulePhaseSelector:
+    """The distance rule of DESIGN.md section 3 on the 25-D state (works on stored states too)."""
+
+    def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]] = ()) -> np.ndarray:
+        s = np.asarray(states)
+        if s.ndim != 2 or s.shape[-1] != STATE_DIM:
+            raise ConfigError(f"phase rule needs states [N, {STATE_DIM}], got shape {s.shape}")
+        return np.asarray(rule_phase(np.atleast_1d(gripper_cube_distance(s))), dtype=np.int64)
+
+
+class ExternalPhaseSelector:
+    """Returns the phases last given to :meth:`set` (e.g. by a learned manager)."""
+
+    def __init__(self, num_envs: int, initial: int = 0):
+        self._phases = np.full(int(num_envs), int(initial), dtype=np.int64)
+        self.set(self._phases)
+
+    def set(self, phases: np.ndarray | Sequence[int]) -> None:
+        p = np.asarray(phases, dtype=np.int64).reshape(-1)
+        if p.shape != self._phases.shape or np.any((p < 0) | (p >= len(PHASES))):
+            raise ConfigError(f"phases must be {self._phases.shape[0]} ids in [0, {len(PHASES) - 1}], got {p.tolist()}")
+        self._phases = p.copy()
+
+    def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]] = ()) -> np.ndarray:
+        return self._phases.copy()

@@ -1,0 +1,298 @@
+"""Build a :class:`~rmtl.vlm.model.VLM` from a spec: resolve weights first, then build.
+
+Weights are located *before* any model is instantiated, so a missing checkpoint of a
+2B-parameter model fails in milliseconds with one line (what was looked for, where,
+and how to supply it) instead of after minutes of allocation or a network timeout.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import open_clip
+import torch
+
+from rmtl.errors import ModelLoadError
+from rmtl.vlm import registry
+from rmtl.vlm.model import VLM
+from rmtl.vlm.spec import ModelSpec, parse_spec
+
+PRECISIONS = ("fp32", "amp_bf16", "bf16", "fp16", "amp")
+"""``fp32``; ``amp_bf16``/``amp`` (fp32 weights, bf16/fp16 autocast); ``bf16``/``fp16`` (half weights)."""
+
+OPEN_CLIP_CONFIG = "open_clip_config.json"
+HF_WEIGHT_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+
+
+def select_device(device: str | torch.device | None = None) -> torch.device:
+    """The given device, else CUDA when present, else CPU."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ModelLoadError(f"device {device!r} is not a torch device; use 'cpu', 'cuda' or 'cuda:N'") from None
+    if d.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"device {device!r} was asked for but CUDA is not available here; use 'cpu' or leave it unset")
+    return d
+
+
+def select_precision(device: torch.device, precision: str | None = None) -> str:
+    """The given precision, else bf16 autocast on CUDA and fp32 on CPU."""
+    if precision is None:
+        return "amp_bf16" if device.type == "cuda" else "fp32"
+    if precision not in PRECISIONS:
+        raise ModelLoadError(f"precision {precision!r} is not supported; choose from {', '.join(PRECISIONS)}")
+    if precision in ("fp16", "amp") and device.type != "cuda":
+        raise ModelLoadError(f"precision {precision!r} needs CUDA; use 'fp32' or 'bf16' on CPU")
+    return precision
+
+
+def hf_offline() -> bool:
+    """Whether Hugging Face downloads are disabled (read now, not at import time)."""
+    flag = os.environ.get("HF_HUB_OFFLINE", "")
+    if flag.strip().upper() in {"1", "ON", "YES", "TRUE"}:
+        return True
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hf_cache_dir(cache_dir: str | Path | None = None) -> str:
+    from huggingface_hub import constants
+
+    return str(cache_dir) if cache_dir else str(constants.HF_HUB_CACHE)
+
+
+def _cached_hf_file(repo: str, filenames: tuple[str, ...], cache_dir: str | Path | None) -> str | None:
+    from huggingface_hub import try_to_load_from_cache
+
+    for name in filenames:
+        hit = try_to_load_from_cache(repo, name, cache_dir=cache_dir)
+        if isinstance(hit, str):
+            return hit
+    return None
+
+
+@dataclass
+class BuildPlan:
+    """How to build a spec with OpenCLIP, after its weights were found."""
+
+    open_clip_name: str
+    """Name passed to create_model_and_transforms and get_tokenizer."""
+    pretrained: str | None
+    """Checkpoint file (None: weights come with a schema name, or random weights)."""
+    arch_config: dict[str, Any]
+    preprocess: dict[str, Any] = field(default_factory=dict)
+    """image_mean / image_std / image_interpolation / image_resize_mode overrides."""
+    tokenizer_name: str | None = None
+    where: str = ""
+    """Where the weights came from, for messages."""
+
+
+def _preprocess_kwargs(cfg: dict[str, Any]) -> dict[str, Any]:
+    keys = {"mean": "image_mean", "std": "image_std", "interpolation": "image_interpolation", "resize_mode": "image_resize_mode"}
+    return {keys[k]: v for k, v in cfg.items() if k in keys and v is not None}
+
+
+def _unknown_arch(spec: ModelSpec) -> ModelLoadError:
+    names = registry.known_architectures()
+    close = difflib.get_close_matches(spec.arch, names, n=3, cutoff=0.6)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return ModelLoadError(
+        f"unknown model {spec.arch!r} in spec {spec.text!r}: not an OpenCLIP architecture nor a project-registered name{hint}; "
+        f"list them with open_clip.list_models() (project names: {', '.join(registry.list_registered()) or 'none'})"
+    )
+
+
+def _arch(spec: ModelSpec) -> dict[str, Any]:
+    cfg = registry.architecture_config(spec.arch)
+    if cfg is None:
+        raise _unknown_arch(spec)
+    return cfg
+
+
+def _missing_weights(spec: ModelSpec, looked: str, how: str) -> ModelLoadError:
+    offline = " (HF_HUB_OFFLINE is set, so nothing was downloaded)" if hf_offline() else ""
+    return ModelLoadError(f"weights for model spec {spec.text!r} not found: looked in {looked}{offline}; {how}")
+
+
+def _resolve_tag(spec: ModelSpec, cache_dir: str | Path | None) -> BuildPlan:
+    arch_cfg = _arch(spec)
+    cfg = open_clip.get_pretrained_cfg(spec.arch, spec.tag)
+    if not cfg:
+        tags = open_clip.list_pretrained_tags_by_model(spec.arch)
+        shown = ", ".join(tags[:8]) + (f" (+{len(tags) - 8} more: open_clip.list_pretrained_tags_by_model)" if len(tags) > 8 else "")
+        known = f"known tags: {shown}" if tags else "OpenCLIP knows no pretrained tags for it"
+        raise ModelLoadError(
+            f"unknown pretrained tag {spec.tag!r} for model {spec.arch!r}; {known}, or give weights as {spec.arch}:/path/to/weights.safetensors"
+        )
+    preprocess = _preprocess_kwargs(cfg)
+    if cfg.get("file"):
+        return BuildPlan(spec.arch, cfg["file"], arch_cfg, preprocess, spec.arch, cfg["file"])
+    hub = cfg.get("hf_hub", "")
+    if hub:
+        # OpenCLIP's convention: 'org/repo/' (default file names) or 'org/repo/file'.
+        repo, filename = os.path.split(hub)
+        files = HF_WEIGHT_FILES if not filename else (filename,)
+        cached = _cached_hf_file(repo, files, cache_dir)
+        looked = f"the Hugging Face cache {hf_cache_dir(cache_dir)} for {repo}/{'|'.join(files)}"
+        how = (
+            f"run once with a network connection (unset HF_HUB_OFFLINE) to download them into that cache, "
+            f"e.g. `huggingface-cli download {repo}`, or pass a local directory holding {OPEN_CLIP_CONFIG} and "
+            f"{files[0]}, or {spec.arch}:/path/to/{files[0]}"
+        )
+    else:
+        url = cfg.get("url", "")
+        target = Path(cache_dir or Path("~/.cache/clip").expanduser()) / os.path.basename(url)
+        cached = str(target) if target.is_file() else None
+        looked = f"{target} (download cache of {url})"
+        how = f"run once with a network connection to download it, or give {spec.arch}:/path/to/weights"
+    if cached is None:
+        if hf_offline():
+            raise _missing_weights(spec, looked, how)
+        try:
+            cached = open_clip.download_pretrained(cfg, cache_dir=cache_dir)
+        except Exception as err:  # network, auth, missing file: all one line for the user
+            reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+            raise ModelLoadError(f"weights for model spec {spec.text!r} not found in {looked} and could not be downloaded ({reason}); {how}") from None
+        if not cached:
+            raise _missing_weights(spec, looked, how)
+    return BuildPlan(spec.arch, str(cached), arch_cfg, preprocess, spec.arch, str(cached))
+
+
+def _resolve_hf_hub(spec: ModelSpec, cache_dir: str | Path | None) -> BuildPlan:
+    repo = spec.hub_id
+    config_file = _cached_hf_file(repo, (OPEN_CLIP_CONFIG,), cache_dir)
+    weights = _cached_hf_file(repo, HF_WEIGHT_FILES, cache_dir)
+    looked = f"the Hugging Face cache {hf_cache_dir(cache_dir)} for {repo}/{OPEN_CLIP_CONFIG} and {repo}/{'|'.join(HF_WEIGHT_FILES)}"
+    how = (
+        f"run once with a network connection (unset HF_HUB_OFFLINE) to download them into that cache, "
+        f"e.g. `huggingface-cli download {repo}`, or pass a local directory holding {OPEN_CLIP_CONFIG} and {HF_WEIGHT_FILES[0]}"
+    )
+    if config_file is None or weights is None:
+        if hf_offline():
+            raise _missing_weights(spec, looked, how)
+        try:
+            config_file = open_clip.pretrained.download_pretrained_from_hf(repo, filename=OPEN_CLIP_CONFIG, cache_dir=cache_dir)
+            weights = open_clip.pretrained.download_pretrained_from_hf(repo, cache_dir=cache_dir)
+        except Exception as err:
+            reason = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+            raise ModelLoadError(f"model spec {spec.text!r} not found in {looked} and could not be downloaded ({reason}); {how}") from None
+    full = json.loads(Path(config_file).read_text())
+    if "model_cfg" not in full:
+        raise ModelLoadError(f"{config_file} of model spec {spec.text!r} lacks 'model_cfg'; it is not an OpenCLIP model repo")
+    # Both files sit in one snapshot directory: build from it without touching the network.
+    # An HF tokenizer (hf_tokenizer_name) lives in another repo, so only then ask the hub.
+    snapshot = Path(config_file).parent
+    local = f"local-dir:{snapshot}"
+    tokenizer = f"hf-hub:{repo}" if full["model_cfg"].get("text_cfg", {}).get("hf_tokenizer_name") else local
+    return BuildPlan(local, None, full["model_cfg"], {}, tokenizer, f"hf-hub:{repo} ({snapshot})")
+
+
+def _resolve_local_dir(spec: ModelSpec) -> BuildPlan:
+    d = spec.path
+    if not d.exists():
+        raise ModelLoadError(
+            f"local model directory {d} (spec {spec.text!r}) does not exist; give a directory holding {OPEN_CLIP_CONFIG} and {HF_WEIGHT_FILES[0]}"
+        )
+    if not d.is_dir():
+        raise ModelLoadError(f"model spec {spec.text!r}: {d} is not a directory; for a weights file write ARCH:{d}")
+    cfg_path = d / OPEN_CLIP_CONFIG
+    if not cfg_path.is_file():
+        raise ModelLoadError(
+            f"local model directory {d} has no {OPEN_CLIP_CONFIG}; an OpenCLIP model directory holds {OPEN_CLIP_CONFIG} "
+            f"({{'model_cfg': ..., 'preprocess_cfg': ...}}) and {HF_WEIGHT_FILES[0]}"
+        )
+    try:
+        full = json.loads(cfg_path.read_text())
+    except json.JSONDecodeError as err:
+        raise ModelLoadError(f"{cfg_path} is not valid JSON: {err}") from None
+    if "model_cfg" not in full:
+        raise ModelLoadError(f"{cfg_path} lacks 'model_cfg'; write the architecture under 'model_cfg' as OpenCLIP does")
+    weights = registry.find_weights_in_dir(d)
+    if weights is None:
+        others = sorted(p.name for p in d.iterdir() if p.suffix in registry.WEIGHT_SUFFIXES)
+        if not others:
+            raise ModelLoadError(
+                f"local model directory {d} has {OPEN_CLIP_CONFIG} but no weights; put {' or '.join(registry.WEIGHT_FILE_NAMES[::2])} next to it"
+            )
+        weights = d / others[0]
+    return BuildPlan(f"local-dir:{d.resolve()}", None, full["model_cfg"], {}, f"local-dir:{d.resolve()}", str(weights))
+
+
+def resolve(spec: str | ModelSpec, cache_dir: str | Path | None = None) -> tuple[ModelSpec, BuildPlan]:
+    """Parse a spec and locate its weights without building anything (ModelLoadError if missing)."""
+    s = parse_spec(spec)
+    if s.kind == "hf-hub":
+        return s, _resolve_hf_hub(s, cache_dir)
+    if s.kind == "local-dir":
+        return s, _resolve_local_dir(s)
+    arch_cfg = _arch(s)
+    entry = registry.get_registered(s.arch)
+    preprocess = _preprocess_kwargs(dict(entry.preprocess)) if entry else {}
+    if s.kind == "tag":
+        return s, _resolve_tag(s, cache_dir)
+    if s.kind == "random":
+        return s, BuildPlan(s.arch, None, arch_cfg, preprocess, s.arch, "random weights")
+    if s.kind == "local-file":
+        if not s.path.is_file():
+            raise ModelLoadError(f"weights file {s.path} (spec {s.text!r}) does not exist; give the path of a .safetensors/.bin/.pt checkpoint")
+        return s, BuildPlan(s.arch, str(s.path), arch_cfg, preprocess, s.arch, str(s.path))
+    # A bare name: only project names with registered weights carry their own weights.
+    if entry is not None and entry.weights is not None:
+        return s, BuildPlan(s.arch, str(entry.weights), arch_cfg, preprocess, s.arch, str(entry.weights))
+    if entry is not None:
+        raise ModelLoadError(
+            f"no weights registered for project model {s.arch!r}: looked in {registry.PACKAGE_WEIGHTS_DIR / s.arch}; "
+            f"put {registry.WEIGHT_FILE_NAMES[0]} there, pass {s.arch}:/path/to/weights, or use {s.arch}@random for random weights"
+        )
+    tags = open_clip.list_pretrained_tags_by_model(s.arch)
+    tag_hint = f"{s.arch}:TAG (tags: {', '.join(tags[:6])}{', ...' if len(tags) > 6 else ''})" if tags else f"{s.arch}:TAG"
+    raise ModelLoadError(
+        f"model spec {s.text!r} names an architecture but no weights; use {tag_hint}, {s.arch}:/path/to/weights, or {s.arch}@random for random weights"
+    )
+
+
+def load_vlm(
+    spec: str | ModelSpec,
+    device: str | torch.device | None = None,
+    precision: str | None = None,
+    cache_dir: str | Path | None = None,
+) -> VLM:
+    """Load an OpenCLIP model by spec (see :mod:`rmtl.vlm.spec`) on the best device.
+
+    Device: CUDA when present, else CPU. Precision: bf16 autocast on CUDA, fp32 on CPU.
+    Raises :class:`~rmtl.errors.ModelLoadError` (one line) when the spec is malformed,
+    unknown, or its weights are not available.
+    """
+    dev = select_device(device)
+    prec = select_precision(dev, precision)
+    s, plan = resolve(spec, cache_dir)
+    try:
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            plan.open_clip_name,
+            pretrained=plan.pretrained,
+            precision=prec,
+            device=dev,
+            # Only full checkpoints are loaded: never fetch per-tower base weights.
+            pretrained_text=False,
+            pretrained_image=False,
+            cache_dir=str(cache_dir) if cache_dir else None,
+            **plan.preprocess,
+        )
+        tokenizer = open_clip.get_tokenizer(plan.tokenizer_name or plan.open_clip_name)
+    except ModelLoadError:
+        raise
+    except Exception as err:
+        reason = str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+        raise ModelLoadError(f"cannot build model spec {s.text!r} from {plan.where}: {type(err).__name__}: {reason}") from None
+    embed_dim = plan.arch_config.get("embed_dim")
+    if embed_dim is None:
+        embed_dim = model.encode_text(tokenizer(["a"]).to(dev)).shape[-1]
+    return VLM(model, preprocess, tokenizer, s, dev, prec, int(embed_dim))

@@ -1,0 +1,166 @@
+"""A loaded OpenCLIP model with batched image/text encoders returning unit vectors."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import open_clip
+import torch
+import torch.nn.functional as F
+
+from rmtl.errors import ConfigError
+from rmtl.vlm.spec import ModelSpec
+
+_INTERPOLATION = {"bicubic": "bicubic", "bilinear": "bilinear", "nearest": "nearest"}
+
+
+def _pair(size: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(size, (int, np.integer)):
+        return int(size), int(size)
+    h, w = size
+    return int(h), int(w)
+
+
+def preprocess_batch(frames: torch.Tensor, cfg: dict[str, Any]) -> torch.Tensor:
+    """uint8 [N, H, W, 3] frames -> normalised float [N, 3, h, w] following an OpenCLIP preprocess cfg.
+
+    Batched tensor equivalent of OpenCLIP's inference transform (``image_transform``):
+    the same resize mode (squash / shortest edge + centre crop / longest edge + pad),
+    interpolation, mean and std, read from the model's ``preprocess_cfg`` instead of
+    being hard-coded. Resizing uses antialiasing like PIL does when shrinking, and the
+    result is clamped to [0, 1] as PIL's uint8 output is.
+    """
+    th, tw = _pair(cfg["size"])
+    mode = cfg.get("resize_mode", "shortest")
+    interp = _INTERPOLATION.get(cfg.get("interpolation", "bicubic"), "bicubic")
+    x = frames.permute(0, 3, 1, 2).float().div_(255.0)
+    h, w = x.shape[-2:]
+    if (h, w) != (th, tw):
+        if mode == "squash":
+            size = (th, tw)
+        else:
+            # OpenCLIP's ResizeKeepRatio: ratio of the longest (or shortest) edge.
+            rh, rw = h / th, w / tw
+            ratio = max(rh, rw) if mode == "longest" else min(rh, rw)
+            size = (round(h / ratio), round(w / ratio))
+        if size != (h, w):
+            kwargs = {"antialias": True, "align_corners": False} if interp != "nearest" else {}
+            x = F.interpolate(x, size=size, mode=interp, **kwargs).clamp_(0.0, 1.0)
+        x = _center_crop_or_pad(x, th, tw, float(cfg.get("fill_color", 0)) / 255.0)
+    mean = torch.tensor(cfg["mean"], dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    std = torch.tensor(cfg["std"], dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    return (x - mean) / std
+
+
+def _center_crop_or_pad(x: torch.Tensor, th: int, tw: int, fill: float) -> torch.Tensor:
+    h, w = x.shape[-2:]
+    if h < th or w < tw:
+        ph, pw = max(th - h, 0), max(tw - w, 0)
+        x = F.pad(x, (pw // 2, pw - pw // 2, ph // 2, ph - ph // 2), value=fill)
+        h, w = x.shape[-2:]
+    top, left = int(round((h - th) / 2.0)), int(round((w - tw) / 2.0))
+    return x[..., top : top + th, left : left + tw]
+
+
+class VLM:
+    """An OpenCLIP model ready to embed frames and prompts (build it with :func:`rmtl.vlm.load_vlm`).
+
+    Embeddings come back as float32 NumPy arrays, L2-normalised in float32 whatever the
+    compute precision. ``preprocess`` (PIL -> tensor) and ``tokenizer`` are the model's
+    own; :meth:`encode_images` takes uint8 frames and preprocesses them in batch on the
+    model's device with the same settings.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        preprocess: Callable[[Any], torch.Tensor],
+        tokenizer: Callable[[Sequence[str]], torch.Tensor],
+        spec: ModelSpec,
+        device: torch.device,
+        precision: str,
+        embed_dim: int,
+    ):
+        self.model = model.eval()
+        self.preprocess = preprocess
+        self.tokenizer = tokenizer
+        self.spec = spec
+        self.device = device
+        self.precision = precision
+        self.embed_dim = int(embed_dim)
+        self.preprocess_cfg: dict[str, Any] = dict(model.visual.preprocess_cfg)
+        self.input_size: tuple[int, int] = _pair(self.preprocess_cfg["size"])
+
+    @property
+    def model_id(self) -> str:
+        """Filesystem-safe id of this model and its weights (Zarr array name of its embeddings)."""
+        return self.spec.model_id
+
+    @property
+    def image_size(self) -> int:
+        """Side (px) of the model's square input; the natural render resolution."""
+        return max(self.input_size)
+
+    def _autocast(self):
+        if self.precision.startswith("amp"):
+            dtype = torch.bfloat16 if self.precision == "amp_bf16" else torch.float16
+            return torch.autocast(device_type=self.device.type, dtype=dtype)
+        return contextlib.nullcontext()
+
+    def preprocess_frames(self, frames: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """uint8 frames [N, H, W, 3] -> model input [N, 3, h, w] on the model's device."""
+        t = torch.as_tensor(frames)
+        if t.dtype != torch.uint8 or t.ndim != 4 or t.shape[-1] != 3:
+            raise ConfigError(f"frames must be uint8 [N, H, W, 3], got {t.dtype} {tuple(t.shape)}")
+        return preprocess_batch(t.to(self.device, non_blocking=True), self.preprocess_cfg)
+
+    @torch.inference_mode()
+    def forward_images(self, pixels: torch.Tensor) -> torch.Tensor:
+        """Raw image-tower forward of preprocessed pixels (unnormalised, model dtype)."""
+        dtype = open_clip.get_input_dtype(self.precision) or torch.float32
+        with self._autocast():
+            return self.model.encode_image(pixels.to(self.device, dtype=dtype))
+
+    @torch.inference_mode()
+    def encode_images(self, images: np.ndarray | torch.Tensor, batch_size: int | None = None) -> np.ndarray:
+        """Unit image embeddings float32 [N, D] of uint8 frames [N, H, W, 3] or preprocessed [N, 3, h, w].
+
+        ``batch_size`` bounds one model call (None: all at once).
+        """
+        t = torch.as_tensor(images)
+        raw = t.dtype == torch.uint8
+        if raw and not (t.ndim == 4 and t.shape[-1] == 3):
+            raise ConfigError(f"frames must be uint8 [N, H, W, 3], got {tuple(t.shape)}")
+        if not raw and not (t.ndim == 4 and t.shape[1] == 3 and t.is_floating_point()):
+            raise ConfigError(f"images must be uint8 [N, H, W, 3] or preprocessed float [N, 3, h, w], got {t.dtype} {tuple(t.shape)}")
+        n = t.shape[0]
+        out = np.empty((n, self.embed_dim), dtype=np.float32)
+        step = n if not batch_size else int(batch_size)
+        for i in range(0, n, max(step, 1)):
+            chunk = t[i : i + step]
+            pixels = self.preprocess_frames(chunk) if raw else chunk
+            out[i : i + len(chunk)] = _unit(self.forward_images(pixels))
+        return out
+
+    @torch.inference_mode()
+    def encode_text(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit text embeddings float32 [N, D] with the model's own tokenizer and context length."""
+        if isinstance(texts, str) or not texts:
+            raise ConfigError("encode_text takes a non-empty list of strings")
+        tokens = self.tokenizer(list(texts)).to(self.device)
+        with self._autocast():
+            feats = self.model.encode_text(tokens)
+        return _unit(feats)
+
+    def __repr__(self) -> str:
+        return (
+            f"VLM({self.spec.text!r}, id={self.model_id}, dim={self.embed_dim}, "
+            f"input={self.input_size}, device={self.device}, precision={self.precision})"
+        )
+
+
+def _unit(feats: torch.Tensor) -> np.ndarray:
+    f = feats.float()
+    return F.normalize(f, dim=-1).cpu().numpy().astype(np.float32, copy=False)

@@ -1,0 +1,167 @@
+"""Project model registry: OpenCLIP architecture configs (and optional weights) by name.
+
+Kept apart from loading, as in OpenCLIP: this module only knows *what* a name means
+(an architecture config as JSON data, optional default weights, optional preprocessing
+overrides); :mod:`rmtl.vlm.loader` decides how to build it.
+
+Configs shipped with the package live in ``rmtl/vlm/model_configs/<name>.json`` in
+OpenCLIP's own architecture format (``embed_dim``, ``vision_cfg``, ``text_cfg``). Default
+weights for a shipped name are looked up in ``rmtl/vlm/weights/<name>/`` (an
+``open_clip_model.safetensors`` or ``open_clip_pytorch_model.bin``); none are shipped
+yet, so shipped names load with explicit weights (``name:/path/to/weights``) or as
+``name@random``. Code and tests can register more names with :func:`register_model`.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import open_clip
+
+from rmtl.errors import ConfigError
+
+PACKAGE_CONFIG_DIR = Path(__file__).parent / "model_configs"
+PACKAGE_WEIGHTS_DIR = Path(__file__).parent / "weights"
+
+WEIGHT_FILE_NAMES: tuple[str, ...] = (
+    "open_clip_model.safetensors",
+    "open_clip_pytorch_model.safetensors",
+    "open_clip_pytorch_model.bin",
+    "open_clip_pytorch_model.pth",
+)
+"""Checkpoint names looked for in a weights directory, in order of preference (OpenCLIP's)."""
+
+WEIGHT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".pt", ".pth", ".npz")
+
+_ARCH_KEYS = ("embed_dim", "vision_cfg", "text_cfg")
+
+
+@dataclass(frozen=True)
+class RegisteredModel:
+    """What a project model name means."""
+
+    name: str
+    config: Mapping[str, Any]
+    """OpenCLIP architecture config (``embed_dim``, ``vision_cfg``, ``text_cfg``)."""
+    weights: Path | None = None
+    """Default weights file, used when the spec names no weights."""
+    preprocess: Mapping[str, Any] = field(default_factory=dict)
+    """Overrides of OpenCLIP's preprocessing defaults (mean, std, interpolation, resize_mode)."""
+
+
+_REGISTRY: dict[str, RegisteredModel] = {}
+_TMP_CONFIG_DIR: Path | None = None
+_PACKAGE_SCANNED = False
+
+
+def find_weights_in_dir(directory: Path) -> Path | None:
+    """The preferred checkpoint file of a directory, or None."""
+    for name in WEIGHT_FILE_NAMES:
+        p = directory / name
+        if p.is_file():
+            return p
+    return None
+
+
+def _tmp_config_dir() -> Path:
+    global _TMP_CONFIG_DIR
+    if _TMP_CONFIG_DIR is None:
+        _TMP_CONFIG_DIR = Path(tempfile.mkdtemp(prefix="rmtl-model-configs-"))
+    return _TMP_CONFIG_DIR
+
+
+def _check_arch(name: str, config: Mapping[str, Any], source: str) -> None:
+    missing = [k for k in _ARCH_KEYS if k not in config]
+    if missing:
+        raise ConfigError(
+            f"model config {name!r} from {source} lacks {', '.join(missing)}; "
+            "an OpenCLIP architecture config needs embed_dim, vision_cfg and text_cfg"
+        )
+
+
+def _scan_package() -> None:
+    """Register the configs shipped in rmtl/vlm/model_configs once per process."""
+    global _PACKAGE_SCANNED
+    if _PACKAGE_SCANNED:
+        return
+    _PACKAGE_SCANNED = True
+    open_clip.add_model_config(PACKAGE_CONFIG_DIR)
+    for path in sorted(PACKAGE_CONFIG_DIR.glob("*.json")):
+        config = json.loads(path.read_text())
+        _check_arch(path.stem, config, str(path))
+        weights_dir = PACKAGE_WEIGHTS_DIR / path.stem
+        weights = find_weights_in_dir(weights_dir) if weights_dir.is_dir() else None
+        _REGISTRY[path.stem] = RegisteredModel(path.stem, config, weights)
+
+
+def register_model(
+    name: str,
+    config: Mapping[str, Any] | str | Path,
+    weights: str | Path | None = None,
+    preprocess: Mapping[str, Any] | None = None,
+    overwrite: bool = False,
+) -> RegisteredModel:
+    """Register a project model name (architecture config as a dict or JSON file).
+
+    The name becomes an OpenCLIP model name (``open_clip.list_models()``), so
+    ``create_model_and_transforms`` and ``get_tokenizer`` resolve it. ``weights`` is the
+    default checkpoint for the bare name; without it the name loads only with explicit
+    weights or as ``name@random``.
+    """
+    _scan_package()
+    if not name or any(c in name for c in ":@/\\") or name.strip() != name:
+        raise ConfigError(f"model name {name!r} is not allowed; use letters, digits, '-', '_' and '.'")
+    if not overwrite and (name in _REGISTRY or name in open_clip.list_models()):
+        raise ConfigError(f"model name {name!r} is already registered; pass overwrite=True to replace it")
+    if isinstance(config, (str, Path)):
+        source = Path(config)
+        if not source.is_file():
+            raise ConfigError(f"model config file {source} does not exist")
+        config = json.loads(source.read_text())
+    else:
+        source = None
+    config = dict(config)
+    _check_arch(name, config, str(source) if source else "a dict")
+    w = None
+    if weights is not None:
+        w = Path(weights).expanduser()
+        if not w.is_file():
+            raise ConfigError(f"weights file {w} for model {name!r} does not exist")
+    # OpenCLIP's registry reads JSON files; the file stem is the model name.
+    path = _tmp_config_dir() / f"{name}.json"
+    path.write_text(json.dumps(config))
+    open_clip.add_model_config(path)
+    entry = RegisteredModel(name, config, w, dict(preprocess or {}))
+    _REGISTRY[name] = entry
+    return entry
+
+
+def get_registered(name: str) -> RegisteredModel | None:
+    """The project entry of a name, or None for plain OpenCLIP names and unknown names."""
+    _scan_package()
+    return _REGISTRY.get(name)
+
+
+def list_registered() -> list[str]:
+    """Names registered by the project (shipped configs and register_model calls)."""
+    _scan_package()
+    return sorted(_REGISTRY)
+
+
+def architecture_config(name: str) -> dict[str, Any] | None:
+    """The architecture config of a project or OpenCLIP name, or None when unknown."""
+    _scan_package()
+    entry = _REGISTRY.get(name)
+    if entry is not None:
+        return dict(entry.config)
+    return open_clip.get_model_config(name)
+
+
+def known_architectures() -> list[str]:
+    """All names an architecture can be given by (OpenCLIP's and the project's)."""
+    _scan_package()
+    return list(open_clip.list_models())

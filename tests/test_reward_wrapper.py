@@ -1,0 +1,111 @@
+"""End to end: the VLM reward on a DummyVecEnv of FetchPickAndLiftEnv (rmtl.reward.wrapper)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from rmtl.env import EnvConfig, FetchPickAndLiftEnv
+from rmtl.errors import ConfigError
+from rmtl.phases import rule_phase
+from rmtl.reward import (
+    PhasedScorer,
+    RewardConfig,
+    VLMEmbeddingSource,
+    VLMRewardVecEnv,
+    make_reward_vec_env,
+)
+from rmtl.reward.prompts import PromptConfig, embed_prompts
+from rmtl.vlm.testing import TINY_NAME, tiny_vlm
+
+VIEWS = ("wide_view", "close_up")
+ENV_CFG = EnvConfig.make(max_episode_steps=3, views=VIEWS, resolution=64)
+
+
+@pytest.fixture(scope="module")
+def config():
+    return RewardConfig.make(model=f"{TINY_NAME}@random", views=VIEWS, resolution=64, batch_size=3)
+
+
+class RecordingSource:
+    """Wraps a source and keeps what it was given."""
+
+    def __init__(self, inner):
+        self.inner, self.states, self.frames = inner, [], []
+
+    def __call__(self, states, render):
+        def rec(idx):
+            f = render(idx)
+            self.frames.append(f.copy())
+            return f
+
+        self.states.append(states.copy())
+        return self.inner(states, rec)
+
+
+def test_end_to_end(config):
+    vlm = tiny_vlm(seed=0)
+    source = RecordingSource(VLMEmbeddingSource(vlm, config.batch_size))
+    env = make_reward_vec_env(2, config, ENV_CFG, seed=0, vlm=vlm, source=source)
+    try:
+        env.reset()
+        rng = np.random.default_rng(0)
+        for t in range(4):  # crosses one episode end (3-step episodes)
+            obs, reward, dones, infos = env.step(rng.uniform(-1, 1, (2, 4)).astype(np.float32))
+            assert reward.shape == (2,) and reward.dtype == np.float32
+            for i, info in enumerate(infos):
+                assert info["vlm_scores_per_view"].shape == (len(VIEWS), 3)
+                np.testing.assert_allclose(info["vlm_scores"], info["vlm_scores_per_view"].mean(0), atol=1e-6)
+                assert info["vlm_phase"] == rule_phase(info["gripper_cube_distance"])
+                assert info["vlm_score"] == pytest.approx(info["vlm_scores"][info["vlm_phase"]], abs=1e-6)
+                assert -1.0 <= info["vlm_reward"] <= 0.0
+                assert reward[i] == pytest.approx(info["vlm_reward"] + info["env_reward"], abs=1e-6)
+                assert "terminal_frames" not in info
+            frames = source.frames[-1]
+            assert frames.shape == (2, len(VIEWS), 64, 64, 3) and frames.dtype == np.uint8
+            if t == 2:
+                assert dones.all()
+                # Scored on the state the episode ended in, not the state after the auto-reset.
+                for i in range(2):
+                    terminal = infos[i]["terminal_observation"]["observation"]
+                    np.testing.assert_allclose(source.states[-1][i], terminal, atol=1e-6)
+                    assert not np.allclose(source.states[-1][i], obs["observation"][i])
+                    after_reset = env.venv.env_method("render_views", VIEWS, 64, indices=[i])[0]
+                    assert not np.array_equal(frames[i], after_reset)
+        assert env.resolution == 64 and env.views == VIEWS
+    finally:
+        env.close()
+
+
+def test_custom_source_needs_no_model(config):
+    """A cache-like source plus precomputed text embeddings: no VLM is loaded or rendered with."""
+
+    def encoder(texts):
+        v = np.random.default_rng(len(texts)).normal(size=(len(texts), 8)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    class ConstantSource:
+        calls = 0
+
+        def __call__(self, states, render):
+            ConstantSource.calls += 1
+            return np.tile(encoder(["x"] * 2)[None], (len(states), 1, 1))
+
+    scorer = PhasedScorer(embed_prompts(encoder, PromptConfig()), config.alpha, VIEWS)
+    env = make_reward_vec_env(2, config.replace(model="PE-Core-bigG-14-448:meta"), ENV_CFG, source=ConstantSource(), scorer=scorer)
+    try:
+        env.reset()
+        _, reward, _, infos = env.step(np.zeros((2, 4), np.float32))
+        assert ConstantSource.calls == 1 and reward.shape == (2,)
+    finally:
+        env.close()
+
+
+def test_sub_envs_must_keep_terminal_frames(config):
+    venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(ENV_CFG)])
+    try:
+        with pytest.raises(ConfigError, match="TerminalFrames"):
+            VLMRewardVecEnv(venv, config, vlm=tiny_vlm(seed=0))
+    finally:
+        venv.close()
