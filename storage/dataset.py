@@ -1,0 +1,644 @@
+"""The rmtl dataset store: one Zarr v3 group per dataset (DESIGN.md section 4).
+
+Commit protocol (why a killed writer never exposes half-written rows): an append resizes
+the arrays, writes the new rows, re-consolidates the metadata, and only then rewrites the
+root attribute `rmtl_commit` with the new row count. Each of those metadata writes replaces
+one object atomically (temp file + rename locally, one PUT on object stores). Readers
+only ever look at rows below the committed count; a resumed writer starts at the
+committed count and overwrites whatever a killed writer left past it, so rows are never
+duplicated and never read back as zeros. One writer per store (storage.lock).
+
+Layout, chunking and the reasons for them: docs/storage.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid as uuidlib
+import warnings
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec
+
+from rmtl.errors import StoreError
+from storage.location import Location
+from storage.lock import DEFAULT_TTL_S, WriterLock
+from storage.schema import (
+    COMMIT_ATTR,
+    EMBEDDING_DTYPE,
+    EMBEDDINGS_GROUP,
+    FRAMES,
+    FRAMES_DTYPE,
+    INFO_ATTR,
+    ROW_FIELDS,
+    SCHEMA_ATTR,
+    SCHEMA_NAME,
+    SCHEMA_VERSION,
+    TEXT_EMBEDDING_DTYPE,
+    TEXT_GROUP,
+    Chunking,
+    model_node_name,
+)
+
+Rows = int | slice | Sequence[int] | np.ndarray | None
+
+# zstd through blosc: fast enough to not slow rendering, and byte-shuffle helps the float arrays.
+_COMPRESSOR = BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")
+
+
+def _consolidate(store: Any) -> None:
+    with warnings.catch_warnings():
+        # zarr warns that consolidated metadata is not in the v3 spec yet; we want it anyway.
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(store)
+
+
+def _git_commit() -> dict[str, Any]:
+    """The git commit of the rmtl checkout (None outside a git checkout)."""
+    import rmtl
+
+    root = Path(rmtl.__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        if head.returncode != 0:
+            return {"git_commit": None, "git_dirty": None}
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "-uno"], capture_output=True, text=True, timeout=5)
+        return {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
+    except (OSError, subprocess.TimeoutExpired):
+        return {"git_commit": None, "git_dirty": None}
+
+
+def _json_ok(name: str, value: Any) -> Any:
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as e:
+        raise StoreError(f"{name} must be JSON-serialisable (plain dicts, lists, numbers, strings): {e}") from None
+
+
+def _take(arr: Any, idx: slice | np.ndarray, view_idx: np.ndarray | None = None) -> np.ndarray:
+    """Rows `idx` (slice or int array, any order, repeats allowed) and optionally some views of axis 1."""
+    views = () if view_idx is None else (view_idx,)
+    tail = (slice(None),) * (arr.ndim - 1 - len(views))
+    if isinstance(idx, slice):
+        sel = (idx, *views, *tail)
+        return arr.oindex[sel] if views else arr[sel]
+    if idx.size == 0:
+        shape = list(arr.shape)
+        shape[0] = 0
+        if views:
+            shape[1] = len(view_idx)
+        return np.empty(shape, dtype=arr.dtype)
+    # zarr reads each chunk once for sorted unique rows; map back to the caller's order.
+    uniq, inv = np.unique(idx, return_inverse=True)
+    return arr.oindex[(uniq, *views, *tail)][inv]
+
+
+class DatasetStore:
+    """A dataset store opened for reading (mode 'r') or as its single writer (mode 'a').
+
+    Use `DatasetStore.create(...)` for a new store and `DatasetStore.open(...)` for an
+    existing one; close writers (or use `with`) to release the writer lock.
+    """
+
+    def __init__(self, loc: Location, mode: Literal["r", "a"], lock: WriterLock | None):
+        self._loc = loc
+        self._mode = mode
+        self._lock = lock
+        self._zstore = loc.zarr_store(read_only=(mode == "r"))
+        self._load()
+
+    # -- opening -------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        views: Sequence[str],
+        resolution: int | tuple[int, int],
+        provenance: Mapping[str, Any] | None = None,
+        frames: bool = True,
+        visual_domain: bool | str | None = None,
+        seeds: Any = None,
+        state_dim: int | None = None,
+        key_dim: int | None = None,
+        chunking: Chunking = Chunking(),
+        code_version: str | None = None,
+        overwrite: bool = False,
+        lock_ttl_s: float = DEFAULT_TTL_S,
+    ) -> DatasetStore:
+        """Create a new, empty store and return it open for writing (mode 'a').
+
+        views: camera view names in bank order (axis 1 of frames and embeddings).
+        resolution: frame side in pixels, or (height, width).
+        provenance: free-form JSON-serialisable record (policy, stages, command line, ...).
+        frames=False makes a store of states and embeddings only (no `frames` array).
+        state_dim/key_dim default to rmtl.env.state's STATE_DIM/KEY_DIM, whose key layout and
+        scaling are then recorded as `key_spec` (the state cache checks it).
+        """
+        loc = Location(path)
+        views = [str(v) for v in views]
+        if not views or len(set(views)) != len(views):
+            raise StoreError(f"views must be a non-empty list of distinct names, got {views}")
+        h, w = (resolution, resolution) if isinstance(resolution, (int, np.integer)) else tuple(resolution)
+        if int(h) < 1 or int(w) < 1:
+            raise StoreError(f"resolution must be positive, got {resolution}")
+        key_spec = None
+        if state_dim is None or key_dim is None:
+            from rmtl.env import state as st  # lazy: only writers need the env's layout
+
+            state_dim = st.STATE_DIM if state_dim is None else state_dim
+            if key_dim is None:
+                key_dim = st.KEY_DIM
+                key_spec = {"fields": list(st.KEY_FIELDS), "rotation_scale": st.ROTATION_SCALE}
+        if code_version is None:
+            import rmtl
+
+            code_version = rmtl.__version__
+        info = {
+            "uuid": uuidlib.uuid4().hex,
+            "created": time.time(),
+            "views": views,
+            "resolution": [int(h), int(w)],
+            "has_frames": bool(frames),
+            "visual_domain": _json_ok("visual_domain", visual_domain),
+            "seeds": _json_ok("seeds", seeds),
+            "state_dim": int(state_dim),
+            "key_dim": int(key_dim),
+            "key_spec": key_spec,
+            "chunking": chunking.to_dict(),
+            "code_version": code_version,
+            **_git_commit(),
+            "provenance": _json_ok("provenance", dict(provenance or {})),
+        }
+
+        lock = WriterLock(loc, lock_ttl_s)
+        lock.acquire()  # before the existence check, so two creators cannot both pass it
+        try:
+            if not loc.is_empty_dir():
+                if not overwrite:
+                    raise StoreError(
+                        f"{loc} already exists; open it with DatasetStore.open(path, mode='a') to append, "
+                        f"pass overwrite=True to replace it, or choose a new path"
+                    )
+                loc.fs.rm(loc.path, recursive=True)
+            zstore = loc.zarr_store(read_only=False)
+            g = zarr.open_group(zstore, mode="w", attributes={SCHEMA_ATTR: {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}, INFO_ATTR: info})
+            rows = chunking.rows
+            for name, dtype in ROW_FIELDS.items():
+                tail = {"state": (int(state_dim),), "key": (int(key_dim),)}.get(name, ())
+                g.create_array(name, shape=(0, *tail), chunks=(rows, *tail), dtype=dtype, compressors=_COMPRESSOR)
+            if frames:
+                fr = chunking.frame_rows_for(int(h), int(w))
+                g.create_array(
+                    FRAMES, shape=(0, len(views), int(h), int(w), 3), chunks=(fr, 1, int(h), int(w), 3),
+                    dtype=FRAMES_DTYPE, compressors=_COMPRESSOR,
+                )
+            g.create_group(EMBEDDINGS_GROUP)
+            g.create_group(TEXT_GROUP)
+            _consolidate(zstore)
+            # The commit attribute is written last: a store without it is an aborted create.
+            zarr.open_group(zstore, mode="r+", use_consolidated=True).attrs[COMMIT_ATTR] = {"rows": 0, "embeddings": {}}
+            return cls(loc, "a", lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        mode: Literal["r", "a"] = "r",
+        *,
+        break_lock: bool = False,
+        lock_ttl_s: float = DEFAULT_TTL_S,
+    ) -> DatasetStore:
+        """Open an existing store for reading ('r') or as its single writer ('a').
+
+        A writer takes the lock `<path>.lock`; a live holder makes this fail with a line
+        naming it, a dead one (pid gone on this host, or heartbeat older than lock_ttl_s)
+        is taken over. break_lock=True takes the lock regardless.
+        """
+        if mode not in ("r", "a"):
+            raise StoreError(f"mode must be 'r' (read) or 'a' (append), got {mode!r}")
+        loc = Location(path)
+        if mode == "r":
+            return cls(loc, "r", None)
+        cls(loc, "r", None)  # validate before leaving a lock file next to something foreign
+        lock = WriterLock(loc, lock_ttl_s)
+        lock.acquire(break_lock=break_lock)
+        try:
+            return cls(loc, "a", lock)
+        except BaseException:
+            lock.release()
+            raise
+
+    def _fail(self, what: str, fix: str) -> StoreError:
+        return StoreError(f"{self._loc} {what}; {fix}")
+
+    def _load(self) -> None:
+        """(Re)read metadata and the commit record, validating the store."""
+        loc = self._loc
+        if not loc.exists():
+            raise StoreError(f"no dataset store at {loc}; create one with DatasetStore.create (or check the path)")
+        try:
+            # The writer needs the true array shapes; readers use the consolidated copy.
+            g = zarr.open_group(self._zstore, mode="r" if self._mode == "r" else "r+",
+                                use_consolidated=False if self._mode == "a" else None)
+        except Exception as e:  # zarr raises many types for "not a group here"
+            raise self._fail(f"is not a Zarr v3 group ({type(e).__name__})", "point at a store made by DatasetStore.create") from None
+        attrs = g.attrs.asdict()
+        schema = attrs.get(SCHEMA_ATTR)
+        if not isinstance(schema, dict) or schema.get("name") != SCHEMA_NAME:
+            raise self._fail("is a Zarr group but not an rmtl dataset store (no rmtl_schema attribute)",
+                             "point at a store made by DatasetStore.create")
+        version = schema.get("version")
+        if not isinstance(version, int) or version < 1:
+            raise self._fail(f"has an invalid schema version {version!r}", "the store is corrupt; re-create it")
+        if version > SCHEMA_VERSION:
+            raise self._fail(f"has dataset schema v{version}, newer than this rmtl reads (v{SCHEMA_VERSION})",
+                             "upgrade rmtl to read it")
+        commit = attrs.get(COMMIT_ATTR)
+        info = attrs.get(INFO_ATTR)
+        if commit is None:
+            raise self._fail("is incomplete: its creation never committed (killed during create?)",
+                             "delete it and create it again")
+        if not isinstance(info, dict) or not isinstance(commit, dict) or not isinstance(commit.get("rows"), int):
+            raise self._fail("has corrupt rmtl attributes", "re-create it or restore it from a copy")
+        names = list(ROW_FIELDS) + ([FRAMES] if info.get("has_frames") else [])
+        arrays: dict[str, Any] = {}
+        missing = []
+        for name in names:
+            try:
+                arrays[name] = g[name]
+            except KeyError:
+                missing.append(name)
+                continue
+            # Consolidated metadata would still list a deleted array (whose reads are then
+            # all fill values): check its own metadata object exists.
+            if not loc.fs.exists(f"{loc.path}/{name}/zarr.json"):
+                missing.append(name)
+        if missing:
+            raise self._fail(f"is corrupt: missing arrays {', '.join(missing)}", "re-create it or restore it from a copy")
+        rows = commit["rows"]
+        for name, a in arrays.items():
+            if a.shape[0] < rows:
+                raise self._fail(f"is corrupt: {rows} rows are committed but array '{name}' holds {a.shape[0]}",
+                                 "re-create it or restore it from a copy")
+        emb_commit = dict(commit.get("embeddings") or {})
+        for model_id, n in emb_commit.items():
+            node = f"{EMBEDDINGS_GROUP}/{model_node_name(model_id)}"
+            try:
+                a = g[node]
+            except KeyError:
+                raise self._fail(f"is corrupt: embeddings of model '{model_id}' are committed but array '{node}' is missing",
+                                 "re-create it or restore it from a copy") from None
+            if a.shape[0] < n or n > rows:
+                raise self._fail(f"is corrupt: {n} rows of '{model_id}' embeddings are committed but the array holds "
+                                 f"{a.shape[0]} and the store {rows} rows", "re-create it or restore it from a copy")
+            arrays[node] = a
+        self._group = g
+        self._arrays = arrays
+        self._info = info
+        self._schema_version = version
+        self._rows = rows
+        self._emb_rows: dict[str, int] = emb_commit
+
+    def refresh(self) -> None:
+        """Re-read the commit record (readers: see rows committed since opening)."""
+        if self._mode == "r":
+            self._load()
+
+    def close(self) -> None:
+        """Release the writer lock (no-op for readers). Safe to call twice."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        self._mode = "r"
+
+    def __enter__(self) -> DatasetStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"DatasetStore({self._loc}, mode={self._mode!r}, rows={self._rows}, models={self.model_ids()})"
+
+    # -- properties ----------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._loc.url
+
+    @property
+    def location(self) -> Location:
+        return self._loc
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    @property
+    def uuid(self) -> str:
+        """Identity of this store, written once at creation (the cache checks it)."""
+        return self._info["uuid"]
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """Creation attributes: views, resolution, visual_domain, seeds, provenance, ... (a copy)."""
+        return json.loads(json.dumps(self._info))
+
+    @property
+    def schema_version(self) -> int:
+        return self._schema_version
+
+    @property
+    def views(self) -> list[str]:
+        return list(self._info["views"])
+
+    @property
+    def resolution(self) -> tuple[int, int]:
+        h, w = self._info["resolution"]
+        return int(h), int(w)
+
+    @property
+    def has_frames(self) -> bool:
+        return bool(self._info.get("has_frames"))
+
+    @property
+    def state_dim(self) -> int:
+        return int(self._info["state_dim"])
+
+    @property
+    def key_dim(self) -> int:
+        return int(self._info["key_dim"])
+
+    @property
+    def num_rows(self) -> int:
+        """Committed rows (the only rows readers see)."""
+        return self._rows
+
+    def __len__(self) -> int:
+        return self._rows
+
+    # -- writing -------------------------------------------------------------------------
+    def _require_writer(self) -> WriterLock:
+        if self._mode != "a" or self._lock is None:
+            raise StoreError(f"{self._loc} is open read-only; open it with DatasetStore.open(path, mode='a') to write")
+        return self._lock
+
+    def _commit(self, rows: int, emb_rows: Mapping[str, int]) -> None:
+        _consolidate(self._zstore)
+        root = zarr.open_group(self._zstore, mode="r+", use_consolidated=True)
+        root.attrs[COMMIT_ATTR] = {"rows": int(rows), "embeddings": {k: int(v) for k, v in emb_rows.items()}}
+        self._rows = int(rows)
+        self._emb_rows = dict(emb_rows)
+
+    def _shapes(self) -> dict[str, tuple[int, ...]]:
+        h, w = self.resolution
+        shapes: dict[str, tuple[int, ...]] = {n: () for n in ROW_FIELDS}
+        shapes["state"] = (self.state_dim,)
+        shapes["key"] = (self.key_dim,)
+        if self.has_frames:
+            shapes[FRAMES] = (len(self.views), h, w, 3)
+        return shapes
+
+    def _check_batch(self, batch: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
+        shapes = self._shapes()
+        unknown = set(batch) - set(shapes)
+        if unknown:
+            extra = " (this store has no frames)" if FRAMES in unknown else ""
+            raise StoreError(f"unknown fields {sorted(unknown)} in append{extra}; fields are {sorted(shapes)}")
+        cols = dict(batch)
+        if "key" not in cols and "state" in cols:
+            if self._info.get("key_spec") is None:
+                raise StoreError(f"{self._loc} was created with a custom key_dim; pass 'key' in every append")
+            from rmtl.env.state import state_key  # lazy: keeps `import storage` free of the env
+
+            cols["key"] = state_key(np.asarray(cols["state"]))
+        missing = set(shapes) - set(cols)
+        if missing:
+            raise StoreError(f"append is missing fields {sorted(missing)}; every row needs {sorted(shapes)}")
+        out: dict[str, np.ndarray] = {}
+        sizes = set()
+        for name, tail in shapes.items():
+            dtype = np.dtype(FRAMES_DTYPE if name == FRAMES else ROW_FIELDS[name])
+            a = np.asarray(cols[name])
+            if not np.can_cast(a.dtype, dtype, casting="same_kind"):
+                raise StoreError(f"field '{name}' has dtype {a.dtype}, which does not convert safely to {dtype}")
+            if a.ndim != 1 + len(tail) or a.shape[1:] != tail:
+                raise StoreError(f"field '{name}' has shape {a.shape}, expected (rows, {', '.join(map(str, tail))})".replace(", )", ")"))
+            out[name] = a.astype(dtype, copy=False)
+            sizes.add(a.shape[0])
+        if len(sizes) != 1:
+            raise StoreError(f"append fields have different row counts {sorted(sizes)}")
+        return out, sizes.pop()
+
+    def _write_rows(self, node: str, start: int, data: np.ndarray) -> None:
+        a = self._arrays[node]
+        # Resize from the committed count, not the array's length: this drops (or overwrites)
+        # whatever a killed writer left past the commit, so a resume never duplicates rows.
+        a.resize((start + len(data), *a.shape[1:]))
+        a[start:start + len(data)] = data
+
+    def append(self, batch: Mapping[str, Any], embeddings: Mapping[str, Any] | None = None) -> range:
+        """Append rows (all fields of `_shapes`, `key` computed from `state` if absent), then commit.
+
+        embeddings: optional {model_id: [rows, V, D]} for models already in the store whose
+        embeddings are complete up to now; written in the same commit (the live cache path).
+        Returns the committed row range.
+        """
+        lock = self._require_writer()
+        cols, b = self._check_batch(batch)
+        n = self._rows
+        embs = {m: self._check_embeddings(m, n, e) for m, e in (embeddings or {}).items()}
+        for m, e in embs.items():
+            if len(e) != b:
+                raise StoreError(f"embeddings of '{m}' have {len(e)} rows but the batch has {b}")
+        if b == 0:
+            return range(n, n)
+        lock.heartbeat()
+        for name, data in cols.items():
+            self._write_rows(name, n, data)
+        emb_rows = dict(self._emb_rows)
+        for m, e in embs.items():
+            self._write_rows(self._emb_node(m), n, e)
+            emb_rows[m] = n + b
+        self._commit(n + b, emb_rows)
+        return range(n, n + b)
+
+    # -- embeddings ----------------------------------------------------------------------
+    @staticmethod
+    def _emb_node(model_id: str) -> str:
+        return f"{EMBEDDINGS_GROUP}/{model_node_name(model_id)}"
+
+    def _check_embeddings(self, model_id: str, start: int, emb: Any) -> np.ndarray:
+        if model_id not in self._emb_rows:
+            raise StoreError(f"{self._loc} has no embeddings of model '{model_id}'; add the first batch with add_embeddings()")
+        done = self._emb_rows[model_id]
+        if start != done:
+            raise StoreError(f"embeddings of '{model_id}' are committed up to row {done}; add rows from {done}, not {start}")
+        e = np.asarray(emb)
+        d = self._arrays[self._emb_node(model_id)].shape[2]
+        if e.ndim != 3 or e.shape[1:] != (len(self.views), d):
+            raise StoreError(f"embeddings of '{model_id}' must have shape (rows, {len(self.views)}, {d}), got {e.shape}")
+        if not np.issubdtype(e.dtype, np.floating):
+            raise StoreError(f"embeddings must be floating point, got {e.dtype}")
+        return e.astype(EMBEDDING_DTYPE, copy=False)
+
+    def add_embeddings(self, model_id: str, start_row: int, emb: Any, meta: Mapping[str, Any] | None = None) -> range:
+        """Write per-view image embeddings [rows, V, D] of model_id for store rows from start_row.
+
+        Embeddings are append-only per model and may lag the rows: start_row must equal
+        `embedded_rows(model_id)` (resume from there after a crash) and the rows must be
+        committed. meta (first call only): JSON record of the model (spec, image_size,
+        normalised, ...); embed_dim is taken from emb.
+        """
+        lock = self._require_writer()
+        node = self._emb_node(model_id)
+        e = np.asarray(emb)
+        stop = start_row + len(e)
+        if stop > self._rows:
+            raise StoreError(f"cannot embed rows {start_row}..{stop - 1}: only {self._rows} rows are committed")
+        if model_id not in self._emb_rows:
+            if e.ndim != 3 or e.shape[1] != len(self.views):
+                raise StoreError(f"embeddings must have shape (rows, {len(self.views)} views, dim), got {e.shape}")
+            other = [m for m in self._emb_rows if self._emb_node(m) == node]
+            if other:
+                raise StoreError(f"model id '{model_id}' maps to the same array as '{other[0]}'; use a distinct id")
+            rows = int(self._info["chunking"]["embedding_rows"])
+            self._arrays[node] = self._group.create_array(
+                node, shape=(0, len(self.views), e.shape[2]), chunks=(rows, len(self.views), e.shape[2]),
+                dtype=EMBEDDING_DTYPE, compressors=_COMPRESSOR, fill_value=float("nan"), overwrite=True,
+                attributes={"model_id": model_id, "embed_dim": int(e.shape[2]), "views": self.views,
+                            "meta": _json_ok("meta", dict(meta or {}))},
+            )
+            self._emb_rows[model_id] = 0
+        e = self._check_embeddings(model_id, start_row, e)
+        lock.heartbeat()
+        if len(e):
+            self._write_rows(node, start_row, e)
+        self._commit(self._rows, {**self._emb_rows, model_id: stop})
+        return range(start_row, stop)
+
+    def model_ids(self) -> list[str]:
+        """Models with (committed) embeddings in this store."""
+        return sorted(self._emb_rows)
+
+    def embedded_rows(self, model_id: str) -> int:
+        """Rows [0, n) that have committed embeddings of model_id (0 if none)."""
+        return int(self._emb_rows.get(model_id, 0))
+
+    def embedding_info(self, model_id: str) -> dict[str, Any]:
+        """{"model_id", "embed_dim", "views", "meta"} recorded with the model's embeddings."""
+        return dict(self._emb_array(model_id).attrs.asdict())
+
+    def _emb_array(self, model_id: str) -> Any:
+        if model_id not in self._emb_rows:
+            raise StoreError(f"{self._loc} has no embeddings of model '{model_id}' (it has {self.model_ids() or 'none'})")
+        return self._arrays[self._emb_node(model_id)]
+
+    def embeddings(self, model_id: str, rows: Rows = None, views: Sequence[str] | None = None) -> np.ndarray:
+        """float16 [rows, V, D] image embeddings of model_id (only rows with committed embeddings)."""
+        a = self._emb_array(model_id)
+        idx, squeeze = self._index(rows, self.embedded_rows(model_id), f"embedded rows of '{model_id}'")
+        out = _take(a, idx, self._view_index(views))
+        return out[0] if squeeze else out
+
+    def set_text_embeddings(self, model_id: str, prompts: Mapping[str, Any]) -> None:
+        """Store text embeddings {prompt: [D]} of model_id, merged with those already stored."""
+        self._require_writer()
+        merged = self.text_embeddings(model_id) if self._has_text(model_id) else {}
+        merged.update({str(p): np.asarray(v, dtype=np.float32).reshape(-1) for p, v in prompts.items()})
+        dims = {v.shape[0] for v in merged.values()}
+        if len(dims) != 1:
+            raise StoreError(f"text embeddings of '{model_id}' have mixed dimensions {sorted(dims)}")
+        if model_id in self._emb_rows and dims != {self._emb_array(model_id).shape[2]}:
+            raise StoreError(f"text embeddings of '{model_id}' have dimension {dims.pop()} but its image embeddings "
+                             f"{self._emb_array(model_id).shape[2]}")
+        mat = np.stack(list(merged.values()))
+        # NaN fill: a write killed between metadata and data reads back as NaN, which
+        # text_embeddings() rejects, instead of as plausible zeros.
+        a = self._group.create_array(
+            f"{TEXT_GROUP}/{model_node_name(model_id)}", shape=mat.shape, chunks=mat.shape,
+            dtype=TEXT_EMBEDDING_DTYPE, fill_value=float("nan"), overwrite=True,
+            attributes={"model_id": model_id, "prompts": list(merged)},
+        )
+        a[...] = mat
+        self._require_writer().heartbeat()
+        self._commit(self._rows, self._emb_rows)
+
+    def _has_text(self, model_id: str) -> bool:
+        return f"{TEXT_GROUP}/{model_node_name(model_id)}" in self._group
+
+    def text_models(self) -> list[str]:
+        """Models with stored text embeddings."""
+        return sorted(a.attrs["model_id"] for _, a in self._group[TEXT_GROUP].arrays())
+
+    def text_embeddings(self, model_id: str) -> dict[str, np.ndarray]:
+        """{prompt: float32 [D]} stored for model_id."""
+        node = f"{TEXT_GROUP}/{model_node_name(model_id)}"
+        try:
+            a = self._group[node]
+        except KeyError:
+            raise StoreError(f"{self._loc} has no text embeddings of model '{model_id}'; "
+                             f"store them with set_text_embeddings()") from None
+        prompts = list(a.attrs["prompts"])
+        mat = a[...]
+        if mat.shape[0] != len(prompts) or np.isnan(mat).any():
+            raise StoreError(f"text embeddings of '{model_id}' in {self._loc} are incomplete; set them again")
+        return {p: mat[i] for i, p in enumerate(prompts)}
+
+    # -- reading -------------------------------------------------------------------------
+    def _index(self, rows: Rows, n: int, what: str = "committed rows") -> tuple[slice | np.ndarray, bool]:
+        if rows is None:
+            return slice(0, n), False
+        if isinstance(rows, slice):
+            start, stop, step = rows.indices(n)
+            return (slice(start, stop) if step == 1 else np.arange(start, stop, step)), False
+        squeeze = np.ndim(rows) == 0
+        idx = np.atleast_1d(np.asarray(rows))
+        if idx.size and not np.issubdtype(idx.dtype, np.integer):
+            raise TypeError(f"rows must be integers or a slice, got dtype {idx.dtype}")
+        idx = idx.astype(np.int64)
+        idx = np.where(idx < 0, idx + n, idx)
+        if idx.size and (idx.min() < 0 or idx.max() >= n):
+            raise IndexError(f"rows out of range: {what} are 0..{n - 1}")
+        return idx, squeeze
+
+    def _view_index(self, views: Sequence[str] | None) -> np.ndarray | None:
+        if views is None:
+            return None
+        unknown = [v for v in views if v not in self.views]
+        if unknown:
+            raise StoreError(f"unknown views {unknown}; this store has {self.views}")
+        return np.array([self.views.index(v) for v in views], dtype=np.int64)
+
+    def read(self, rows: Rows = None, fields: Sequence[str] | None = None, views: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+        """Committed rows of the requested fields as {field: array}.
+
+        rows: None (all), a slice, an int, or integer indices in any order. fields: default
+        all per-row fields except `frames` (ask for it explicitly). views selects axis 1 of
+        `frames`.
+        """
+        fields = list(ROW_FIELDS) if fields is None else list(fields)
+        unknown = [f for f in fields if f not in self._shapes()]
+        if unknown:
+            raise StoreError(f"unknown fields {unknown}; this store has {sorted(self._shapes())}")
+        idx, squeeze = self._index(rows, self._rows)
+        vidx = self._view_index(views)
+        out = {f: _take(self._arrays[f], idx, vidx if f == FRAMES else None) for f in fields}
+        return {f: v[0] for f, v in out.items()} if squeeze else out
+
+    def episodes(self) -> dict[int, np.ndarray]:
+        """{episode id: its committed row indices in step order}."""
+        cols = self.read(fields=["episode", "step"])
+        ep, st = cols["episode"], cols["step"]
+        order = np.lexsort((st, ep))
+        ids, starts = np.unique(ep[order], return_index=True)
+        return {int(i): rows for i, rows in zip(ids, np.split(order, starts[1:]))} if len(ep) else {}
