@@ -40,7 +40,10 @@ def dask_client(workers: int, address: str | None = None):
         with Client(address) as client:
             yield client
         return
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    import logging
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.WARNING) as cluster:
         with Client(cluster) as client:
             yield client
 

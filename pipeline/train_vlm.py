@@ -53,6 +53,11 @@ class TrainVLMConfig(Config):
     """Linear warm-up steps."""
     soft_sigma: float = Field(0.03, ge=0)
     """Width (m) of the soft-target kernel on task geometry; 0 gives plain CLIP targets."""
+    soft_sigma_wide: float = Field(0.0, ge=0)
+    """Width (m) of a second, wider kernel averaged 50/50 with the first (0: off); it
+    keeps the score graded over centimetres-to-decimetres, not only near each situation."""
+    init: str | None = None
+    """Model spec to start from (e.g. a trained directory) instead of random weights."""
     holdout_fraction: float = Field(0.15, ge=0, lt=1)
     """Fraction of episodes held out for evaluation (chosen by episode id)."""
     shift_augment: int = Field(4, ge=0)
@@ -126,14 +131,18 @@ def task_geometry(states: np.ndarray) -> np.ndarray:
     return np.concatenate([s[:, CUBE_REL_POS], s[:, FINGER_WIDTHS].sum(1, keepdims=True), 3 * lift[:, None]], axis=1)
 
 
-def soft_targets(geometry, sigma: float):
-    """Row-stochastic target matrix from pairwise geometry distances (torch)."""
+def soft_targets(geometry, sigma: float, sigma_wide: float = 0.0):
+    """Row-stochastic target matrix from pairwise geometry distances (torch); with
+    ``sigma_wide`` > 0 the mean of a narrow and a wide kernel."""
     import torch
 
     if sigma <= 0:
         return torch.eye(len(geometry), device=geometry.device)
     d2 = torch.cdist(geometry, geometry).pow(2)
-    return torch.softmax(-d2 / (2 * sigma * sigma), dim=1)
+    targets = torch.softmax(-d2 / (2 * sigma * sigma), dim=1)
+    if sigma_wide > 0:
+        targets = 0.5 * (targets + torch.softmax(-d2 / (2 * sigma_wide * sigma_wide), dim=1))
+    return targets
 
 
 def _param_groups(model, weight_decay: float):
@@ -193,7 +202,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
-    vlm = load_vlm(f"{cfg.model}@random", device=cfg.device, precision="fp32")
+    vlm = load_vlm(cfg.init or f"{cfg.model}@random", device=cfg.device, precision="fp32")
     model, device = vlm.model, vlm.device
     use_bf16 = device.type == "cuda"
     holdout = data.holdout_mask(cfg.holdout_fraction)
@@ -220,8 +229,12 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         rng.bit_generator.state = state["rng"]
         print(f"resumed from {ckpt} at step {start}")
     else:
-        metrics["random_init"] = evaluate(vlm, data, eval_rows)
-        print(f"step 0 (random weights): {_summary(metrics['random_init'])}")
+        random_vlm = vlm if cfg.init is None else load_vlm(f"{cfg.model}@random", device=cfg.device, precision="fp32")
+        metrics["random_init"] = evaluate(random_vlm, data, eval_rows)
+        print(f"random weights: {_summary(metrics['random_init'])}")
+        if cfg.init is not None:
+            metrics["initial"] = evaluate(vlm, data, eval_rows)
+            print(f"step 0 ({cfg.init}): {_summary(metrics['initial'])}")
     write_run_record(out, cfg, cfg.seed, rows=len(data), train_rows=int(len(train_rows)),
                      eval_rows=int(len(eval_rows)), views=list(data.views))
     caption_tokens: dict[str, torch.Tensor] = {}
@@ -248,7 +261,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
             dx, dy = rng.integers(0, 2 * p + 1, size=2)
             pixels = padded[..., dy : dy + pixels.shape[-2], dx : dx + pixels.shape[-1]]
         text = tokens_for(sample_captions(data.states[rows], rng))
-        targets = soft_targets(geometry[torch.from_numpy(rows).to(device)], cfg.soft_sigma)
+        targets = soft_targets(geometry[torch.from_numpy(rows).to(device)], cfg.soft_sigma, cfg.soft_sigma_wide)
         progress = (time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0
         for g in opt.param_groups:
             g["lr"] = _lr_at(step, cfg, progress)
@@ -281,7 +294,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     metrics["final"] = metrics[f"step_{done}"] if start < cfg.steps else evaluate(vlm, data, eval_rows)
     metrics["steps_done"] = done if start < cfg.steps else start
     metrics["train_seconds"] = time.perf_counter() - t0
-    save_model(vlm, out)
+    save_model(vlm, cfg.model, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     with open(out / "train_log.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["step", "loss", "lr", "images_per_s"])
@@ -290,7 +303,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     return metrics
 
 
-def save_model(vlm, out_dir: str | Path) -> Path:
+def save_model(vlm, arch: str, out_dir: str | Path) -> Path:
     """Save weights (float16 safetensors) and OpenCLIP's config JSON: a loadable directory."""
     from safetensors.torch import save_file
 
@@ -299,7 +312,7 @@ def save_model(vlm, out_dir: str | Path) -> Path:
     out = Path(out_dir)
     state = {k: v.detach().to("cpu").half().contiguous() for k, v in vlm.model.state_dict().items()}
     save_file(state, str(out / "open_clip_model.safetensors"))
-    cfg = {"model_cfg": architecture_config(vlm.spec.arch), "preprocess_cfg": dict(vlm.preprocess_cfg)}
+    cfg = {"model_cfg": architecture_config(arch), "preprocess_cfg": dict(vlm.preprocess_cfg)}
     (out / "open_clip_config.json").write_text(json.dumps(cfg, indent=2))
     return out
 
