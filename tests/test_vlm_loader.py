@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import save_file
 
 from rmtl.errors import ModelLoadError
-from rmtl.vlm import load_vlm, select_device, select_precision
+from rmtl.vlm import load_vlm, register_model, select_device, select_precision
 from rmtl.vlm.testing import TINY_CONFIG, TINY_NAME, tiny_vlm
 
 
@@ -91,9 +91,18 @@ def test_architecture_without_weights_needs_explicit_random(offline):
     with pytest.raises(ModelLoadError) as e:
         load_vlm("ViT-B-32")
     assert "ViT-B-32@random" in _one_line(e)
+    register_model("test-no-weights", TINY_CONFIG)
     with pytest.raises(ModelLoadError) as e:
-        load_vlm("rmtl-fetch-tiny")
-    assert "no weights registered" in _one_line(e) and "rmtl-fetch-tiny@random" in str(e.value)
+        load_vlm("test-no-weights")
+    assert "no weights registered" in _one_line(e) and "test-no-weights@random" in str(e.value)
+
+
+def test_shipped_default_model_loads_its_weights():
+    vlm = load_vlm("rmtl-fetch-tiny")
+    assert vlm.model_id == "rmtl-fetch-tiny" and vlm.image_size == 96 and vlm.embed_dim == 128
+    random = load_vlm("rmtl-fetch-tiny@random")
+    frames = np.zeros((1, 96, 96, 3), np.uint8)
+    assert not np.allclose(vlm.encode_images(frames), random.encode_images(frames))
 
 
 def test_device_and_precision_choice():
