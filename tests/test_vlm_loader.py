@@ -172,3 +172,11 @@ def test_tag_resolves_to_cached_file_with_the_tags_preprocessing(monkeypatch, tm
     assert plan.pretrained == str(snap / "open_clip_model.safetensors")
     assert plan.preprocess["image_mean"] == (0.5, 0.5, 0.5) and plan.preprocess["image_resize_mode"] == "squash"
     assert spec.model_id == "PE-Core-bigG-14-448__meta"
+
+
+def test_random_weights_are_the_same_model_in_every_load():
+    frames = np.full((1, 96, 96, 3), 120, np.uint8)
+    a = load_vlm("rmtl-fetch-tiny@random").encode_images(frames)
+    torch.manual_seed(123)  # the global RNG state must not matter
+    b = load_vlm("rmtl-fetch-tiny@random").encode_images(frames)
+    assert np.array_equal(a, b)

@@ -7,6 +7,8 @@ and how to supply it) instead of after minutes of allocation or a network timeou
 
 from __future__ import annotations
 
+import contextlib
+
 import difflib
 import json
 import os
@@ -27,6 +29,10 @@ PRECISIONS = ("fp32", "amp_bf16", "bf16", "fp16", "amp")
 
 OPEN_CLIP_CONFIG = "open_clip_config.json"
 HF_WEIGHT_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
+
+
+RANDOM_WEIGHTS_SEED = 0
+"""Seed of '@random' models (random weights are the same model in every process)."""
 
 
 def select_device(device: str | torch.device | None = None) -> torch.device:
@@ -274,18 +280,24 @@ def load_vlm(
     dev = select_device(device)
     prec = select_precision(dev, precision)
     s, plan = resolve(spec, cache_dir)
+    # Random weights are seeded, so the same '@random' spec (one model id) is the same
+    # model in every process: a store embedded in one and a live cache in another agree.
+    seeded = torch.random.fork_rng(devices=[]) if s.kind == "random" else contextlib.nullcontext()
     try:
-        model, _, preprocess = open_clip.create_model_and_transforms(
-            plan.open_clip_name,
-            pretrained=plan.pretrained,
-            precision=prec,
-            device=dev,
-            # Only full checkpoints are loaded: never fetch per-tower base weights.
-            pretrained_text=False,
-            pretrained_image=False,
-            cache_dir=str(cache_dir) if cache_dir else None,
-            **plan.preprocess,
-        )
+        with seeded:
+            if s.kind == "random":
+                torch.manual_seed(RANDOM_WEIGHTS_SEED)
+            model, _, preprocess = open_clip.create_model_and_transforms(
+                plan.open_clip_name,
+                pretrained=plan.pretrained,
+                precision=prec,
+                device=dev,
+                # Only full checkpoints are loaded: never fetch per-tower base weights.
+                pretrained_text=False,
+                pretrained_image=False,
+                cache_dir=str(cache_dir) if cache_dir else None,
+                **plan.preprocess,
+            )
         tokenizer = open_clip.get_tokenizer(plan.tokenizer_name or plan.open_clip_name)
     except ModelLoadError:
         raise

@@ -1,0 +1,249 @@
+"""The cached reward path for training: an :class:`~rmtl.reward.source.EmbeddingSource`
+backed by the FAISS state cache (storage.cache).
+
+Per step, for the states of the B sub-envs: look their keys up in the cache; a hit
+returns the stored per-view embeddings of the nearest stored state within ``radius``
+(key units, metres: rmtl.env.state); the misses alone are rendered (through the
+``render`` callable the reward wrapper passes, or :func:`env_renderer`) and embedded in
+one VLM call. With ``append=True`` the misses are appended to the store (frames if the
+store keeps them, state, key, labels, and their embeddings in the same commit) and then
+added to the index, so the next visit of such a state is a hit.
+
+Committed-rows semantics (storage.dataset): rows and their embeddings become visible in
+one commit; the index is extended only with committed rows (``StateCache.add`` checks
+it), so a crash between the two leaves rows that the next ``StateCache.open`` indexes.
+The store must be opened for append (one writer per store: give each training process
+its own store, or append from one process only). Rows written here have no trajectory:
+``episode = LIVE_EPISODE`` (-1), ``step`` a running counter, ``success`` False and
+``difficulty`` NaN; pipeline.analysis and pipeline.query leave them out.
+
+Hits return the stored float16 embeddings as float32. With ``quantize=True`` (default)
+misses are rounded through float16 too, so a state gets the same reward whether it was
+served fresh or, later, from the cache.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from rmtl.env.cameras import resolve_views
+from rmtl.env.state import gripper_cube_distance
+from rmtl.errors import ConfigError, StoreError
+from rmtl.phases import rule_phase
+from rmtl.reward.source import FrameRenderer, VLMEmbeddingSource
+
+DEFAULT_RADIUS = 0.002
+"""Default cache radius (m in key space); bench/cache measures hit rate and error per radius."""
+
+LIVE_EPISODE = -1
+"""Episode id of rows appended by the live path (they belong to no recorded episode)."""
+
+
+@dataclass(frozen=True)
+class LiveLookup:
+    """One batch through the cache: embeddings float32 [B, V, D]; hit [B]; rows [B] the
+    store row whose embeddings were returned (the appended row for an appended miss, -1 for
+    a miss not appended); distances [B] key-space distance to the nearest stored key."""
+
+    embeddings: np.ndarray
+    hit: np.ndarray
+    rows: np.ndarray
+    distances: np.ndarray
+
+    @property
+    def hit_rate(self) -> float:
+        return float(self.hit.mean()) if len(self.hit) else 0.0
+
+
+@dataclass
+class LiveStats:
+    batches: int = 0
+    states: int = 0
+    hits: int = 0
+    rendered: int = 0
+    appended: int = 0
+    per_batch_hit_rate: list[float] = field(default_factory=list)
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.states if self.states else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"batches": self.batches, "states": self.states, "hits": self.hits, "rendered": self.rendered,
+                "appended": self.appended, "hit_rate": self.hit_rate}
+
+
+def env_renderer(envs: Sequence[Any], views: Sequence[str], resolution: int) -> FrameRenderer:
+    """A FrameRenderer over a list of FetchPickAndLiftEnv (env i renders its current state)."""
+    names = resolve_views(views)
+
+    def render(indices: np.ndarray) -> np.ndarray:
+        idx = [int(i) for i in np.asarray(indices).reshape(-1)]
+        if not idx:
+            return np.zeros((0, len(names), resolution, resolution, 3), np.uint8)
+        return np.stack([envs[i].render_views(names, resolution) for i in idx])
+
+    return render
+
+
+class CachedEmbeddingSource:
+    """EmbeddingSource: cache lookup, render + embed only the misses, optionally append them.
+
+    cache: a StateCache with a model (``StateCache.open(store, model_id, preload=True)``
+    keeps the embeddings in memory, the fast choice for training); vlm: the model whose
+    embeddings the cache holds (misses are embedded with it); views: the caller's view
+    axis (default the store's views; with append it must be exactly the store's views).
+    """
+
+    def __init__(
+        self,
+        cache: Any,
+        vlm: Any,
+        radius: float = DEFAULT_RADIUS,
+        views: Sequence[str] | None = None,
+        append: bool = False,
+        batch_size: int | None = None,
+        quantize: bool = True,
+        save_every: int = 0,
+    ):
+        if cache.model_id is None:
+            raise ConfigError("the state cache has no model; open it with StateCache.open(store, model_id=...)")
+        if vlm.model_id != cache.model_id:
+            raise ConfigError(f"the cache holds embeddings of '{cache.model_id}' but the VLM is '{vlm.model_id}'; "
+                              "misses must be embedded with the same model")
+        if radius < 0:
+            raise ConfigError(f"cache radius must be >= 0, got {radius}")
+        store = cache.store
+        self.cache = cache
+        self.store = store
+        self.vlm = vlm
+        self.radius = float(radius)
+        self.views = tuple(views) if views is not None else tuple(store.views)
+        unknown = [v for v in self.views if v not in store.views]
+        if unknown:
+            raise ConfigError(f"views {unknown} are not in the store's views {store.views}")
+        self.append = bool(append)
+        if self.append:
+            if store.mode != "a":
+                raise StoreError(f"{store.path} is open read-only; open it with DatasetStore.open(path, 'a') to append misses")
+            if list(self.views) != list(store.views):
+                raise ConfigError(f"appending misses needs every store view in store order {store.views}, "
+                                  f"but the source renders {list(self.views)}")
+            if store.embedded_rows(cache.model_id) != store.num_rows:
+                raise StoreError(f"{store.path} has {store.num_rows} rows but only {store.embedded_rows(cache.model_id)} "
+                                 f"embedded with '{cache.model_id}'; embed the store fully before appending live rows")
+        self.quantize = bool(quantize)
+        self.save_every = int(save_every)
+        self._embedder = VLMEmbeddingSource(vlm, batch_size or (1 << 30))  # default: one model call per batch
+        self._live_step = 0
+        self.stats = LiveStats()
+
+    @classmethod
+    def open(
+        cls,
+        store_path: str | os.PathLike[str],
+        model: Any,
+        radius: float = DEFAULT_RADIUS,
+        views: Sequence[str] | None = None,
+        append: bool = False,
+        kind: str = "flat",
+        preload: bool = True,
+        **kwargs: Any,
+    ) -> "CachedEmbeddingSource":
+        """Open the store (for append when ``append``), its cache for the model (built or
+        extended and persisted as needed) and the model (a spec string or a loaded VLM)."""
+        from rmtl.vlm import VLM, load_vlm
+        from storage.cache import StateCache
+        from storage.dataset import DatasetStore
+
+        vlm = model if isinstance(model, VLM) else load_vlm(str(model))
+        store = DatasetStore.open(store_path, "a" if append else "r")
+        try:
+            cache = StateCache.open(store, vlm.model_id, kind=kind, preload=preload)
+            return cls(cache, vlm, radius, views, append, **kwargs)
+        except BaseException:
+            store.close()
+            raise
+
+    # ------------------------------------------------------------------ EmbeddingSource
+    @property
+    def image_size(self) -> int:
+        return int(self.vlm.image_size)
+
+    def __call__(self, states: np.ndarray, render: FrameRenderer) -> np.ndarray:
+        return self.lookup(states, render).embeddings
+
+    def lookup(self, states: np.ndarray, render: FrameRenderer) -> LiveLookup:
+        """Embeddings of B states: cached for hits, rendered + embedded (+ appended) for misses."""
+        states = np.asarray(states, dtype=np.float32)
+        if states.ndim != 2:
+            raise ConfigError(f"states must be [B, 25], got shape {states.shape}")
+        keys = self.cache.state_keys(states)
+        res, emb16 = self.cache.fetch(keys, self.radius, self.views)
+        out = emb16.astype(np.float32)
+        rows = res.rows.copy()
+        miss = np.flatnonzero(~res.hit)
+        if len(miss):
+            frames = np.asarray(render(miss))
+            if frames.ndim != 5 or frames.shape[:2] != (len(miss), len(self.views)):
+                raise ConfigError(f"render returned frames of shape {frames.shape}; expected [{len(miss)}, {len(self.views)}, H, W, 3]")
+            fresh = self._embedder.embed_frames(frames)
+            if self.quantize:
+                fresh = fresh.astype(np.float16).astype(np.float32)
+            out[miss] = fresh
+            if self.append:
+                rows[miss] = self._append(states[miss], keys[miss], frames, fresh)
+        self.stats.batches += 1
+        self.stats.states += len(states)
+        self.stats.hits += int(res.hit.sum())
+        self.stats.rendered += len(miss)
+        self.stats.per_batch_hit_rate.append(res.hit_rate)
+        if self.append and self.save_every and self.stats.batches % self.save_every == 0:
+            self.cache.save()
+        return LiveLookup(out, res.hit.copy(), rows, res.distances)
+
+    # ------------------------------------------------------------------ appending
+    def _append(self, states: np.ndarray, keys: np.ndarray, frames: np.ndarray, emb: np.ndarray) -> np.ndarray:
+        store = self.store
+        n = len(states)
+        batch = {
+            "state": states, "key": keys,
+            "episode": np.full(n, LIVE_EPISODE, np.int64),
+            "step": np.arange(self._live_step, self._live_step + n, dtype=np.int32),
+            "phase_rule": np.asarray(rule_phase(np.atleast_1d(gripper_cube_distance(states))), dtype=np.int8),
+            "success": np.zeros(n, bool),
+            "difficulty": np.full(n, np.nan, np.float32),
+        }
+        if store.has_frames:
+            if tuple(frames.shape[2:4]) != tuple(store.resolution):
+                raise ConfigError(f"rendered frames are {frames.shape[2]}x{frames.shape[3]} but {store.path} stores "
+                                  f"{store.resolution[0]}x{store.resolution[1]}; render at the store's resolution "
+                                  "(RewardConfig.resolution) to append misses")
+            batch["frames"] = frames
+        added = store.append(batch, embeddings={self.cache.model_id: emb})
+        self._live_step += n
+        rows = np.arange(added.start, added.stop, dtype=np.int64)
+        # keys as stored (float32 round trip is exact): cache.add checks them against the store
+        self.cache.add(keys, rows)
+        self.stats.appended += n
+        return rows
+
+    def save(self) -> None:
+        """Persist the index (it is also rebuilt or extended from the store on the next open)."""
+        self.cache.save()
+
+    def close(self) -> None:
+        """Persist the index if rows were appended, and release the store (writer lock)."""
+        if self.append and self.stats.appended:
+            self.cache.save()
+        self.store.close()
+
+    def __enter__(self) -> "CachedEmbeddingSource":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
