@@ -88,40 +88,58 @@ def quality_summary(store_path: str, model_id: str, alpha: float = 0.9) -> dict:
     return reward_quality(inputs, text.goals, text.baseline, alpha)
 
 
-def render_and_embed(cfg: RenderAndEmbedConfig, progress: bool = True) -> dict:
-    """Run the job; returns a summary with the paths of what it wrote."""
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
+def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):
+    """The RolloutConfig of the job at the resolution chosen for the model."""
     from pipeline.rollout import RolloutConfig
-    from rmtl.provenance import write_run_record
-    from rmtl.vlm import load_vlm
+
+    return RolloutConfig.make(episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
+                              stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed)
+
+
+def build_cache(path: str, model_id: str, kind: str) -> dict:
+    """Load, extend or rebuild the store's FAISS state cache (persisted next to it)."""
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
 
-    t0 = time.perf_counter()
-    vlm = load_vlm(cfg.model)  # first: a bad model spec fails before any rendering
-    resolution = cfg.resolution or vlm.image_size
-    rollout = RolloutConfig.make(episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
-                                 stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed)
-    path = cfg.store_path()
-    rendered = render_to_store(path, rollout, workers=cfg.workers, dask_address=cfg.dask_address, progress=progress)
-    embedded = embed_store(path, vlm, batch_size=cfg.batch_size, progress=progress)
     with DatasetStore.open(path, "r") as store:
-        cache = StateCache.open(store, vlm.model_id, kind=cfg.cache_kind)
-        cache_files = [str(cache.index_location), str(cache.sidecar_location)]
-        cache_status = cache.status
-    quality = quality_summary(path, vlm.model_id, cfg.alpha)
+        cache = StateCache.open(store, model_id, kind=kind)
+        return {"files": [str(cache.index_location), str(cache.sidecar_location)], "status": cache.status,
+                "indexed": cache.num_indexed}
+
+
+def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, quality: dict, seconds: float) -> dict:
+    """Write the run record and ``last_summary.json`` next to the store; return the summary."""
+    from rmtl.provenance import write_run_record
+
+    path = cfg.store_path()
     run_dir = Path(path).parent / f"{Path(path).name}.runs"
     record = write_run_record(run_dir, cfg, cfg.seed, name=f"render-and-embed-{time.strftime('%Y%m%d-%H%M%S')}.json")
     summary = {
         "store": path, "rows": rendered.rows, "episodes_rendered": rendered.episodes_rendered,
-        "resumed": rendered.resumed, "model_id": vlm.model_id, "rows_embedded": embedded.rows_embedded,
-        "cache_files": cache_files, "cache_status": cache_status, "quality": quality,
-        "run_record": str(record), "seconds": time.perf_counter() - t0,
+        "resumed": rendered.resumed, "model_id": embedded.model_id, "rows_embedded": embedded.rows_embedded,
+        "cache_files": cache["files"], "cache_status": cache["status"], "quality": quality,
+        "run_record": str(record), "seconds": seconds,
     }
     (run_dir / "last_summary.json").write_text(json.dumps(summary, indent=2, default=str))
     summary["summary_file"] = str(run_dir / "last_summary.json")
     return summary
+
+
+def render_and_embed(cfg: RenderAndEmbedConfig, progress: bool = True) -> dict:
+    """Run the job; returns a summary with the paths of what it wrote."""
+    from pipeline.embed import embed_store
+    from pipeline.render import render_to_store
+    from rmtl.vlm import load_vlm
+
+    t0 = time.perf_counter()
+    vlm = load_vlm(cfg.model)  # first: a bad model spec fails before any rendering
+    path = cfg.store_path()
+    rendered = render_to_store(path, rollout_config(cfg, cfg.resolution or vlm.image_size), workers=cfg.workers,
+                               dask_address=cfg.dask_address, progress=progress)
+    embedded = embed_store(path, vlm, batch_size=cfg.batch_size, progress=progress)
+    cache = build_cache(path, vlm.model_id, cfg.cache_kind)
+    quality = quality_summary(path, vlm.model_id, cfg.alpha)
+    return write_summary(cfg, rendered, embedded, cache, quality, time.perf_counter() - t0)
 
 
 def format_summary(summary: dict) -> str:

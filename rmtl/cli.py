@@ -15,6 +15,8 @@ from rmtl.errors import RmtlError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RMTL: phased multi-view VLM rewards for Fetch.")
 env_app = typer.Typer(no_args_is_help=True, help="The Fetch pick-and-lift environment.")
 app.add_typer(env_app, name="env")
+server_app = typer.Typer(no_args_is_help=True, help="A local Prefect server (PREFECT_HOME under the data dir).")
+app.add_typer(server_app, name="server")
 
 DataDirOption = typer.Option(None, "--data-dir", help="Data directory (default $RMTL_DATA_DIR or ./data).")
 
@@ -100,6 +102,7 @@ def render_and_embed_cmd(
     store: Optional[str] = typer.Option(None, help="Store path (default <data-dir>/stores/<name>.zarr)."),
     name: str = typer.Option("default", help="Dataset name for the default store path."),
     seed: int = typer.Option(0, help="Base episode seed."),
+    prefect: bool = typer.Option(False, "--prefect", help="Run as the 'render-and-embed/default' deployment on a local Prefect server."),
     data_dir: Optional[Path] = DataDirOption,
 ) -> None:
     """Render episodes into a Zarr store, embed them, build the FAISS cache, summarise reward quality."""
@@ -115,7 +118,50 @@ def render_and_embed_cmd(
         stages=_int_list(stages, "stages"), views=views, resolution=resolution, model=model,
         batch_size=batch_size, workers=workers, dask_address=dask_address, seed=seed,
     )
+    if prefect:
+        from flows.local import render_and_embed_deployment
+
+        run, summary = render_and_embed_deployment(cfg)
+        if summary is None:
+            raise RmtlError(f"flow run did not complete: {getattr(run, 'state_message', run)}")
+        typer.echo(format_summary(summary))
+        return
     typer.echo(format_summary(render_and_embed(cfg)))
+
+
+@server_app.command("start")
+def server_start(port: int = typer.Option(4200, help="Port on 127.0.0.1."), ui: bool = typer.Option(True)) -> None:
+    """Start a background Prefect server and print the settings clients need."""
+    from flows.server import start_background
+
+    info = start_background(port=port, ui=ui)
+    typer.echo(f"Prefect server at {info['url']} (log {info['log']})\n"
+               f"export PREFECT_API_URL={info['url']}/api PREFECT_HOME={info['home']}")
+
+
+@server_app.command("stop")
+def server_stop() -> None:
+    """Stop the background Prefect server."""
+    from flows.server import stop_background
+
+    typer.echo("stopped" if stop_background() else "no server was running")
+
+
+@server_app.command("status")
+def server_status_cmd() -> None:
+    """Show the background Prefect server, if any."""
+    from flows.server import server_status
+
+    info = server_status()
+    typer.echo(json.dumps(info, indent=2) if info else "not running")
+
+
+@app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
+def serve_cmd(ctx: typer.Context) -> None:
+    """Serve the flows as deployments (options: rmtl serve --help)."""
+    from flows.serve import main as serve_main
+
+    raise typer.Exit(serve_main(list(ctx.args)))
 
 
 @app.command(
@@ -127,6 +173,90 @@ def train_reward_vlm_cmd(ctx: typer.Context) -> None:
     from pipeline.train_vlm import main as train_main
 
     train_main(list(ctx.args))
+
+
+ModelOption = typer.Option(None, "--model", help="Stored model id or spec (default: the store's only model).")
+
+
+@app.command("query")
+def query_cmd(
+    store: str = typer.Option(..., help="Dataset store with embeddings."),
+    model: Optional[str] = ModelOption,
+    alpha: float = typer.Option(0.9, help="Projection alpha."),
+    radii: str = typer.Option("0,0.002,0.005,0.01,0.02", help="Cache radii (m) for hit rate vs reward error."),
+    holdout: float = typer.Option(0.25, help="Fraction of episodes used as cache queries."),
+    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis/queries)."),
+) -> None:
+    """Reward-quality questions over a store: tables, JSON and PNG plots."""
+    from pipeline.query import run_queries
+
+    run_queries(store, model, out_dir=out, alpha=alpha, radii=_float_list(radii, "radii"), holdout=holdout)
+
+
+@app.command("alpha-sweep")
+def alpha_sweep_cmd(
+    store: str = typer.Option(..., help="Dataset store with embeddings."),
+    model: Optional[str] = ModelOption,
+    alphas: str = typer.Option("0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0", help="Alphas to score."),
+    episode: Optional[int] = typer.Option(None, help="Episode for the per-step plot."),
+    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis)."),
+) -> None:
+    """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
+    from pipeline.analysis import alpha_sweep
+
+    res = alpha_sweep(store, model, _float_list(alphas, "alphas"), out_dir=out, episode=episode)
+    _echo_result(res.dataset, res.plots, res.summary)
+
+
+@app.command("per-view-analysis")
+def per_view_cmd(
+    store: str = typer.Option(..., help="Dataset store with embeddings."),
+    model: Optional[str] = ModelOption,
+    alpha: float = typer.Option(0.9, help="Projection alpha."),
+    episodes: Optional[str] = typer.Option(None, help="Comma-separated episodes to plot."),
+    row: Optional[int] = typer.Option(None, help="Store row for the one-frame plot."),
+    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis)."),
+) -> None:
+    """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
+    from pipeline.analysis import per_view_analysis
+
+    eps = _int_list(episodes, "episodes") if episodes else None
+    res = per_view_analysis(store, model, alpha, out_dir=out, episodes=eps, row=row)
+    _echo_result(res.dataset, res.plots, res.summary)
+
+
+@app.command("bc-labels")
+def bc_labels_cmd(
+    out: Path = typer.Option(..., help="Store to write (states and rule phase labels, no frames)."),
+    policy: str = typer.Option("expert", help="'expert', 'random' or an SB3 checkpoint (.zip)."),
+    episodes: int = typer.Option(250, min=1, help="Episodes to roll out."),
+    noise_std: float = typer.Option(0.15, min=0.0, help="Expert action noise."),
+    stages: str = typer.Option("0,1,2,3,4", help="Curriculum stages episodes cycle through."),
+    seed: int = typer.Option(0, help="Base episode seed."),
+    overwrite: bool = typer.Option(False, help="Replace an existing store."),
+) -> None:
+    """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
+    from pipeline.analysis import bc_labels
+
+    res = bc_labels(out, policy=policy, episodes=episodes, noise_std=noise_std,
+                    stages=tuple(_int_list(stages, "stages")), seed=seed, overwrite=overwrite)
+    typer.echo(f"{res}\nwrote {out}")
+
+
+def _echo_result(dataset, plots, summary) -> None:
+    typer.echo(json.dumps(summary, indent=2, default=str))
+    typer.echo(f"wrote {dataset}")
+    for p in plots.values():
+        typer.echo(f"wrote {p}")
+
+
+def _float_list(text: str, what: str) -> list[float]:
+    from rmtl.errors import ConfigError
+
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"{what} must be comma-separated numbers, got {text!r}") from None
 
 
 def _int_list(text: str, what: str) -> list[int]:

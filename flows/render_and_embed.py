@@ -1,0 +1,193 @@
+"""Prefect flow ``render-and-embed``: the main job of pipeline.render_and_embed as tasks.
+
+Parameters are the fields of :class:`pipeline.render_and_embed.RenderAndEmbedConfig`
+(same names and defaults), validated by ``RenderAndEmbedConfig.make`` so a bad value
+fails the run with the same one-line error as the plain command. One task per pipeline
+step (load model, render, embed, build cache, quality summary), called in the order
+``pipeline.render_and_embed.render_and_embed`` calls them; the parallel work (Dask
+rendering, batched embedding) happens inside the steps, never one task per frame.
+
+Render and embed are resumable (whole episodes / committed embedding runs), so they are
+retried once on an unexpected error; user errors (bad config, foreign store, missing
+weights: :class:`rmtl.errors.RmtlError`) are not retried.
+
+Run it:
+- in-process: ``run_render_and_embed(episodes=2, ...)`` (or ``python -m flows.render_and_embed
+  --episodes 2 ...``): a temporary Prefect server, or the API in ``PREFECT_API_URL``;
+- as a deployment: ``python -m flows.serve`` then
+  ``prefect deployment run 'render-and-embed/default' --param episodes=2``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from pipeline.render_and_embed import (
+    DEFAULT_MODEL,
+    RenderAndEmbedConfig,
+    build_cache,
+    format_summary,
+    rollout_config,
+    write_summary,
+)
+from rmtl.errors import ConfigError, RmtlError
+
+FLOW_NAME = "render-and-embed"
+_D = {k: f.default for k, f in RenderAndEmbedConfig.model_fields.items()}
+
+
+def retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:
+    """Prefect retry condition: retry unexpected failures, never a user error."""
+    try:
+        state.result(raise_on_failure=True)
+    except RmtlError:
+        return False
+    except Exception:
+        return True
+    return True
+
+
+_STEP = dict(cache_policy=NO_CACHE, persist_result=False)
+_RETRY = dict(retries=1, retry_delay_seconds=2, retry_condition_fn=retry_unless_user_error)
+
+
+@task(name="load-model", **_STEP)
+def load_model(spec: str):
+    """The VLM (first, so a bad model spec fails before any rendering)."""
+    from rmtl.vlm import load_vlm
+
+    return load_vlm(spec)
+
+
+@task(name="render", **_STEP, **_RETRY)
+def render(path: str, cfg: RenderAndEmbedConfig, resolution: int):
+    """Roll out and render the missing episodes into the store (Dask inside when workers > 1)."""
+    from pipeline.render import render_to_store
+
+    result = render_to_store(path, rollout_config(cfg, resolution), workers=cfg.workers,
+                             dask_address=cfg.dask_address, progress=False)
+    get_run_logger().info("rendered %d episodes; store has %d rows", result.episodes_rendered, result.rows)
+    return result
+
+
+@task(name="embed", **_STEP, **_RETRY)
+def embed(path: str, vlm: Any, batch_size: int):
+    """Embed the store's rows not yet embedded by the model, in batches."""
+    from pipeline.embed import embed_store
+
+    result = embed_store(path, vlm, batch_size=batch_size, progress=False)
+    get_run_logger().info("embedded %d rows with %s", result.rows_embedded, result.model_id)
+    return result
+
+
+@task(name="build-cache", **_STEP, **_RETRY)
+def build_cache_task(path: str, model_id: str, kind: str) -> dict:
+    """Load, extend or rebuild the FAISS state cache of the store (persisted next to it)."""
+    out = build_cache(path, model_id, kind)
+    get_run_logger().info("state cache %s: %d rows indexed", out["status"], out["indexed"])
+    return out
+
+
+@task(name="quality-summary", **_STEP)
+def quality(path: str, model_id: str, alpha: float) -> dict:
+    """Reward-quality metrics of the store's embeddings."""
+    from pipeline.render_and_embed import quality_summary
+
+    return quality_summary(path, model_id, alpha)
+
+
+@flow(name=FLOW_NAME, validate_parameters=False,
+      description="Roll out, render the camera bank into a Zarr store, embed with a VLM, build the FAISS "
+                  "state cache, and log a reward-quality summary.")
+def render_and_embed_flow(
+    store: str | None = _D["store"],
+    name: str = _D["name"],
+    episodes: int = _D["episodes"],
+    policy: str = _D["policy"],
+    noise_std: float = _D["noise_std"],
+    stages: list[int] = list(_D["stages"]),
+    views: list[str] | str = list(_D["views"]),
+    resolution: int | None = _D["resolution"],
+    model: str = DEFAULT_MODEL,
+    batch_size: int = _D["batch_size"],
+    workers: int = _D["workers"],
+    dask_address: str | None = _D["dask_address"],
+    seed: int = _D["seed"],
+    cache_kind: str = _D["cache_kind"],
+    alpha: float = _D["alpha"],
+) -> dict:
+    """Render-and-embed (parameters: pipeline.render_and_embed.RenderAndEmbedConfig)."""
+
+    cfg = RenderAndEmbedConfig.make(
+        store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std, stages=stages, views=views,
+        resolution=resolution, model=model, batch_size=batch_size, workers=workers, dask_address=dask_address,
+        seed=seed, cache_kind=cache_kind, alpha=alpha)
+    return _run(cfg)
+
+
+def _run(cfg: RenderAndEmbedConfig) -> dict:
+    # The same steps, in the same order, as pipeline.render_and_embed.render_and_embed.
+    t0 = time.perf_counter()
+    vlm = load_model(cfg.model)
+    path = cfg.store_path()
+    rendered = render(path, cfg, cfg.resolution or vlm.image_size)
+    embedded = embed(path, vlm, cfg.batch_size)
+    cache = build_cache_task(path, vlm.model_id, cfg.cache_kind)
+    summary = write_summary(cfg, rendered, embedded, cache, quality(path, vlm.model_id, cfg.alpha),
+                            time.perf_counter() - t0)
+    get_run_logger().info("render-and-embed summary\n%s", format_summary(summary))
+    return summary
+
+
+def run_render_and_embed(cfg: RenderAndEmbedConfig | None = None, **params: Any) -> dict:
+    """The flow as a plain command: validate first (one-line error, no Prefect start-up),
+    then run it in this process against ``PREFECT_API_URL`` or a temporary server."""
+    from flows.server import local_settings
+
+    cfg = cfg if cfg is not None else RenderAndEmbedConfig.make(**params)
+    with local_settings():
+        return render_and_embed_flow(**flow_parameters(cfg))
+
+
+def flow_parameters(cfg: RenderAndEmbedConfig) -> dict:
+    """The flow's parameters for a config (JSON-ready: what a deployment run takes)."""
+    return cfg.model_dump(mode="json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m flows.render_and_embed --episodes 2 --views wide_view,close_up ...``"""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m flows.render_and_embed", description="Run the render-and-embed flow.")
+    for k, f in RenderAndEmbedConfig.model_fields.items():
+        p.add_argument(f"--{k.replace('_', '-')}", dest=k, default=None, help=f.description)
+    raw = {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}
+    try:
+        params = {k: _parse(k, v) for k, v in raw.items()}
+        summary = run_render_and_embed(**params)
+    except RmtlError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(format_summary(summary))
+    return 0
+
+
+def _parse(key: str, value: str) -> Any:
+    """Command-line strings: pydantic coerces numbers; stages is a comma list; 'none' is None."""
+    if value.lower() in ("none", "null"):
+        return None
+    if key == "stages":
+        try:
+            return [int(s) for s in value.split(",") if s.strip()]
+        except ValueError:
+            raise ConfigError(f"stages must be comma-separated stage indices, got {value!r}") from None
+    return value
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

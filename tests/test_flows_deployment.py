@@ -1,0 +1,81 @@
+"""Integration: a real Prefect server, the flows served, and
+``prefect deployment run 'render-and-embed/default'`` on tiny parameters."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from flows.server import LocalServer
+
+pytestmark = pytest.mark.slow
+
+MODEL = "rmtl-fetch-tiny@random"
+MODEL_ID = "rmtl-fetch-tiny__random"
+TAG_VAR = "RMTL_TEST_PROCESS_TAG"
+FLOWS = ("render-and-embed", "alpha-sweep", "per-view-analysis", "bc-labels")
+
+
+def _sweep(tag: str) -> list[int]:
+    """Kill every process still carrying our tag in its environment (only ours have it:
+    the server, the serve process, the flow-run processes they spawned, Dask workers)."""
+    import psutil
+
+    killed = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(TAG_VAR) == tag:
+                p.kill()
+                killed.append(p.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return killed
+
+
+def test_render_and_embed_deployment_run(tmp_path):
+    """Server (subprocess) -> python -m flows.serve (every flow) -> `prefect deployment run
+    'render-and-embed/default' --param ...` -> Completed -> store, embeddings, index."""
+    from flows.local import api, run_deployment
+    from storage.cache import StateCache
+    from storage.dataset import DatasetStore
+
+    tag = uuid.uuid4().hex
+    extra = {TAG_VAR: tag, "RMTL_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1",
+             "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
+    server = LocalServer(home=tmp_path / "prefect", log_file=tmp_path / "server.log", extra_env=extra)
+    store = tmp_path / "stores" / "tiny.zarr"
+    params = {"episodes": 2, "views": "wide_view,close_up", "resolution": 64, "model": MODEL, "store": str(store),
+              "batch_size": 32}
+    try:
+        t0 = time.monotonic()
+        server.start(timeout=240)
+        t_server = time.monotonic() - t0
+        run = run_deployment("render-and-embed", params, api_url=server.url, home=server.home, extra_env=extra,
+                             log_dir=tmp_path, timeout=300, wait_for_log="render-and-embed summary", serve_all=True)
+        serve_log = (tmp_path / "serve-render-and-embed.log").read_text(errors="replace")[-3000:]
+        assert run.completed, (run.state, run.state_message, run.messages[-5:], serve_log)
+        assert run.parameters["episodes"] == 2 and run.parameters["store"] == str(store)
+        assert any("render-and-embed summary" in m and "reward quality" in m for m in run.messages), run.messages
+        for flow in FLOWS:  # `python -m flows.serve` served every flow as '<flow>/default'
+            assert api(server.url, f"/deployments/name/{flow}/default")["name"] == "default"
+
+        with DatasetStore.open(store) as ds:
+            rows = ds.num_rows
+            assert rows > 0
+            assert sorted(ds.episodes()) == [0, 1]
+            assert list(ds.views) == ["wide_view", "close_up"] and ds.resolution == (64, 64)
+            assert MODEL_ID in ds.model_ids()
+            assert ds.embedded_rows(MODEL_ID) == rows
+            assert ds.embeddings(MODEL_ID).shape[:2] == (rows, 2)
+            cache = StateCache.open(ds, MODEL_ID, persist=False)
+            assert cache.status == "loaded", cache.status  # the persisted index matched the store
+            assert cache.index_location.exists() and cache.sidecar_location.exists()
+            assert cache.num_indexed == rows
+        print(f"\ntimings: server healthy {t_server:.1f} s, deployments served {t_server + run.timings['served']:.1f} s, "
+              f"flow run completed {t_server + run.timings['finished']:.1f} s")
+    finally:
+        server.stop()
+        leftovers = _sweep(tag)
+    assert not leftovers, f"processes left running after shutdown: {leftovers}"

@@ -1,0 +1,88 @@
+"""The render-and-embed flow called directly (no deployment, no server of our own)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+
+from pipeline.render_and_embed import RenderAndEmbedConfig
+from rmtl.errors import ConfigError
+
+TINY = dict(episodes=2, views=["wide_view", "close_up"], resolution=64, model="rmtl-fetch-tiny@random",
+            batch_size=32)
+
+
+def test_flow_parameters_are_the_config_fields():
+    from flows.render_and_embed import flow_parameters, render_and_embed_flow
+
+    sig = inspect.signature(render_and_embed_flow.fn)
+    assert list(sig.parameters) == list(RenderAndEmbedConfig.model_fields)
+    defaults = {k: p.default for k, p in sig.parameters.items()}
+    assert json.loads(json.dumps(defaults)) == flow_parameters(RenderAndEmbedConfig())
+    assert render_and_embed_flow.name == "render-and-embed"
+
+
+def test_bad_parameters_fail_with_one_line_before_prefect_starts(capsys):
+    from flows.render_and_embed import main, run_render_and_embed
+
+    with pytest.raises(ConfigError) as err:
+        run_render_and_embed(episodes=0)
+    assert "\n" not in str(err.value) and "episodes" in str(err.value)
+    assert main(["--views", "wide_view,nope"]) == 2
+    out = capsys.readouterr().err.strip()
+    assert out.startswith("error: ") and "nope" in out and "\n" not in out
+    assert main(["--stages", "0,x"]) == 2
+
+
+@pytest.fixture
+def prefect_local(tmp_path, monkeypatch):
+    """Data dir (and so PREFECT_HOME) in tmp; the temporary Prefect server stopped after."""
+    monkeypatch.setenv("RMTL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("PREFECT_HOME", raising=False)
+    yield tmp_path
+    from flows.server import stop_temporary_server
+
+    stop_temporary_server()
+
+
+def test_flow_runs_directly_and_matches_the_pipeline(prefect_local):
+    from flows.render_and_embed import render_and_embed_flow, run_render_and_embed
+    from flows.server import local_settings
+    from pipeline.render_and_embed import format_summary, render_and_embed
+    from storage.dataset import DatasetStore
+
+    store = prefect_local / "s.zarr"
+    summary = run_render_and_embed(store=str(store), **TINY)
+    assert (prefect_local / "data" / "prefect").is_dir()  # PREFECT_HOME under the data dir
+    assert summary["rows"] > 0 and summary["episodes_rendered"] == 2
+    assert summary["rows_embedded"] == summary["rows"] and summary["model_id"] == "rmtl-fetch-tiny__random"
+    assert summary["cache_status"] == "built"
+    for p in [*summary["cache_files"], summary["run_record"], summary["summary_file"]]:
+        assert (prefect_local / p).exists(), p
+    assert "reward quality" in format_summary(summary)
+    with DatasetStore.open(store) as ds:
+        assert ds.embedded_rows(summary["model_id"]) == ds.num_rows == summary["rows"]
+
+    # the plain pipeline on the same store: nothing left to do, same summary layout
+    again = render_and_embed(RenderAndEmbedConfig.make(store=str(store), **TINY), progress=False)
+    assert set(again) == set(summary)
+    assert again["rows"] == summary["rows"] and again["episodes_rendered"] == 0 and again["rows_embedded"] == 0
+    assert again["cache_status"] == "loaded" and again["cache_files"] == summary["cache_files"]
+
+    # a bad value that reaches the flow itself fails the run with the config's one-line error
+    with local_settings(), pytest.raises(ConfigError, match="cache_kind"):
+        render_and_embed_flow(store=str(store), cache_kind="ivf", **TINY)
+
+    # the analysis flows on the same store (same temporary server: no second start-up)
+    from flows.analysis import alpha_sweep_flow, bc_labels_flow, per_view_analysis_flow
+
+    with local_settings():
+        sweep = alpha_sweep_flow(store=str(store), alphas=[0.0, 0.5, 1.0])
+        views = per_view_analysis_flow(store=str(store), model="rmtl-fetch-tiny@random")
+        bc = bc_labels_flow(store=str(prefect_local / "bc.zarr"), episodes=2, chunk=1)
+    assert sweep["alphas"] == (0.0, 0.5, 1.0) and sweep["summary"]["rows"] > 0
+    for p in [sweep["dataset"], *sweep["plots"].values(), views["dataset"], *views["plots"].values()]:
+        assert (prefect_local / p).exists(), p
+    assert bc["rows"] > 0 and bc["episodes_rolled"] == 2 and sum(bc["phase_counts"].values()) == bc["rows"]
