@@ -609,50 +609,9 @@ def bc_label_rows(config: Any, episodes: Sequence[int], env: Any = None) -> dict
     Episode plans and policies are pipeline.rollout's, so episode i is the same episode
     as in a rendered store with the same config.
     """
-    from pipeline.rollout import make_policy, plan_episode
-    from rmtl.env import FetchPickAndLiftEnv
-    from rmtl.env.state import state_key
+    from pipeline.rollout import rollout_episodes
 
-    own = env is None
-    env = env or FetchPickAndLiftEnv()
-    cols: dict[str, list] = {k: [] for k in ("state", "episode", "step", "phase_rule", "success", "difficulty")}
-
-    def record(plan, info, success: bool) -> None:
-        cols["state"].append(env.state)
-        cols["episode"].append(plan.episode)
-        cols["step"].append(info["step"])
-        cols["phase_rule"].append(info["phase_rule"])
-        cols["success"].append(success)
-        cols["difficulty"].append(plan.difficulty)
-
-    try:
-        for ep in episodes:
-            plan = plan_episode(config, ep)
-            policy = make_policy(config, plan, env)
-            obs, info = env.reset(seed=plan.reset_seed, options={"difficulty": plan.difficulty})
-            if config.render_reset:
-                record(plan, info, False)
-            done = False
-            while not done:
-                obs, _, terminated, truncated, info = env.step(policy(obs))
-                record(plan, info, bool(info["is_success"]))
-                done = terminated or truncated
-    finally:
-        if own:
-            env.close()
-    out = {
-        "state": np.asarray(cols["state"], dtype=np.float32).reshape(-1, 25),
-        "episode": np.asarray(cols["episode"], dtype=np.int64),
-        "step": np.asarray(cols["step"], dtype=np.int32),
-        "phase_rule": np.asarray(cols["phase_rule"], dtype=np.int8),
-        "success": np.asarray(cols["success"], dtype=bool),
-        "difficulty": np.asarray(cols["difficulty"], dtype=np.float32),
-    }
-    out["key"] = state_key(out["state"])
-    return out
-
-
-BC_RESUME_KEYS = ("policy", "noise_std", "stages", "seed", "render_reset")
+    return rollout_episodes(config, list(episodes), render=False, env=env)
 
 
 def bc_labels(
@@ -674,52 +633,17 @@ def bc_labels(
     the missing episodes (settings must match, as for render-and-embed).
     policy: 'expert', 'random' or an SB3 checkpoint (.zip, once the Stage-1 worker exists).
     """
-    from rich.progress import Progress
-
+    from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
-    from rmtl.env import FetchPickAndLiftEnv
     from storage.dataset import DatasetStore
 
     config = RolloutConfig.make(episodes=episodes, policy=policy, noise_std=noise_std, stages=tuple(stages), seed=seed)
-    p = Path(path)
-    resumed = False
-    if p.exists() and any(p.iterdir()) and not overwrite:
-        store = DatasetStore.open(p, "a")
-        prov = store.info.get("provenance", {})
-        wanted = config.model_dump(mode="json")
-        diff = [k for k in BC_RESUME_KEYS if prov.get("rollout", {}).get(k) != wanted[k]]
-        if prov.get("kind") != "bc_labels" or store.has_frames:
-            diff.append("kind (not a bc-labels store)")
-        if diff:
-            store.close()
-            raise StoreError(f"{p} holds labels made with different settings ({', '.join(diff)}); "
-                             "use a new path or pass overwrite to replace it")
-        resumed = True
-    else:
-        from rmtl.provenance import run_record
-
-        store = DatasetStore.create(
-            p, views=config.views, resolution=config.resolution, frames=False, overwrite=overwrite,
-            seeds={"base": seed},
-            provenance={"kind": "bc_labels", "policy": policy, "rollout": config.model_dump(mode="json"),
-                        "run": run_record()},
-        )
-    with store:
-        done = set(store.episodes())
-        todo = [e for e in range(episodes) if e not in done]
-        env = FetchPickAndLiftEnv()
-        try:
-            with Progress(disable=not progress) as bar:
-                task = bar.add_task(f"bc labels {p.name}", total=episodes, completed=episodes - len(todo))
-                for i in range(0, len(todo), max(1, chunk)):
-                    part = todo[i:i + max(1, chunk)]
-                    store.append(bc_label_rows(config, part, env))
-                    bar.advance(task, len(part))
-        finally:
-            env.close()
+    done = render_to_store(path, config, chunk=chunk, overwrite=overwrite, progress=progress, render=False,
+                           kind="bc_labels")
+    with DatasetStore.open(path, "r") as store:
         labels = store.read(fields=["phase_rule"])["phase_rule"]
-        counts = {name: int((labels == k).sum()) for k, name in enumerate(PHASES)}
-        return BCLabelsResult(str(p), store.num_rows, len(todo), episodes, resumed, counts)
+    counts = {name: int((labels == k).sum()) for k, name in enumerate(PHASES)}
+    return BCLabelsResult(str(path), done.rows, done.episodes_rendered, episodes, done.resumed, counts)
 
 
 def read_bc_labels(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:

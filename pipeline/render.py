@@ -48,16 +48,19 @@ def dask_client(workers: int, address: str | None = None):
             yield client
 
 
-def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool):
+def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: bool, kind: str):
     from storage.dataset import DatasetStore
 
     if path.exists() and not overwrite and any(path.iterdir()):
         store = DatasetStore.open(path, "a")
-        rollout = store.info.get("provenance", {}).get("rollout", {})
+        provenance = store.info.get("provenance", {})
+        rollout = provenance.get("rollout", {})
         wanted = config.model_dump(mode="json")
         diff = [k for k in RESUME_KEYS if rollout.get(k) != wanted[k]]
-        if list(store.views) != list(config.views) or store.resolution[0] != config.resolution:
+        if render and (list(store.views) != list(config.views) or store.resolution[0] != config.resolution):
             diff.append("views/resolution")
+        if provenance.get("kind", "rollout") != kind or store.has_frames != render:
+            diff.append(f"kind (not a {kind} store)")
         if diff:
             store.close()
             raise StoreError(f"{path} was rendered with different settings ({', '.join(diff)}); "
@@ -66,26 +69,33 @@ def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool):
     from rmtl.provenance import run_record
 
     store = DatasetStore.create(
-        path, views=config.views, resolution=config.resolution, overwrite=overwrite,
+        path, views=config.views, resolution=config.resolution, overwrite=overwrite, frames=render,
         visual_domain=True, seeds={"base": config.seed},
-        provenance={"policy": config.policy, "rollout": config.model_dump(mode="json"), "run": run_record()},
+        provenance={"kind": kind, "policy": config.policy, "rollout": config.model_dump(mode="json"),
+                    "run": run_record()},
     )
     return store, False
 
 
 def render_to_store(path: str | Path, config: RolloutConfig, workers: int = 1, dask_address: str | None = None,
-                    chunk: int = 2, overwrite: bool = False, progress: bool = True) -> RenderResult:
-    """Render ``config.episodes`` episodes into the store at ``path`` (created or resumed)."""
+                    chunk: int = 2, overwrite: bool = False, progress: bool = True, render: bool = True,
+                    kind: str = "rollout") -> RenderResult:
+    """Roll out ``config.episodes`` episodes into the store at ``path`` (created or resumed).
+
+    render=False writes a frames-free store (states and labels only); ``kind`` is recorded
+    in the provenance and must match to resume.
+    """
     from rich.progress import Progress
 
     path = Path(path)
-    store, resumed = _open_or_create(path, config, overwrite)
+    store, resumed = _open_or_create(path, config, overwrite, render, kind)
     with store:
         done = set(store.episodes())
         todo = [e for e in range(config.episodes) if e not in done]
         with dask_client(workers, dask_address) as client, Progress(disable=not progress) as bar:
-            task = bar.add_task(f"render {path.name}", total=config.episodes, completed=config.episodes - len(todo))
-            for batch in map_rollouts(config, todo, workers=1, chunk=chunk, client=client):
+            task = bar.add_task(f"{'render' if render else kind} {path.name}", total=config.episodes,
+                                completed=config.episodes - len(todo))
+            for batch in map_rollouts(config, todo, workers=1, chunk=chunk, client=client, render=render):
                 store.append(batch)
                 bar.advance(task, len(set(batch["episode"].tolist())))
         return RenderResult(str(path), store.num_rows, len(todo), config.episodes, resumed)

@@ -101,15 +101,24 @@ def make_policy(config: RolloutConfig, plan: EpisodePlan, env) -> Callable:
     )
 
 
-def rollout_episodes(config: RolloutConfig, episodes: list[int]) -> dict[str, np.ndarray]:
-    """Run and render the given episodes; returns row arrays ready for DatasetStore.append."""
+def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = True,
+                     env=None) -> dict[str, np.ndarray]:
+    """Run the given episodes; returns row arrays ready for DatasetStore.append.
+
+    render=False skips the camera bank (no ``frames``): state-only datasets such as BC
+    labels. ``env`` reuses an existing FetchPickAndLiftEnv (else one is made and closed).
+    """
     from rmtl.env import FetchPickAndLiftEnv
 
-    env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution)
-    cols: dict[str, list] = {k: [] for k in ("frames", "state", "episode", "step", "phase_rule", "success", "difficulty")}
+    own = env is None
+    if own:
+        env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution)
+    fields = ("frames",) * render + ("state", "episode", "step", "phase_rule", "success", "difficulty")
+    cols: dict[str, list] = {k: [] for k in fields}
 
     def record(info, success: bool) -> None:
-        cols["frames"].append(env.render_views())
+        if render:
+            cols["frames"].append(env.render_views(config.views, config.resolution))
         cols["state"].append(env.state)
         cols["episode"].append(plan.episode)
         cols["step"].append(info["step"])
@@ -130,16 +139,18 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int]) -> dict[str, np
                 record(info, bool(info["is_success"]))
                 done = terminated or truncated
     finally:
-        env.close()
+        if own:
+            env.close()
     out = {
-        "frames": np.stack(cols["frames"]).astype(np.uint8),
-        "state": np.stack(cols["state"]).astype(np.float32),
+        "state": np.asarray(cols["state"], dtype=np.float32).reshape(-1, 25),
         "episode": np.asarray(cols["episode"], dtype=np.int64),
         "step": np.asarray(cols["step"], dtype=np.int32),
         "phase_rule": np.asarray(cols["phase_rule"], dtype=np.int8),
         "success": np.asarray(cols["success"], dtype=bool),
         "difficulty": np.asarray(cols["difficulty"], dtype=np.float32),
     }
+    if render:
+        out["frames"] = np.stack(cols["frames"]).astype(np.uint8)
     out["key"] = state_key(out["state"])
     return out
 
@@ -150,7 +161,7 @@ def episode_chunks(episodes: list[int], chunk: int) -> list[list[int]]:
 
 
 def map_rollouts(config: RolloutConfig, episodes: list[int], workers: int = 1, chunk: int = 2,
-                 client=None):
+                 client=None, render: bool = True):
     """Yield row batches (one per chunk of episodes, in completion order) rendered in parallel.
 
     With a Dask ``client`` the chunks run on its workers (a LocalCluster or a cluster
@@ -161,18 +172,18 @@ def map_rollouts(config: RolloutConfig, episodes: list[int], workers: int = 1, c
     if client is not None:
         from distributed import as_completed
 
-        futures = [client.submit(rollout_episodes, config, c, pure=False) for c in chunks]
+        futures = [client.submit(rollout_episodes, config, c, render, pure=False) for c in chunks]
         for fut in as_completed(futures):
             yield fut.result()
             fut.release()
     elif workers <= 1:
         for c in chunks:
-            yield rollout_episodes(config, c)
+            yield rollout_episodes(config, c, render)
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed as cf_completed
 
         # spawn: a forked child would inherit (and break) the parent's GL context.
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            for fut in cf_completed([pool.submit(rollout_episodes, config, c) for c in chunks]):
+            for fut in cf_completed([pool.submit(rollout_episodes, config, c, render) for c in chunks]):
                 yield fut.result()
