@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import Field, field_validator
 
 from rmtl.config import Config
-from rmtl.env.cameras import check_resolution, resolve_views
+from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.provenance import data_dir
 
 DEFAULT_MODEL = "rmtl-fetch-tiny"
@@ -32,9 +32,9 @@ class RenderAndEmbedConfig(Config):
     """Expert action noise (episodes alternate 1x and 2x)."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Curriculum stages episodes cycle through."""
-    views: tuple[str, ...] = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
+    views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
     """Camera views to render."""
-    resolution: int | None = None
+    resolution: Resolution | None = None
     """Frame size in px; None uses the model's input size."""
     model: str = DEFAULT_MODEL
     """VLM spec used to embed (see rmtl.vlm.spec)."""
@@ -50,16 +50,6 @@ class RenderAndEmbedConfig(Config):
     """FAISS index of the state cache: 'flat' or 'hnsw'."""
     alpha: float = Field(0.9, ge=0, le=1)
     """Projection alpha of the quality summary."""
-
-    @field_validator("views", mode="before")
-    @classmethod
-    def _views(cls, v):
-        return resolve_views(v)
-
-    @field_validator("resolution")
-    @classmethod
-    def _res(cls, v):
-        return None if v is None else check_resolution(v)
 
     @field_validator("cache_kind")
     @classmethod

@@ -17,7 +17,7 @@ from pydantic import Field, field_validator
 
 import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
 from rmtl.config import Config
-from rmtl.env.cameras import check_resolution, resolve_views
+from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.state import state_key
 from rmtl.errors import ConfigError
@@ -36,24 +36,14 @@ class RolloutConfig(Config):
     """Gaussian action noise of the expert; episodes alternate noise_std and 2x noise_std."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Curriculum stages the episodes cycle through; u ~ U[d_min, d_max] of the stage."""
-    views: tuple[str, ...] = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
+    views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
     """Camera views rendered for every step."""
-    resolution: int = 96
+    resolution: Resolution = 96
     """Square frame size in pixels."""
     seed: int = 0
     """Base seed: episode i resets with seed + i."""
     render_reset: bool = True
     """Also store the reset state (step 0) of each episode."""
-
-    @field_validator("views", mode="before")
-    @classmethod
-    def _views(cls, v):
-        return resolve_views(v)
-
-    @field_validator("resolution")
-    @classmethod
-    def _res(cls, v):
-        return check_resolution(v)
 
     @field_validator("stages")
     @classmethod

@@ -136,7 +136,7 @@ def server_start(port: int = typer.Option(4200, help="Port on 127.0.0.1."), ui: 
 
     info = start_background(port=port, ui=ui)
     typer.echo(f"Prefect server at {info['url']} (log {info['log']})\n"
-               f"export PREFECT_API_URL={info['url']}/api PREFECT_HOME={info['home']}")
+               f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
 
 
 @server_app.command("stop")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Annotated, Iterable, Sequence
+
+from pydantic import AfterValidator, BeforeValidator
 
 import numpy as np
 
@@ -84,6 +86,26 @@ def _preload_triton() -> None:
         import triton  # noqa: F401
     except ImportError:
         pass
+
+
+def _view_field(v) -> tuple[str, ...]:
+    try:
+        return resolve_views(v)
+    except ConfigError as err:  # pydantic reports ValueError as a field error
+        raise ValueError(str(err)) from None
+
+
+def _resolution_field(v: int) -> int:
+    try:
+        return check_resolution(v)
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+
+
+ViewNames = Annotated[tuple[str, ...], BeforeValidator(_view_field)]
+"""Config field type: validated camera view names in bank order ('all' or a comma list accepted)."""
+Resolution = Annotated[int, AfterValidator(_resolution_field)]
+"""Config field type: a validated square frame size in pixels."""
 
 
 class CameraBankRenderer:

@@ -15,11 +15,11 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 import rmtl  # noqa: F401  (sets MUJOCO_GL before mujoco is imported)
 from rmtl.config import Config
-from rmtl.env.cameras import CameraBankRenderer, check_resolution, resolve_views
+from rmtl.env.cameras import CameraBankRenderer, Resolution, ViewNames, check_resolution, resolve_views
 from rmtl.env.visual_domain import apply_visual_domain, hide_markers
 from rmtl.errors import ConfigError
 from rmtl.phases import rule_phase
@@ -50,24 +50,14 @@ class EnvConfig(Config):
     """Difficulty u used when reset gets none (1 = fully random start)."""
     visual_domain: bool = True
     """Apply the paper's visual domain (red cube, wood table, grey background)."""
-    views: tuple[str, ...] = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
+    views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
     """Views rendered by render_views() when none are named."""
-    resolution: int = 224
+    resolution: Resolution = 224
     """Square frame size (px) rendered when none is given."""
     shadows: bool = False
     """Render shadows: an extra pass that makes six views ~4x slower on CPU (measured in bench/render)."""
     reflections: bool = False
     """Render reflections: an extra pass; off by default for speed like shadows."""
-
-    @field_validator("views", mode="before")
-    @classmethod
-    def _views(cls, v: Any) -> tuple[str, ...]:
-        return resolve_views(v)
-
-    @field_validator("resolution")
-    @classmethod
-    def _resolution(cls, v: int) -> int:
-        return check_resolution(v)
 
     @model_validator(mode="after")
     def _box(self) -> "EnvConfig":

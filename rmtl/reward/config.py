@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
 
 from pydantic import Field, field_validator
 
 from rmtl.config import Config
-from rmtl.env.cameras import SINGLE_VIEW, VIEW_NAMES, check_resolution, resolve_views
+from rmtl.env.cameras import SINGLE_VIEW, VIEW_NAMES, Resolution, ViewNames
 from rmtl.errors import RmtlError
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.shaping import ShapingConfig
@@ -26,11 +25,11 @@ class RewardConfig(Config):
     """fp32, amp_bf16, bf16, fp16 or amp; None: amp_bf16 on CUDA, fp32 on CPU."""
     alpha: float = Field(0.9, ge=0, le=1)
     """Projection mix: 0 is cosine similarity, 1 projects onto the goal-baseline direction only."""
-    views: tuple[str, ...] = VIEW_NAMES
+    views: ViewNames = VIEW_NAMES
     """Camera views averaged into the score (bank order)."""
     single_view: bool = False
     """Single-view ablation: score wide_view only, whatever views says."""
-    resolution: int | None = None
+    resolution: Resolution | None = None
     """Render resolution (px); None: the model's input size."""
     batch_size: int = Field(64, ge=1)
     """Images per model call."""
@@ -56,24 +55,6 @@ class RewardConfig(Config):
         if v is not None and v not in PRECISIONS:
             raise ValueError(f"choose from {', '.join(PRECISIONS)}")
         return v
-
-    @field_validator("views", mode="before")
-    @classmethod
-    def _views(cls, v: Any) -> tuple[str, ...]:
-        try:
-            return resolve_views(v)
-        except RmtlError as err:
-            raise ValueError(str(err)) from None
-
-    @field_validator("resolution")
-    @classmethod
-    def _resolution(cls, v: int | None) -> int | None:
-        if v is None:
-            return v
-        try:
-            return check_resolution(v)
-        except RmtlError as err:
-            raise ValueError(str(err)) from None
 
     @property
     def active_views(self) -> tuple[str, ...]:

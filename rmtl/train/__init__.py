@@ -1,0 +1,31 @@
+"""Stage-1 learner (paper section 3.5, Table 1): SB3 PPO on the phased multi-view VLM reward.
+
+- :mod:`rmtl.train.config`: :class:`Stage1Config` (Table 1 defaults) and the named variants.
+- :mod:`rmtl.train.wrappers`: phase one-hot observation, dense reference reward.
+- :mod:`rmtl.train.callbacks`: curriculum, logging, periodic evaluation, checkpoints.
+- :mod:`rmtl.train.stage1`: :func:`train_stage1` (resumable).
+- :mod:`rmtl.train.evaluate`: :func:`evaluate_checkpoint` on the final (random-start) stage.
+- :mod:`rmtl.train.report`: :func:`stage1_report` (paper Fig. 5, Fig. 6, final table).
+
+Everything is imported lazily (torch, open_clip and SB3 load only when used).
+"""
+
+from __future__ import annotations
+
+_LAZY = {
+    "VARIANTS": "rmtl.train.config", "CacheConfig": "rmtl.train.config", "DenseRewardConfig": "rmtl.train.config",
+    "Stage1Config": "rmtl.train.config", "stage1_config": "rmtl.train.config",
+    "train_stage1": "rmtl.train.stage1", "evaluate_checkpoint": "rmtl.train.evaluate",
+    "stage1_report": "rmtl.train.report",
+}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    # Lazy: the configs pull in torch/open_clip (RewardConfig), which the CLI should not pay for at start-up.
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(name)

@@ -1,0 +1,362 @@
+"""SB3 callbacks of the Stage-1 learner: curriculum, logging, periodic evaluation, checkpoints.
+
+They hook into SB3's own PPO loop (no fork of it). Everything a resumed run needs is
+in a checkpoint directory: ``model.zip``, ``curriculum.json`` (curriculum state and the
+per-level statistics), ``vecnormalize.pkl`` when observations are normalised, and
+``meta.json`` (step count and the run's config).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import pickle
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+from stable_baselines3.common.callbacks import BaseCallback
+
+from rmtl.env.curriculum import ReverseCurriculum
+from rmtl.phases import PHASES
+from rmtl.train.timing import Timings
+
+CHECKPOINTS = "checkpoints"
+LATEST = "latest.txt"
+
+
+def append_csv(path: Path, row: dict[str, Any]) -> None:
+    """Append one row (writing the header when the file is new)."""
+    new = not path.is_file() or path.stat().st_size == 0
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            w.writeheader()
+        w.writerow(row)
+
+
+def truncate_csv(path: Path, max_timesteps: int, column: str = "timesteps") -> None:
+    """Drop rows logged after ``max_timesteps`` (rows a crashed run wrote after its last checkpoint)."""
+    if not path.is_file():
+        return
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    if not rows:
+        return
+    keep = [r for r in rows if int(float(r[column])) <= max_timesteps]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(keep)
+
+
+def _dones_infos(locals_: dict[str, Any]) -> tuple[np.ndarray, Sequence[dict]]:
+    return np.asarray(locals_["dones"], dtype=bool), locals_["infos"]
+
+
+class CurriculumCallback(BaseCallback):
+    """Drives the reverse curriculum from episode successes and keeps per-level statistics.
+
+    On every finished episode (``dones``/``infos['is_success']``) it calls
+    :meth:`ReverseCurriculum.record`; when the stage changes it sets the new
+    ``[d_min, d_max]`` on all sub-envs through ``env_method('set_difficulty_range')``
+    (also at the start of training, so a resumed run continues at its stage). Episodes
+    already running when the stage changes finish at their old start difficulty.
+
+    Per level it counts env steps, episodes and successes (paper Fig. 6) and appends a
+    row per rollout to ``csv_path``: timesteps, stage, window success rate.
+    """
+
+    def __init__(self, curriculum: ReverseCurriculum, csv_path: str | Path | None = None, env: Any = None,
+                 verbose: int = 0):
+        super().__init__(verbose)
+        self.curriculum = curriculum
+        self.env = env
+        """Vec env whose sub-envs get the difficulty range; None: the model's training env."""
+        self.csv_path = Path(csv_path) if csv_path else None
+        n = len(curriculum.stages)
+        self.steps_per_stage = [0] * n
+        self.episodes_per_stage = [0] * n
+        self.successes_per_stage = [0] * n
+        self.advances: list[dict[str, int]] = []
+        """Every advance: timesteps, total episodes and the stage entered."""
+
+    # --------------------------------------------------------------- env control
+    def apply_stage(self) -> None:
+        st = self.curriculum.stage
+        env = self.env if self.env is not None else (self.training_env if hasattr(self, "model") else None)
+        if env is not None:
+            env.env_method("set_difficulty_range", st.d_min, st.d_max)
+
+    def _on_training_start(self) -> None:
+        self.apply_stage()
+
+    def feed(self, dones: np.ndarray, infos: Sequence[dict], num_envs: int | None = None) -> bool:
+        """Record the finished episodes of one vec-env step; True if the stage advanced."""
+        k = self.curriculum.stage_index
+        self.steps_per_stage[k] += int(num_envs if num_envs is not None else len(dones))
+        advanced = False
+        for i in np.flatnonzero(dones):
+            success = bool(infos[i].get("is_success", False))
+            k = self.curriculum.stage_index
+            self.episodes_per_stage[k] += 1
+            self.successes_per_stage[k] += int(success)
+            if self.curriculum.record(success):
+                advanced = True
+                self.advances.append({"timesteps": int(self.num_timesteps), "episodes": self.curriculum.total_episodes,
+                                      "stage": self.curriculum.stage_index})
+                if self.verbose:
+                    print(f"curriculum: stage {self.curriculum.stage_index} at {self.num_timesteps} env steps")
+        if advanced:
+            self.apply_stage()
+        return advanced
+
+    def _on_step(self) -> bool:
+        dones, infos = _dones_infos(self.locals)
+        self.feed(dones, infos)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        c = self.curriculum
+        self.logger.record("curriculum/stage", c.stage_index)
+        self.logger.record("curriculum/difficulty", c.stage.difficulty)
+        self.logger.record("curriculum/window_success_rate", c.success_rate)
+        self.logger.record("curriculum/episodes_in_stage", c.episodes_in_stage)
+        if self.csv_path is not None:
+            append_csv(self.csv_path, {
+                "timesteps": int(self.num_timesteps), "stage": c.stage_index, "difficulty": c.stage.difficulty,
+                "window_success_rate": round(c.success_rate, 4), "window_episodes": len(c._outcomes),
+                "episodes_in_stage": c.episodes_in_stage, "total_episodes": c.total_episodes,
+            })
+
+    # --------------------------------------------------------------- persistence
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "curriculum": self.curriculum.state_dict(),
+            "stages": [dataclasses.asdict(s) for s in self.curriculum.stages],
+            "window": self.curriculum.window,
+            "steps_per_stage": list(self.steps_per_stage),
+            "episodes_per_stage": list(self.episodes_per_stage),
+            "successes_per_stage": list(self.successes_per_stage),
+            "advances": list(self.advances),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.curriculum.load_state_dict(state["curriculum"])
+        self.steps_per_stage = list(state["steps_per_stage"])
+        self.episodes_per_stage = list(state["episodes_per_stage"])
+        self.successes_per_stage = list(state["successes_per_stage"])
+        self.advances = list(state.get("advances", []))
+
+
+class TrainStatsCallback(BaseCallback):
+    """TensorBoard/CSV scalars per rollout: success rate, reward components, phases, speed, cache, timings.
+
+    - ``rollout/success_rate``: over the last 100 finished training episodes.
+    - ``reward/<name>``: rollout mean of each info entry in :attr:`REWARD_KEYS` present.
+    - ``phase/frac_<name>``: fraction of steps in each active phase.
+    - ``time/env_steps_per_s`` (rollout collection only) and ``time/total_steps_per_s``
+      (collection + PPO update, since the previous rollout), ``time/update_s``.
+    - ``time/ms_per_step_<part>``: per env step, from :class:`Timings` (simulation,
+      rendering, embedding, cache_lookup, ppo_update, policy_and_other).
+    - ``cache/<stat>``: whatever ``stats_fn()`` returns (e.g. the cache source's hit rate).
+    """
+
+    REWARD_KEYS = ("vlm_reward", "vlm_score", "vlm_u", "env_reward", "dense_reward")
+
+    def __init__(self, timings: Timings | None = None, stats_fn: Callable[[], dict[str, float]] | None = None,
+                 verbose: int = 0):
+        super().__init__(verbose)
+        self.timings = timings or Timings()
+        self.stats_fn = stats_fn
+        self.successes: deque[bool] = deque(maxlen=100)
+        self._sums: dict[str, float] = {}
+        self._n = 0
+        self._phase_counts = np.zeros(len(PHASES), dtype=np.int64)
+        self._t_rollout = 0.0
+        self._t_end: float | None = None
+        """End of the previous rollout (start of its PPO update)."""
+        self._steps_at_end = 0
+        self._update_logged = 0.0
+        self._t0_snapshot: dict[str, float] = {}
+        self._cache_prev = (0, 0)
+
+    def _on_training_start(self) -> None:
+        self._t_end = None
+        self._steps_at_end = self.num_timesteps
+
+    def _on_rollout_start(self) -> None:
+        now = time.perf_counter()
+        if self._t_end is not None:
+            self.timings.add("ppo_update", now - self._t_end)
+        self._t_rollout = now
+        self._sums = {}
+        self._n = 0
+        self._phase_counts[:] = 0
+        self._t0_snapshot = self.timings.snapshot()
+
+    def _on_step(self) -> bool:
+        dones, infos = _dones_infos(self.locals)
+        for i in np.flatnonzero(dones):
+            self.successes.append(bool(infos[i].get("is_success", False)))
+        for info in infos:
+            for k in self.REWARD_KEYS:
+                if k in info:
+                    self._sums[k] = self._sums.get(k, 0.0) + float(info[k])
+            if "vlm_phase" in info:
+                self._phase_counts[int(info["vlm_phase"])] += 1
+            elif "phase_rule" in info:
+                self._phase_counts[int(info["phase_rule"])] += 1
+        self._n += len(infos)
+        return True
+
+    def _on_rollout_end(self) -> None:
+        now = time.perf_counter()
+        log = self.logger.record
+        if self.successes:
+            log("rollout/success_rate", float(np.mean(self.successes)))
+        for k, v in self._sums.items():
+            log(f"reward/{k}", v / max(self._n, 1))
+        if self._phase_counts.sum():
+            for name, c in zip(PHASES, self._phase_counts / self._phase_counts.sum()):
+                log(f"phase/frac_{name}", float(c))
+        collect = now - self._t_rollout
+        steps = max(self._n, 1)
+        log("time/env_steps_per_s", self._n / collect if collect > 0 else 0.0)
+        if self._t_end is not None and now > self._t_end:
+            # Since the previous rollout ended: its PPO update plus this rollout.
+            log("time/total_steps_per_s", (self.num_timesteps - self._steps_at_end) / (now - self._t_end))
+        snap = self.timings.snapshot()
+        parts = {k: snap.get(k, 0.0) - self._t0_snapshot.get(k, 0.0)
+                 for k in ("simulation", "rendering", "embedding", "cache_lookup")}
+        parts["policy_and_other"] = max(0.0, collect - sum(parts.values()))
+        self.timings.add("policy_and_other", parts["policy_and_other"])
+        for k, v in parts.items():
+            log(f"time/ms_per_step_{k}", 1000.0 * v / steps)
+        update_total = self.timings.seconds.get("ppo_update", 0.0)
+        if update_total > self._update_logged:
+            log("time/update_s", update_total - self._update_logged)
+            self._update_logged = update_total
+        if self.stats_fn is not None:
+            st = self.stats_fn()
+            for k, v in st.items():
+                if isinstance(v, (int, float)):
+                    log(f"cache/{k}", float(v))
+            if "hits" in st and "states" in st:  # hit rate of this rollout alone
+                dh, ds = st["hits"] - self._cache_prev[0], st["states"] - self._cache_prev[1]
+                if ds > 0:
+                    log("cache/rollout_hit_rate", dh / ds)
+                self._cache_prev = (st["hits"], st["states"])
+        self._t_end, self._steps_at_end = now, self.num_timesteps
+
+    def _on_training_end(self) -> None:
+        if self._t_end is not None:
+            self.timings.add("ppo_update", time.perf_counter() - self._t_end)
+            self._t_end = None
+
+
+class PeriodicEvalCallback(BaseCallback):
+    """Every ``every`` env steps: evaluate on the final stage, log ``eval/success_rate``, append to ``eval.csv``."""
+
+    def __init__(self, evaluate: Callable[[Any], Any], every: int, csv_path: str | Path, verbose: int = 0):
+        super().__init__(verbose)
+        self.evaluate = evaluate
+        self.every = int(every)
+        self.csv_path = Path(csv_path)
+        self.last_eval_step: int | None = None
+        self._next = None
+
+    def _on_training_start(self) -> None:
+        if self.every > 0:
+            self._next = (self.num_timesteps // self.every + 1) * self.every
+
+    def _on_step(self) -> bool:
+        if self._next is not None and self.num_timesteps >= self._next:
+            self.run_eval()
+            self._next = (self.num_timesteps // self.every + 1) * self.every
+        return True
+
+    def run_eval(self) -> Any:
+        t0 = time.perf_counter()
+        self.num_timesteps = int(self.model.num_timesteps)
+        res = self.evaluate(self.model)
+        self.last_eval_step = int(self.num_timesteps)
+        row = {"timesteps": int(self.num_timesteps), "episodes": res.episodes, "successes": res.successes,
+               "success_rate": round(res.success_rate, 4), "ci_low": round(res.ci_low, 4),
+               "ci_high": round(res.ci_high, 4), "mean_length": round(res.mean_length, 2),
+               "eval_seconds": round(time.perf_counter() - t0, 2), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+        append_csv(self.csv_path, row)
+        if self.logger is not None:
+            self.logger.record("eval/success_rate", res.success_rate)
+            self.logger.record("eval/ci_low", res.ci_low)
+            self.logger.record("eval/ci_high", res.ci_high)
+        if self.verbose:
+            print(f"eval at {self.num_timesteps}: {res}")
+        return res
+
+
+def save_checkpoint(run_dir: Path, model: Any, curriculum_cb: CurriculumCallback | None, meta: dict[str, Any],
+                    normalizer: Any = None) -> Path:
+    """Write ``checkpoints/step_<N>/`` and point ``checkpoints/latest.txt`` at it (written last)."""
+    step = int(model.num_timesteps)
+    root = Path(run_dir) / CHECKPOINTS
+    ck = root / f"step_{step:09d}"
+    ck.mkdir(parents=True, exist_ok=True)
+    model.save(ck / "model.zip")
+    if curriculum_cb is not None:
+        (ck / "curriculum.json").write_text(json.dumps(curriculum_cb.state_dict(), indent=1))
+    if normalizer is not None:
+        with open(ck / "vecnormalize.pkl", "wb") as f:
+            pickle.dump(_detached(normalizer), f)
+    (ck / "meta.json").write_text(json.dumps({**meta, "num_timesteps": step,
+                                               "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1, default=str))
+    tmp = root / (LATEST + ".tmp")
+    tmp.write_text(ck.name)
+    tmp.replace(root / LATEST)
+    return ck
+
+
+def _detached(normalizer: Any) -> Any:
+    """VecNormalize without its wrapped env (what VecNormalize.save pickles)."""
+    state = normalizer.__getstate__()
+    obj = object.__new__(type(normalizer))
+    obj.__dict__.update(state)
+    return obj
+
+
+class CheckpointCallback(BaseCallback):
+    """Saves a checkpoint every ``every`` env steps via :func:`save_checkpoint`."""
+
+    def __init__(self, run_dir: str | Path, every: int, curriculum_cb: CurriculumCallback | None,
+                 meta: dict[str, Any], normalizer: Any = None, on_save: Callable[[Path], None] | None = None,
+                 verbose: int = 0):
+        super().__init__(verbose)
+        self.run_dir = Path(run_dir)
+        self.every = int(every)
+        self.curriculum_cb = curriculum_cb
+        self.meta = meta
+        self.normalizer = normalizer
+        self.on_save = on_save
+        self.last_saved: int | None = None
+        self._next: int | None = None
+
+    def _on_training_start(self) -> None:
+        self._next = (self.num_timesteps // self.every + 1) * self.every
+
+    def _on_step(self) -> bool:
+        if self._next is not None and self.num_timesteps >= self._next:
+            self.save()
+            self._next = (self.num_timesteps // self.every + 1) * self.every
+        return True
+
+    def save(self) -> Path:
+        if self.on_save is not None:
+            self.on_save(self.run_dir)
+        ck = save_checkpoint(self.run_dir, self.model, self.curriculum_cb, self.meta, self.normalizer)
+        self.last_saved = int(self.model.num_timesteps)
+        if self.verbose:
+            print(f"checkpoint {ck}")
+        return ck

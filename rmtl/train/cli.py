@@ -1,0 +1,94 @@
+"""Typer commands of the Stage-1 learner, registered by rmtl.cli:
+
+    app.add_typer(train_app, name="train")       # rmtl train stage1 --variant rmtl ...
+    app.command("eval")(eval_cmd)                # rmtl eval CKPT --episodes 100
+    app.command("report")(report_cmd)            # rmtl report RUN... --out DIR
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1: PPO worker).")
+
+
+@train_app.command("stage1")
+def stage1_cmd(
+    variant: str = typer.Option("rmtl", help="Variant: rmtl, single_prompt_multi_view, single_prompt_single_view, "
+                                             "no_curriculum, no_phase_input, dense_reference, rmtl_no_phase_offset, "
+                                             "rmtl_no_trend_momentum, rmtl_level_only."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Total env steps (default 600000)."),
+    seed: Optional[int] = typer.Option(None, help="Seed (default 0)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML Stage1Config to start from (the variant is applied on top)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a field: key.sub=value (repeatable), "
+                                                                 "e.g. --set reward.resolution=96 --set n_envs=8."),
+    model: Optional[str] = typer.Option(None, help="Reward model spec (default rmtl-fetch-tiny)."),
+    cache_store: Optional[str] = typer.Option(None, help="Dataset store whose FAISS cache serves the reward."),
+    cache_radius: Optional[float] = typer.Option(None, help="Cache radius in key units (m)."),
+    cache_grow: bool = typer.Option(False, help="Append cache misses to the store."),
+    out: Optional[Path] = typer.Option(None, help="Run directory (default <data-dir>/runs/stage1/<variant>_s<seed>)."),
+    fresh: bool = typer.Option(False, help="Start over instead of resuming from the run directory's last checkpoint."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+    verbose: bool = typer.Option(False, help="Print SB3's log table, evaluations and checkpoints."),
+) -> None:
+    """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints."""
+    from rmtl.train.config import Stage1Config, deep_merge, parse_overrides, stage1_config
+    from rmtl.train.stage1 import train_stage1
+
+    base = Stage1Config.from_yaml(config) if config else None
+    ov = parse_overrides(set_ or [])
+    direct: dict = {"progress_bar": progress}
+    if steps is not None:
+        direct["total_timesteps"] = steps
+    if seed is not None:
+        direct["seed"] = seed
+    if out is not None:
+        direct["output_dir"] = str(out)
+    if model is not None:
+        direct["reward"] = {"model": model}
+    cache = {k: v for k, v in (("store", cache_store), ("radius", cache_radius)) if v is not None}
+    if cache_grow:
+        cache["grow"] = True
+    if cache:
+        direct["cache"] = cache
+    cfg = stage1_config(variant, base, **deep_merge(direct, ov))
+    run = train_stage1(cfg, resume=not fresh, verbose=int(verbose))
+    summary = json.loads((run / "summary.json").read_text())
+    ev = summary.get("final_eval") or {}
+    typer.echo(f"{cfg.variant}: {summary['env_steps']} env steps in {summary['wall_seconds']:.0f} s; "
+               f"final-stage success {ev.get('success_rate', float('nan')):.3f} "
+               f"(95% CI {ev.get('ci_low', 0):.3f}-{ev.get('ci_high', 1):.3f}, {ev.get('episodes', 0)} episodes)\n"
+               f"run directory {run}")
+
+
+def eval_cmd(
+    checkpoint: Path = typer.Argument(..., help="Checkpoint dir, its model.zip, or a run dir (latest checkpoint)."),
+    episodes: int = typer.Option(100, min=1, help="Seeded episodes on the final (random-start) stage."),
+    seed: int = typer.Option(1_000_000, help="Seed of the first episode (episode i uses seed + i)."),
+    stochastic: bool = typer.Option(False, help="Sample actions instead of the deterministic mean."),
+    out: Optional[Path] = typer.Option(None, help="Write the result as JSON here."),
+) -> None:
+    """Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."""
+    from rmtl.train.evaluate import evaluate_checkpoint
+
+    res = evaluate_checkpoint(checkpoint, episodes, seed, deterministic=not stochastic)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(res.to_dict(), indent=1))
+    typer.echo(f"{res.checkpoint} ({res.num_timesteps} env steps): {res}")
+
+
+def report_cmd(
+    runs: List[Path] = typer.Argument(..., help="Stage-1 run directories."),
+    out: Path = typer.Option(Path("results/stage1"), help="Output directory for PNG/CSV/MD."),
+) -> None:
+    """Paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels) and the final success table."""
+    from rmtl.train.report import stage1_report
+
+    paths = stage1_report(runs, out)
+    typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
+    typer.echo(paths["final_success_md"].read_text())

@@ -1,0 +1,211 @@
+"""The Stage-1 configuration (paper Table 1 defaults) and the named variants of section 4.2.
+
+A variant is nothing but config overrides: :data:`VARIANTS` maps a name to a nested
+dict merged into :class:`Stage1Config` by :func:`stage1_config`, so every baseline runs
+through exactly the same code as RMTL.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import Field, model_validator
+
+from rmtl.config import Config
+from rmtl.env.curriculum import PAPER_STAGES
+from rmtl.env.fetch_lift import EnvConfig
+from rmtl.errors import ConfigError
+from rmtl.reward.config import RewardConfig
+
+DEFAULT_MODEL = "rmtl-fetch-tiny"
+"""Default scorer of real runs: the domain-trained tiny CLIP (see rmtl/vlm/registry.py)."""
+
+FINAL_STAGE_RANGE: tuple[float, float] = (PAPER_STAGES[-1].d_min, PAPER_STAGES[-1].d_max)
+"""Difficulty range of the final (fully random) curriculum stage; evaluation always uses it."""
+
+
+class DenseRewardConfig(Config):
+    """Hand-written dense reference reward (no VLM, no rendering); see docs/stage1.md.
+
+    ``r = -distance_weight * d + lift_weight * clip(lift / lift_target, 0, 1) * [d <= near_distance]``
+    plus the environment's +1 success bonus, with d the gripper-cube distance (m) and
+    lift the cube height above its rest height (m), both read from the 25-D state.
+    """
+
+    distance_weight: float = Field(1.0, ge=0)
+    """Weight of minus the gripper-cube distance (m)."""
+    lift_weight: float = Field(0.5, ge=0)
+    """Weight of the lift term paid while the gripper is at the cube."""
+    lift_target: float = Field(0.02, gt=0)
+    """Lift (m) at which the lift term saturates (the task's success lift)."""
+    near_distance: float = Field(0.04, gt=0)
+    """Gripper-cube distance (m) within which lift is rewarded (the rule's grasp bin)."""
+    add_env_reward: bool = True
+    """Add the environment's +1 success bonus."""
+
+
+class CacheConfig(Config):
+    """Cached reward path: FAISS state cache over a dataset store (pipeline.live_cache)."""
+
+    store: str | None = None
+    """Dataset store (path or fsspec URL) whose FAISS cache answers lookups; None renders and embeds every step."""
+    radius: float = Field(0.002, ge=0)
+    """Key-space radius (m, see rmtl.env.state) within which a stored state counts as a hit
+    (pipeline.live_cache.DEFAULT_RADIUS; bench/cache.py measures hit rate and reward error per radius)."""
+    grow: bool = False
+    """Append rendered misses (frames, states, embeddings) to the store and the index."""
+    persist_every: int = Field(0, ge=0)
+    """Persist the grown index every this many vec-env steps (0: only at checkpoints and the end)."""
+
+
+class Stage1Config(Config):
+    """Everything a Stage-1 PPO run depends on. Defaults are the paper's Table 1."""
+
+    variant: str = "rmtl"
+    """Name of the variant (for run directories and reports)."""
+    seed: int = 0
+    total_timesteps: int = Field(600_000, ge=1)
+    """Env steps to train for (the paper's Stage-1 runs converge near 600k)."""
+
+    # ---------------------------------------------------------------- PPO (Table 1)
+    n_envs: int = Field(16, ge=1)
+    n_steps: int = Field(40, ge=1)
+    batch_size: int = Field(64, ge=2)
+    n_epochs: int = Field(10, ge=1)
+    learning_rate: float = Field(3e-4, gt=0)
+    gamma: float = Field(0.95, gt=0, le=1)
+    gae_lambda: float = Field(0.95, ge=0, le=1)
+    clip_range: float = Field(0.2, gt=0)
+    ent_coef: float = Field(0.01, ge=0)
+    vf_coef: float = Field(0.5, ge=0)
+    max_grad_norm: float = Field(0.5, gt=0)
+    net_arch_pi: tuple[int, ...] = (256, 256)
+    """Hidden sizes of the policy MLP (MultiInputPolicy)."""
+    net_arch_vf: tuple[int, ...] = (256, 256)
+    """Hidden sizes of the value MLP."""
+    normalize_observations: bool = False
+    """VecNormalize on the state keys (Table 1 is silent: off). Its statistics are checkpointed."""
+    device: str = "cpu"
+    """Torch device of the PPO networks ('cpu' is fastest for [256, 256] MLPs; 'auto', 'cuda')."""
+    torch_threads: int | None = None
+    """torch.set_num_threads for the learner process; None leaves torch's default."""
+
+    # ---------------------------------------------------------------- task and reward
+    env: EnvConfig = EnvConfig()
+    reward_kind: Literal["vlm", "dense"] = "vlm"
+    """'vlm': phased multi-view VLM reward (rmtl.reward); 'dense': hand-written distance reward, no rendering."""
+    reward: RewardConfig = RewardConfig(model=DEFAULT_MODEL)
+    dense: DenseRewardConfig = DenseRewardConfig()
+    cache: CacheConfig = CacheConfig()
+    curriculum: bool = True
+    """Reverse curriculum (paper stages); off trains on the final, fully random stage from the start."""
+    curriculum_window: int = Field(100, ge=1)
+    """Episodes in the curriculum's success window."""
+    phase_input: bool = True
+    """Append the active phase one-hot to the observation (key 'phase')."""
+
+    # ---------------------------------------------------------------- run management
+    vec_env: Literal["dummy", "subproc"] = "dummy"
+    """SB3 vec env class: 'subproc' renders the sub-envs in parallel processes."""
+    checkpoint_every: int = Field(50_000, ge=1)
+    """Env steps between checkpoints (model, curriculum state, VecNormalize)."""
+    eval_every: int = Field(20_000, ge=0)
+    """Env steps between evaluations on the final stage (0: only at the end)."""
+    eval_episodes: int = Field(50, ge=1)
+    eval_seed: int = 1_000_000
+    """First seed of evaluation episodes (episode i uses eval_seed + i)."""
+    progress_bar: bool = True
+    output_dir: str | None = None
+    """Run directory; None: <data dir>/runs/stage1/<variant>_s<seed>."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Stage1Config":
+        if self.n_envs * self.n_steps < self.batch_size:
+            raise ValueError(
+                f"a rollout of n_envs*n_steps={self.n_envs * self.n_steps} steps is smaller than batch_size={self.batch_size}"
+            )
+        return self
+
+    @property
+    def uses_vlm(self) -> bool:
+        return self.reward_kind == "vlm"
+
+    def run_dir(self, data_dir: str | Path | None = None) -> Path:
+        """Where this run writes (``output_dir`` or the default under the data directory)."""
+        if self.output_dir:
+            return Path(self.output_dir).expanduser().resolve()
+        from rmtl.provenance import data_dir as resolve
+
+        return resolve(data_dir) / "runs" / "stage1" / f"{self.variant}_s{self.seed}"
+
+
+VARIANTS: dict[str, dict[str, Any]] = {
+    # Section 4.2 (Fig. 5 and the baselines of DESIGN.md section 6).
+    "rmtl": {},
+    "single_prompt_multi_view": {"reward": {"single_prompt": True}},
+    "single_prompt_single_view": {"reward": {"single_prompt": True, "single_view": True}},
+    "no_curriculum": {"curriculum": False},
+    "no_phase_input": {"phase_input": False},
+    "dense_reference": {"reward_kind": "dense"},
+    # Shaping ablations (reconstructed shaping, DESIGN.md section 3): RMTL with one switch flipped.
+    "rmtl_no_phase_offset": {"reward": {"shaping": {"phase_offset": False}}},
+    "rmtl_no_trend_momentum": {"reward": {"shaping": {"trend": False, "momentum": False}}},
+    "rmtl_level_only": {"reward": {"shaping": {"phase_offset": False, "trend": False, "momentum": False}}},
+}
+"""Named variants: overrides of :class:`Stage1Config` (nested dicts), nothing else."""
+
+PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "no_curriculum",
+                  "no_phase_input", "dense_reference")
+SHAPING_VARIANTS = ("rmtl", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``override`` merged in; nested mappings merge, everything else replaces."""
+    out = dict(base)
+    for k, v in override.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """``["reward.resolution=64", "n_envs=4"]`` -> nested dict (values parsed as YAML scalars/lists)."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like key.subkey=value")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        node = out
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] | None = None,
+                  **overrides: Any) -> Stage1Config:
+    """The config of a named variant: ``base`` (defaults if None), the variant's overrides, then ``overrides``.
+
+    ``overrides`` are nested dicts for nested configs, e.g. ``reward={"views": [...]}``;
+    they are applied after the variant, so they win.
+    """
+    if variant not in VARIANTS:
+        raise ConfigError(f"unknown Stage-1 variant {variant!r}; choose from {', '.join(VARIANTS)}")
+    if isinstance(base, Stage1Config):
+        data = base.model_dump()
+    else:
+        data = Stage1Config.make(**dict(base or {})).model_dump()
+    data = deep_merge(data, VARIANTS[variant])
+    data["variant"] = variant
+    data = deep_merge(data, overrides)
+    return Stage1Config.make(**data)

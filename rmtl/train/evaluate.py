@@ -1,0 +1,150 @@
+"""Evaluation of a Stage-1 policy on the final, fully random curriculum stage.
+
+Episodes are seeded (episode i resets with ``seed + i``, its start difficulty drawn from
+the final stage's range [0.75, 1] by the env's seeded generator), actions are
+deterministic, and the phase one-hot the policy expects is the distance rule of the
+state: no rendering and no VLM are needed, for any variant.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rmtl.env.check import SuccessRate
+from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
+from rmtl.errors import ConfigError
+from rmtl.train.config import FINAL_STAGE_RANGE
+from rmtl.train.wrappers import PHASE_KEY, rule_phase_observation
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """Success rate of seeded episodes with its 95% Wilson interval."""
+
+    episodes: int
+    successes: int
+    success_rate: float
+    ci_low: float
+    ci_high: float
+    mean_length: float
+    seed: int
+    difficulty_range: tuple[float, float]
+    checkpoint: str | None = None
+    num_timesteps: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        return (f"success {self.successes}/{self.episodes} = {self.success_rate:.3f} "
+                f"(95% CI {self.ci_low:.3f}-{self.ci_high:.3f}), mean length {self.mean_length:.1f} steps, "
+                f"start difficulty U{list(self.difficulty_range)}, seeds {self.seed}..{self.seed + self.episodes - 1}")
+
+
+class ObsAdapter:
+    """Turns a raw env observation into what a policy expects: phase one-hot, VecNormalize statistics."""
+
+    def __init__(self, phase_input: bool, normalizer: Any = None):
+        self.phase_input = phase_input
+        self.normalizer = normalizer
+
+    @classmethod
+    def for_model(cls, model: Any, normalizer: Any = None) -> "ObsAdapter":
+        spaces = getattr(model.observation_space, "spaces", {})
+        return cls(PHASE_KEY in spaces, normalizer)
+
+    def __call__(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = rule_phase_observation(obs) if self.phase_input else dict(obs)
+        if self.normalizer is not None:
+            out = self.normalizer.normalize_obs(out)
+        return out
+
+
+def evaluate_policy_success(
+    model: Any,
+    env_config: EnvConfig | None = None,
+    episodes: int = 50,
+    seed: int = 1_000_000,
+    *,
+    difficulty_range: tuple[float, float] = FINAL_STAGE_RANGE,
+    normalizer: Any = None,
+    deterministic: bool = True,
+    env: FetchPickAndLiftEnv | None = None,
+) -> EvalResult:
+    """Run ``episodes`` seeded episodes of ``model`` (anything with SB3's ``predict``)."""
+    own_env = env is None
+    if env is None:
+        env = FetchPickAndLiftEnv(env_config)
+    adapt = ObsAdapter.for_model(model, normalizer)
+    successes, lengths = 0, []
+    try:
+        env.set_difficulty_range(*difficulty_range)
+        for ep in range(int(episodes)):
+            obs, info = env.reset(seed=int(seed) + ep)
+            done = False
+            while not done:
+                action, _ = model.predict(adapt(obs), deterministic=deterministic)
+                obs, _, terminated, truncated, info = env.step(action)
+                done = terminated or truncated
+            successes += int(info["is_success"])
+            lengths.append(info["step"])
+    finally:
+        if own_env:
+            env.close()
+    sr = SuccessRate("policy", float(difficulty_range[1]), int(episodes), successes,
+                     float(np.mean(lengths)) if lengths else 0.0)
+    lo, hi = sr.wilson_interval()
+    return EvalResult(int(episodes), successes, sr.rate, float(lo), float(hi), sr.mean_length, int(seed),
+                      (float(difficulty_range[0]), float(difficulty_range[1])))
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint directory from a checkpoint dir, its ``model.zip``, or a run dir (its latest checkpoint)."""
+    p = Path(path).expanduser().resolve()
+    if p.is_file() and p.name == "model.zip":
+        p = p.parent
+    if (p / "model.zip").is_file():
+        return p
+    latest = p / "checkpoints" / "latest.txt"
+    if latest.is_file():
+        ck = p / "checkpoints" / latest.read_text().strip()
+        if (ck / "model.zip").is_file():
+            return ck
+    raise ConfigError(f"{p} is not a Stage-1 checkpoint (no model.zip) nor a run directory with checkpoints/latest.txt")
+
+
+def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any], Any]:
+    """(PPO model, checkpoint meta, VecNormalize or None) of a checkpoint (see :func:`resolve_checkpoint`)."""
+    from stable_baselines3 import PPO
+
+    ck = resolve_checkpoint(path)
+    meta = json.loads((ck / "meta.json").read_text()) if (ck / "meta.json").is_file() else {}
+    model = PPO.load(ck / "model.zip", device=device)
+    normalizer = None
+    if (ck / "vecnormalize.pkl").is_file():
+        with open(ck / "vecnormalize.pkl", "rb") as f:
+            normalizer = pickle.load(f)
+        normalizer.training = False
+    return model, meta, normalizer
+
+
+def evaluate_checkpoint(path: str | Path, episodes: int = 100, seed: int = 1_000_000, *,
+                        deterministic: bool = True, device: str = "cpu",
+                        env_config: EnvConfig | None = None) -> EvalResult:
+    """Success rate (95% Wilson CI) of a checkpoint over seeded episodes on the final stage.
+
+    The task definition is the one the checkpoint was trained with (its ``meta.json``)
+    unless ``env_config`` is given.
+    """
+    ck = resolve_checkpoint(path)
+    model, meta, normalizer = load_checkpoint(ck, device)
+    if env_config is None:
+        env_config = EnvConfig.make(**meta["config"]["env"]) if "config" in meta else EnvConfig()
+    res = evaluate_policy_success(model, env_config, episodes, seed, normalizer=normalizer, deterministic=deterministic)
+    return EvalResult(**{**res.to_dict(), "checkpoint": str(ck), "num_timesteps": meta.get("num_timesteps")})

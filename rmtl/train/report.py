@@ -1,0 +1,210 @@
+"""Learning report of Stage-1 runs: the paper's Fig. 5 and Fig. 6 and the final success table.
+
+``stage1_report(run_dirs, out_dir)`` reads each run's ``config.yaml``, ``eval.csv``,
+``curriculum.csv`` and latest ``curriculum.json`` and writes:
+
+- ``success_vs_steps.csv/.png`` (Fig. 5): eval success rate on the final stage vs env
+  steps, one curve per variant (mean over seeds, band = min..max of seeds when several,
+  else the 95% Wilson interval);
+- ``curriculum_levels.csv/.png`` (Fig. 6): env steps, episodes and successes per
+  curriculum level per run, and the rolling window success rate vs env steps, coloured
+  by level;
+- ``final_success.csv/.md``: last evaluation of every run (steps, rate, CI, wall time).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import yaml
+
+from rmtl.errors import ConfigError
+
+
+def read_csv(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a CSV with numbers parsed (missing file: no rows)."""
+    p = Path(path)
+    if not p.is_file():
+        return []
+    with open(p, newline="") as f:
+        rows = list(csv.DictReader(f))
+    out = []
+    for r in rows:
+        parsed = {}
+        for k, v in r.items():
+            try:
+                parsed[k] = int(v)
+            except (TypeError, ValueError):
+                try:
+                    parsed[k] = float(v)
+                except (TypeError, ValueError):
+                    parsed[k] = v
+        out.append(parsed)
+    return out
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fields: list[str] = []
+    for r in rows:
+        fields += [k for k in r if k not in fields]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def load_run(run_dir: str | Path) -> dict[str, Any]:
+    """What the report needs of one run directory."""
+    d = Path(run_dir)
+    if not (d / "config.yaml").is_file():
+        raise ConfigError(f"{d} is not a Stage-1 run directory (no config.yaml)")
+    config = yaml.safe_load((d / "config.yaml").read_text()) or {}
+    curriculum: dict[str, Any] = {}
+    latest = d / "checkpoints" / "latest.txt"
+    if latest.is_file():
+        cj = d / "checkpoints" / latest.read_text().strip() / "curriculum.json"
+        if cj.is_file():
+            curriculum = json.loads(cj.read_text())
+    summary = json.loads((d / "summary.json").read_text()) if (d / "summary.json").is_file() else {}
+    meta = {}
+    if latest.is_file():
+        mj = d / "checkpoints" / latest.read_text().strip() / "meta.json"
+        if mj.is_file():
+            meta = json.loads(mj.read_text())
+    return {
+        "dir": d, "variant": config.get("variant", d.name), "seed": config.get("seed"), "config": config,
+        "eval": read_csv(d / "eval.csv"), "curriculum_rows": read_csv(d / "curriculum.csv"),
+        "curriculum": curriculum, "summary": summary, "meta": meta,
+    }
+
+
+def _label(run: dict[str, Any]) -> str:
+    return f"{run['variant']}/s{run['seed']}"
+
+
+def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[str, Path]:
+    """Write the report files (module docstring) into ``out_dir``; returns name -> path."""
+    from matplotlib.figure import Figure  # object API: no pyplot, no global backend change
+
+    if not run_dirs:
+        raise ConfigError("give at least one Stage-1 run directory")
+    runs = [load_run(d) for d in run_dirs]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+
+    # ------------------------------------------------------------ Fig. 5
+    rows = [{"variant": r["variant"], "seed": r["seed"], "run": str(r["dir"]), **e} for r in runs for e in r["eval"]]
+    paths["success_vs_steps_csv"] = write_csv(out / "success_vs_steps.csv", rows)
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.add_subplot(1, 1, 1)
+    by_variant: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in runs:
+        if r["eval"]:
+            by_variant[r["variant"]].append(r)
+    for variant, vruns in sorted(by_variant.items()):
+        if len(vruns) == 1:
+            e = vruns[0]["eval"]
+            x = np.array([row["timesteps"] for row in e])
+            y = np.array([row["success_rate"] for row in e])
+            lo = np.array([row["ci_low"] for row in e])
+            hi = np.array([row["ci_high"] for row in e])
+            label = variant
+        else:
+            # Seeds evaluated at the same steps (same eval_every): align on the common steps.
+            steps = sorted(set.intersection(*[{row["timesteps"] for row in v["eval"]} for v in vruns]))
+            x = np.array(steps)
+            ys = np.array([[next(row["success_rate"] for row in v["eval"] if row["timesteps"] == s) for s in steps]
+                           for v in vruns])
+            y, lo, hi = ys.mean(0), ys.min(0), ys.max(0)
+            label = f"{variant} (n={len(vruns)})"
+        (line,) = ax.plot(x, y, marker="o", ms=3, label=label)
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15)
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("eval success rate (final stage, random start)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    if by_variant:
+        ax.legend(fontsize=8)
+    ax.set_title("Stage 1: success vs env steps (paper Fig. 5)")
+    fig.tight_layout()
+    paths["success_vs_steps_png"] = out / "success_vs_steps.png"
+    fig.savefig(paths["success_vs_steps_png"], dpi=120)
+
+    # ------------------------------------------------------------ Fig. 6
+    level_rows = []
+    for r in runs:
+        c = r["curriculum"]
+        if not c:
+            continue
+        stages = c.get("stages", [])
+        for k in range(len(c["steps_per_stage"])):
+            eps, succ = c["episodes_per_stage"][k], c["successes_per_stage"][k]
+            level_rows.append({
+                "variant": r["variant"], "seed": r["seed"], "run": str(r["dir"]), "level": k,
+                "difficulty": stages[k]["difficulty"] if k < len(stages) else "",
+                "env_steps": c["steps_per_stage"][k], "episodes": eps, "successes": succ,
+                "success_rate": round(succ / eps, 4) if eps else "",
+            })
+    paths["curriculum_levels_csv"] = write_csv(out / "curriculum_levels.csv", level_rows)
+    fig = Figure(figsize=(11, 4.5))
+    ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    curr_runs = [r for r in runs if r["curriculum"]]
+    width = 0.8 / max(len(curr_runs), 1)
+    cmap = __import__("matplotlib").colormaps["viridis"]
+    for j, r in enumerate(curr_runs):
+        steps = r["curriculum"]["steps_per_stage"]
+        ax1.bar(np.arange(len(steps)) + j * width - 0.4 + width / 2, steps, width=width, label=_label(r))
+    ax1.set_xlabel("curriculum level")
+    ax1.set_ylabel("env steps spent")
+    ax1.set_title("env steps per level (paper Fig. 6)")
+    if curr_runs:
+        ax1.legend(fontsize=7)
+    n_levels = max((len(r["curriculum"]["steps_per_stage"]) for r in curr_runs), default=5)
+    for r in runs:
+        cr = r["curriculum_rows"]
+        if not cr:
+            continue
+        x = np.array([row["timesteps"] for row in cr])
+        y = np.array([row["window_success_rate"] for row in cr])
+        lv = np.array([row["stage"] for row in cr])
+        ax2.plot(x, y, color="0.8", lw=0.8, zorder=1)
+        ax2.scatter(x, y, c=lv, cmap=cmap, vmin=0, vmax=max(n_levels - 1, 1), s=6, zorder=2)
+    ax2.set_xlabel("env steps")
+    ax2.set_ylabel("rolling success rate in current level")
+    ax2.set_ylim(-0.02, 1.02)
+    ax2.set_title("per-level rolling success (colour = level)")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    paths["curriculum_levels_png"] = out / "curriculum_levels.png"
+    fig.savefig(paths["curriculum_levels_png"], dpi=120)
+
+    # ------------------------------------------------------------ final table
+    table = []
+    for r in runs:
+        last = r["eval"][-1] if r["eval"] else {}
+        table.append({
+            "variant": r["variant"], "seed": r["seed"], "env_steps": last.get("timesteps", ""),
+            "episodes": last.get("episodes", ""), "success_rate": last.get("success_rate", ""),
+            "ci_low": last.get("ci_low", ""), "ci_high": last.get("ci_high", ""),
+            "final_level": r["curriculum"].get("curriculum", {}).get("stage_index", "") if r["curriculum"] else "",
+            "wall_seconds": r["summary"].get("wall_seconds", r["meta"].get("wall_seconds", "")),
+            "run": str(r["dir"]),
+        })
+    paths["final_success_csv"] = write_csv(out / "final_success.csv", table)
+    md = ["| variant | seed | env steps | success | 95% CI | final level | wall s |", "|---|---|---|---|---|---|---|"]
+    for t in table:
+        rate = f"{t['success_rate']:.3f}" if isinstance(t["success_rate"], float) else str(t["success_rate"])
+        ci = f"{t['ci_low']:.3f}-{t['ci_high']:.3f}" if isinstance(t["ci_low"], float) else ""
+        wall = f"{t['wall_seconds']:.0f}" if isinstance(t["wall_seconds"], (int, float)) else ""
+        md.append(f"| {t['variant']} | {t['seed']} | {t['env_steps']} | {rate} | {ci} | {t['final_level']} | {wall} |")
+    paths["final_success_md"] = out / "final_success.md"
+    paths["final_success_md"].write_text("\n".join(md) + "\n")
+    return paths

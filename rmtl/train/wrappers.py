@@ -1,0 +1,127 @@
+"""Vec-env wrappers of the Stage-1 learner: the phase one-hot observation and the dense reference reward.
+
+Both read the 25-D state of the observation (``terminal_observation`` for a sub-env that
+just finished), so they need no rendering.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from gymnasium import spaces
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+
+from rmtl.env.state import gripper_cube_distance, lift_height
+from rmtl.errors import ConfigError
+from rmtl.phases import PHASES, phase_one_hot
+from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
+from rmtl.train.config import DenseRewardConfig
+
+PHASE_KEY = "phase"
+"""Observation key of the phase one-hot."""
+
+
+def _states(obs: Any) -> np.ndarray:
+    return np.asarray(obs["observation"] if isinstance(obs, Mapping) else obs, dtype=np.float32)
+
+
+def add_phase(obs: Mapping[str, np.ndarray], phases: np.ndarray | int) -> dict[str, np.ndarray]:
+    """A copy of a dict observation (batched or not) with the phase one-hot under ``'phase'``."""
+    out = dict(obs)
+    out[PHASE_KEY] = phase_one_hot(phases, len(PHASES))
+    return out
+
+
+def rule_phase_observation(obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Add the distance-rule phase of the observation's own state (single or batched obs).
+
+    This is what evaluation uses: the rule needs only the state, no rendering and no VLM.
+    """
+    state = np.asarray(obs["observation"], dtype=np.float32)
+    phases = RulePhaseSelector()(np.atleast_2d(state), ())
+    return add_phase(obs, phases if state.ndim == 2 else int(phases[0]))
+
+
+class PhaseObservation(VecEnvWrapper):
+    """Adds the active phase as a one-hot ``'phase'`` entry (Box [0,1]^3) to a dict observation.
+
+    The phase of each returned observation is ``selector(states of those observations)``:
+    for the Stage-1 distance rule this is exactly the ``vlm_phase`` the reward wrapper
+    used on the same state, and it is also right after an auto-reset (where ``vlm_phase``
+    describes the terminal state, not the new episode's first observation) and at
+    ``reset()`` (where there is no info). A Stage-2 manager passes its
+    :class:`~rmtl.reward.ExternalPhaseSelector` so the worker sees the manager's choice.
+    """
+
+    def __init__(self, venv: VecEnv, selector: PhaseSelector | None = None):
+        space = venv.observation_space
+        if not isinstance(space, spaces.Dict) or "observation" not in space.spaces:
+            raise ConfigError("PhaseObservation needs a dict observation space with an 'observation' key")
+        if PHASE_KEY in space.spaces:
+            raise ConfigError(f"observation already has a {PHASE_KEY!r} entry")
+        new_space = spaces.Dict(
+            {**space.spaces, PHASE_KEY: spaces.Box(0.0, 1.0, shape=(len(PHASES),), dtype=np.float32)}
+        )
+        super().__init__(venv, observation_space=new_space)
+        self.selector = selector or RulePhaseSelector()
+        self.last_phases = np.zeros(self.num_envs, dtype=np.int64)
+
+    def _augment(self, obs: Mapping[str, np.ndarray], infos: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+        self.last_phases = np.asarray(self.selector(_states(obs), infos), dtype=np.int64)
+        return add_phase(obs, self.last_phases)
+
+    def reset(self):
+        obs = self.venv.reset()
+        return self._augment(obs, [{} for _ in range(self.num_envs)])
+
+    def step_wait(self):
+        obs, reward, dones, infos = self.venv.step_wait()
+        done_idx = [i for i in np.flatnonzero(dones) if isinstance(infos[i].get("terminal_observation"), Mapping)]
+        if done_idx:
+            # Terminal observations stay in the same space (SB3 bootstraps truncated episodes from them),
+            # with the phase of the state the episode ended in.
+            term_states = _states(obs).copy()
+            for i in done_idx:
+                term_states[i] = _states(infos[i]["terminal_observation"])
+            term_phases = np.asarray(self.selector(term_states, infos), dtype=np.int64)
+            for i in done_idx:
+                infos[i]["terminal_observation"] = add_phase(infos[i]["terminal_observation"], int(term_phases[i]))
+        return self._augment(obs, infos), reward, dones, infos
+
+
+def dense_reward(states: np.ndarray, config: DenseRewardConfig) -> np.ndarray:
+    """The dense reference reward of 25-D states [N, 25] -> float32 [N] (without the success bonus)."""
+    s = np.atleast_2d(np.asarray(states, dtype=np.float64))
+    d = np.asarray(gripper_cube_distance(s), dtype=np.float64).reshape(-1)
+    lift = np.asarray(lift_height(s), dtype=np.float64).reshape(-1)
+    near = d <= config.near_distance
+    lift_term = np.clip(lift / config.lift_target, 0.0, 1.0) * near
+    return (-config.distance_weight * d + config.lift_weight * lift_term).astype(np.float32)
+
+
+class DenseRewardVecEnv(VecEnvWrapper):
+    """Replaces the reward with :func:`dense_reward` of the state each step ended in (plus the +1 bonus).
+
+    Reference only: it shows what PPO reaches with this task definition and a hand-made
+    signal. ``info`` gets ``dense_reward`` (the shaped part) and ``env_reward``.
+    """
+
+    def __init__(self, venv: VecEnv, config: DenseRewardConfig | None = None):
+        super().__init__(venv)
+        self.config = config or DenseRewardConfig()
+
+    def reset(self):
+        return self.venv.reset()
+
+    def step_wait(self):
+        obs, env_reward, dones, infos = self.venv.step_wait()
+        states = _states(obs).copy()
+        for i in np.flatnonzero(dones):
+            states[i] = _states(infos[i]["terminal_observation"])
+        shaped = dense_reward(states, self.config)
+        reward = shaped + (np.asarray(env_reward, dtype=np.float32) if self.config.add_env_reward else 0.0)
+        for i, info in enumerate(infos):
+            info["dense_reward"] = float(shaped[i])
+            info["env_reward"] = float(env_reward[i])
+        return obs, reward.astype(np.float32), dones, infos
