@@ -15,6 +15,11 @@ from rmtl.errors import RmtlError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RMTL: phased multi-view VLM rewards for Fetch.")
 env_app = typer.Typer(no_args_is_help=True, help="The Fetch pick-and-lift environment.")
 app.add_typer(env_app, name="env")
+from rmtl.train.cli import eval_cmd, report_cmd, train_app  # noqa: E402  (cheap: no torch)
+
+app.add_typer(train_app, name="train")
+app.command("eval")(eval_cmd)
+app.command("report")(report_cmd)
 server_app = typer.Typer(no_args_is_help=True, help="A local Prefect server (PREFECT_HOME under the data dir).")
 app.add_typer(server_app, name="server")
 

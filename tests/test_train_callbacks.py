@@ -1,0 +1,143 @@
+"""Stage-1 callbacks and wrappers without training: curriculum fed with fake infos, phase
+one-hot observation, dense reward, config and variants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from rmtl.env import PAPER_STAGES, FetchPickAndLiftEnv, ReverseCurriculum
+from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, STATE_DIM
+from rmtl.errors import ConfigError
+from rmtl.phases import rule_phase
+from rmtl.train.callbacks import CurriculumCallback
+from rmtl.train.config import (
+    FINAL_STAGE_RANGE,
+    VARIANTS,
+    DenseRewardConfig,
+    Stage1Config,
+    parse_overrides,
+    stage1_config,
+)
+from rmtl.train.stage1 import make_curriculum
+from rmtl.train.wrappers import PHASE_KEY, DenseRewardVecEnv, PhaseObservation, dense_reward
+
+
+class FakeVecEnv:
+    """Records env_method calls (what the curriculum callback sends to the sub-envs)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def env_method(self, name, *args, **kwargs):
+        self.calls.append((name, args))
+
+
+def _feed(cb, successes, num_envs=2):
+    """Feed episodes ``num_envs`` at a time as if they all finished on the same vec step."""
+    advanced = []
+    for i in range(0, len(successes), num_envs):
+        chunk = successes[i:i + num_envs]
+        dones = np.ones(len(chunk), bool)
+        infos = [{"is_success": s} for s in chunk]
+        advanced.append(cb.feed(dones, infos, num_envs=len(chunk)))
+    return advanced
+
+
+def test_table1_defaults_and_variants():
+    c = Stage1Config()
+    assert (c.n_envs, c.n_steps, c.batch_size, c.n_epochs) == (16, 40, 64, 10)
+    assert (c.learning_rate, c.gamma, c.gae_lambda, c.clip_range) == (3e-4, 0.95, 0.95, 0.2)
+    assert (c.ent_coef, c.vf_coef, c.max_grad_norm) == (0.01, 0.5, 0.5)
+    assert c.net_arch_pi == c.net_arch_vf == (256, 256)
+    assert c.reward.alpha == 0.9 and len(c.reward.active_views) == 6 and c.curriculum and c.phase_input
+    assert FINAL_STAGE_RANGE == (0.75, 1.0)
+    for name in VARIANTS:
+        v = stage1_config(name)
+        assert v.variant == name
+    assert stage1_config("single_prompt_single_view").reward.active_views == ("wide_view",)
+    assert stage1_config("single_prompt_multi_view").reward.single_prompt
+    assert stage1_config("dense_reference").reward_kind == "dense"
+    assert not stage1_config("no_phase_input").phase_input
+    assert not stage1_config("rmtl_no_trend_momentum").reward.shaping.trend
+    # later overrides win over the variant's, nested dicts merge
+    v = stage1_config("single_prompt_multi_view", reward={"alpha": 0.5}, n_envs=4)
+    assert v.reward.single_prompt and v.reward.alpha == 0.5 and v.n_envs == 4
+    with pytest.raises(ConfigError, match="unknown Stage-1 variant"):
+        stage1_config("nope")
+    with pytest.raises(ConfigError, match="batch_size"):
+        Stage1Config.make(n_envs=1, n_steps=8, batch_size=16)
+    assert parse_overrides(["reward.resolution=64", "n_envs=4", "reward.views=[wide_view, side]"]) == {
+        "reward": {"resolution": 64, "views": ["wide_view", "side"]}, "n_envs": 4}
+
+
+def test_curriculum_callback_advances_on_successes():
+    env = FakeVecEnv()
+    cb = CurriculumCallback(ReverseCurriculum(PAPER_STAGES, window=10), env=env)
+    cb._on_training_start()
+    assert env.calls == [("set_difficulty_range", (0.0, 0.08))]
+    # Stage 0 needs 50 episodes and >= 50% over the window of 10: failures never advance.
+    assert not any(_feed(cb, [False] * 60))
+    assert cb.curriculum.stage_index == 0
+    adv = _feed(cb, [True] * 10)
+    assert any(adv) and cb.curriculum.stage_index == 1
+    assert env.calls[-1] == ("set_difficulty_range", (0.08, 0.25))
+    # 60 failures + 5 successes fill the window of 10 at 50%: advance on episode 65.
+    assert cb.episodes_per_stage[:2] == [65, 5] and cb.successes_per_stage[:2] == [5, 5]
+    assert cb.steps_per_stage[0] == 66  # env steps counted per vec step (2 envs) while in stage 0
+    assert cb.advances[0]["stage"] == 1
+    # state round trip (checkpointed with the model)
+    state = cb.state_dict()
+    cb2 = CurriculumCallback(ReverseCurriculum(PAPER_STAGES, window=10))
+    cb2.load_state_dict(state)
+    assert cb2.curriculum.stage_index == 1 and cb2.episodes_per_stage == cb.episodes_per_stage
+    # Through all gates to the final stage, which never advances.
+    for k in range(1, 4):
+        _feed(cb, [True] * PAPER_STAGES[k].min_episodes)
+    assert cb.curriculum.stage_index == 4 and env.calls[-1] == ("set_difficulty_range", FINAL_STAGE_RANGE)
+    assert not any(_feed(cb, [True] * 50))
+
+
+def test_no_curriculum_starts_at_final_stage():
+    cur = make_curriculum(stage1_config("no_curriculum"))
+    assert cur.is_final and (cur.stage.d_min, cur.stage.d_max) == FINAL_STAGE_RANGE
+    assert make_curriculum(stage1_config("rmtl")).stage_index == 0
+
+
+def _states(distance, lift):
+    s = np.zeros((len(distance), STATE_DIM), np.float32)
+    s[:, CUBE_REL_POS] = np.stack([np.asarray(distance), np.zeros(len(distance)), np.zeros(len(distance))], -1)
+    s[:, CUBE_POS.start + 2] = CUBE_REST_HEIGHT + np.asarray(lift)
+    return s
+
+
+def test_dense_reward_values():
+    cfg = DenseRewardConfig()
+    r = dense_reward(_states([0.5, 0.1, 0.02, 0.02, 0.02], [0.0, 0.05, 0.0, 0.01, 0.05]), cfg)
+    np.testing.assert_allclose(r, [-0.5, -0.1, -0.02, -0.02 + 0.25, -0.02 + 0.5], atol=1e-5)
+    assert np.all(np.diff(dense_reward(_states([0.6, 0.3, 0.1, 0.03], [0, 0, 0, 0]), cfg)) > 0)
+
+
+def test_phase_observation_and_dense_wrapper():
+    venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(max_episode_steps=3) for _ in range(2)])
+    venv = PhaseObservation(DenseRewardVecEnv(venv))
+    assert venv.observation_space[PHASE_KEY].shape == (3,)
+    venv.seed(0)
+    obs = venv.reset()
+    rng = np.random.default_rng(0)
+    for t in range(3):
+        d = np.linalg.norm(obs["observation"][:, CUBE_REL_POS], axis=-1)
+        np.testing.assert_array_equal(obs[PHASE_KEY].argmax(-1), rule_phase(d))
+        assert np.all(obs[PHASE_KEY].sum(-1) == 1)
+        obs, reward, dones, infos = venv.step(rng.uniform(-1, 1, (2, 4)).astype(np.float32))
+        for i, info in enumerate(infos):
+            assert reward[i] == pytest.approx(info["dense_reward"] + info["env_reward"], abs=1e-6)
+            if dones[i]:
+                term = info["terminal_observation"]
+                assert PHASE_KEY in term
+                dt = np.linalg.norm(term["observation"][CUBE_REL_POS])
+                assert term[PHASE_KEY].argmax() == rule_phase(dt)
+                assert info["dense_reward"] == pytest.approx(float(dense_reward(term["observation"][None], DenseRewardConfig())[0]), abs=1e-5)
+    assert dones.all()
+    venv.close()

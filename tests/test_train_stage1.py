@@ -1,0 +1,221 @@
+"""Stage-1 smoke tests: every variant trains a few hundred steps (2 envs, 2 views at 64 px,
+rmtl-fetch-tiny with random weights; the dense reference renders nothing), checkpoints
+load, evaluation runs, a resumed run continues from its checkpoint, the report renders."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from rmtl.errors import ConfigError
+from rmtl.train.config import VARIANTS, stage1_config
+
+VIEWS = ["wide_view", "close_up"]
+MODEL = "rmtl-fetch-tiny@random"
+SMOKE_STEPS = 128  # 4 PPO updates of 2 envs x 16 steps
+SHAPING_ONLY = ("rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
+
+
+def smoke_steps(variant: str) -> int:
+    """Shaping variants differ from rmtl only in ShapingConfig (tested in test_reward_shaping): 2 updates."""
+    return 64 if variant in SHAPING_ONLY else SMOKE_STEPS
+
+
+def small(variant: str, out, **kw):
+    """A variant at smoke-test size; 16-step episodes so episodes finish (curriculum, terminal frames)."""
+    base = dict(
+        n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=SMOKE_STEPS,
+        checkpoint_every=64, eval_every=64, eval_episodes=2, progress_bar=False, torch_threads=1,
+        output_dir=str(out),
+        env={"views": VIEWS, "resolution": 64, "max_episode_steps": 16},
+        reward={"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16},
+    )
+    for k, v in kw.items():
+        base[k] = {**base[k], **v} if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return stage1_config(variant, **base)
+
+
+@pytest.fixture(scope="module")
+def vlm():
+    from rmtl.vlm import load_vlm
+
+    threads = torch.get_num_threads()
+    torch.manual_seed(0)
+    yield load_vlm(MODEL)
+    torch.set_num_threads(threads)
+
+
+class PhaseCheck:
+    """SB3 callback: the phase one-hot the policy sees is the phase the VLM reward used for
+    that state (terminal observation for an env that just finished)."""
+
+    def __new__(cls):
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        class _PhaseCheck(BaseCallback):
+            checked = 0
+            mismatches = 0
+            episode_ends = 0
+
+            def _on_step(self) -> bool:
+                obs, dones, infos = self.locals["new_obs"], self.locals["dones"], self.locals["infos"]
+                for i, info in enumerate(infos):
+                    phase = info["terminal_observation"]["phase"] if dones[i] else obs["phase"][i]
+                    self.episode_ends += int(dones[i])
+                    self.checked += 1
+                    self.mismatches += int(np.argmax(phase) != info["vlm_phase"])
+                return True
+
+        return _PhaseCheck()
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, vlm):
+    """Every variant trained once at smoke size (shared by the checks below)."""
+    from rmtl.train.stage1 import train_stage1
+
+    root = tmp_path_factory.mktemp("stage1")
+    out = {}
+    for name in VARIANTS:
+        cfg = small(name, root / name, total_timesteps=smoke_steps(name))
+        extra = [PhaseCheck()] if name == "rmtl" else []
+        out[name] = train_stage1(cfg, vlm=vlm if cfg.uses_vlm else None, callbacks=extra)
+        if extra:
+            out["phase_check"] = extra[0]
+    return out
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_variant_trains_checkpoints_and_evaluates(runs, variant):
+    from rmtl.train.evaluate import evaluate_checkpoint, load_checkpoint
+    from rmtl.train.report import read_csv
+
+    d = runs[variant]
+    n = smoke_steps(variant)
+    assert (d / "config.yaml").is_file() and (d / "run.json").is_file()
+    assert json.loads((d / "run.json").read_text())["config"]["variant"] == variant
+    steps = sorted(p.name for p in (d / "checkpoints").glob("step_*"))
+    assert steps == [f"step_{k:09d}" for k in range(64, n + 1, 64)]
+    assert (d / "checkpoints" / "latest.txt").read_text() == f"step_{n:09d}"
+    model, meta, _ = load_checkpoint(d)
+    assert model.num_timesteps == n and meta["variant"] == variant
+    assert ("phase" in model.observation_space.spaces) == (variant != "no_phase_input")
+    ev = read_csv(d / "eval.csv")
+    assert [r["timesteps"] for r in ev] == list(range(64, n + 1, 64))
+    res = evaluate_checkpoint(d / "checkpoints" / "step_000000064", episodes=2, seed=5)
+    assert res.episodes == 2 and 0.0 <= res.ci_low <= res.success_rate <= res.ci_high <= 1.0
+    assert res.num_timesteps == 64
+    progress = read_csv(d / "progress_000000000.csv")
+    keys = set().union(*progress)
+    assert {"time/env_steps_per_s", "curriculum/stage", "rollout/success_rate", "time/ms_per_step_simulation"} <= keys
+    if variant == "dense_reference":
+        assert "reward/dense_reward" in keys and "reward/vlm_reward" not in keys
+    else:
+        assert {"reward/vlm_reward", "reward/vlm_score", "time/ms_per_step_rendering",
+                "time/ms_per_step_embedding"} <= keys
+    summary = json.loads((d / "summary.json").read_text())
+    assert summary["env_steps"] == n
+    cur = summary["curriculum"]
+    assert sum(cur["steps_per_stage"]) == n
+    assert cur["curriculum"]["stage_index"] == (4 if variant == "no_curriculum" else 0)
+    assert sum(cur["episodes_per_stage"]) == n // 16  # 2 envs x 16-step episodes
+
+
+def test_evaluation_is_seeded(runs):
+    from rmtl.train.evaluate import evaluate_checkpoint
+
+    a = evaluate_checkpoint(runs["rmtl"], episodes=2, seed=3)
+    b = evaluate_checkpoint(runs["rmtl"], episodes=2, seed=3)
+    assert a.to_dict() == b.to_dict() and a.difficulty_range == (0.75, 1.0)
+
+
+def test_resume_continues_from_checkpoint(tmp_path):
+    from rmtl.train.evaluate import load_checkpoint
+    from rmtl.train.report import read_csv
+    from rmtl.train.stage1 import train_stage1
+
+    d = train_stage1(small("dense_reference", tmp_path / "r", total_timesteps=96, checkpoint_every=64, eval_every=64))
+    model, _, _ = load_checkpoint(d)
+    assert model.num_timesteps == 96
+    w96 = model.policy.state_dict()["action_net.weight"].clone()
+    d2 = train_stage1(small("dense_reference", tmp_path / "r", total_timesteps=160, checkpoint_every=64, eval_every=64))
+    assert d2 == d and (d / "progress_000000096.csv").is_file() and (d / "run_resume_000000096.json").is_file()
+    model2, meta, _ = load_checkpoint(d)
+    assert model2.num_timesteps == 160 and meta["num_timesteps"] == 160
+    assert not torch.equal(w96, model2.policy.state_dict()["action_net.weight"])
+    assert [r["timesteps"] for r in read_csv(d / "eval.csv")] == [64, 96, 128, 160]
+    cur = json.loads((d / "summary.json").read_text())["curriculum"]
+    assert sum(cur["steps_per_stage"]) == 160  # carried over from the checkpoint
+    # A different config in the same directory is refused.
+    with pytest.raises(ConfigError, match="different config"):
+        train_stage1(small("dense_reference", tmp_path / "r", total_timesteps=192, gamma=0.9))
+
+
+def test_report(runs, tmp_path):
+    from rmtl.train.report import read_csv, stage1_report
+
+    paths = stage1_report([runs[v] for v in ("rmtl", "single_prompt_multi_view", "dense_reference")], tmp_path / "rep")
+    for key in ("success_vs_steps_png", "curriculum_levels_png", "final_success_csv", "final_success_md"):
+        assert paths[key].is_file() and paths[key].stat().st_size > 0
+    table = read_csv(paths["final_success_csv"])
+    assert [r["variant"] for r in table] == ["rmtl", "single_prompt_multi_view", "dense_reference"]
+    assert all(r["env_steps"] == SMOKE_STEPS for r in table)
+    levels = read_csv(paths["curriculum_levels_csv"])
+    assert len(levels) == 3 * 5 and sum(r["env_steps"] for r in levels if r["variant"] == "rmtl") == SMOKE_STEPS
+
+
+def test_phase_obs_matches_reward_phase(runs):
+    """Checked on every step of the RMTL smoke run, across episode ends."""
+    chk = runs["phase_check"]
+    assert chk.checked == SMOKE_STEPS and chk.episode_ends > 0 and chk.mismatches == 0
+
+
+def test_cli_commands(runs, tmp_path):
+    """The typer commands rmtl.cli registers (train stage1, eval, report)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from rmtl.train.cli import eval_cmd, report_cmd, train_app
+
+    app = typer.Typer()
+    app.add_typer(train_app, name="train")
+    app.command("eval")(eval_cmd)
+    app.command("report")(report_cmd)
+    r = CliRunner()
+    res = r.invoke(app, ["train", "stage1", "--help"])
+    assert res.exit_code == 0 and "--variant" in res.output
+    res = r.invoke(app, ["eval", str(runs["dense_reference"]), "--episodes", "1", "--out", str(tmp_path / "e.json")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 1
+    res = r.invoke(app, ["report", str(runs["rmtl"]), "--out", str(tmp_path / "rep")])
+    assert res.exit_code == 0 and (tmp_path / "rep" / "success_vs_steps.png").is_file()
+    # training through the CLI: a dense run resumed to more steps with --set overrides
+    args = ["train", "stage1", "--variant", "dense_reference", "--steps", "32", "--out", str(tmp_path / "d"),
+            "--no-progress", "--set", "n_envs=2", "--set", "n_steps=16", "--set", "batch_size=16",
+            "--set", "n_epochs=1", "--set", "eval_episodes=1", "--set", "env.max_episode_steps=16"]
+    res = r.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "32 env steps" in res.output
+
+
+def test_cached_reward_path(vlm, tmp_path):
+    """RMTL on the FAISS state cache (pipeline.live_cache): lookups, misses rendered and appended."""
+    from pipeline.embed import embed_store
+    from pipeline.render import render_to_store
+    from pipeline.rollout import RolloutConfig
+    from rmtl.train.report import read_csv
+    from rmtl.train.stage1 import train_stage1
+
+    store = tmp_path / "s.zarr"
+    render_to_store(store, RolloutConfig.make(episodes=1, stages=(0,), views=VIEWS, resolution=64), progress=False)
+    embed_store(store, vlm, progress=False)  # the very VLM the reward uses (@random weights differ per load)
+    cfg = small("rmtl", tmp_path / "run", total_timesteps=32, eval_every=0, eval_episodes=1,
+                cache={"store": str(store), "radius": 0.002, "grow": True})
+    d = train_stage1(cfg, vlm=vlm)
+    stats = json.loads((d / "summary.json").read_text())["cache_stats"]
+    assert stats["states"] == 32 and stats["appended"] == stats["rendered"] == 32 - stats["hits"] > 0
+    keys = set().union(*read_csv(d / "progress_000000000.csv"))
+    assert {"cache/hit_rate", "cache/rollout_hit_rate", "time/ms_per_step_cache_lookup"} <= keys
