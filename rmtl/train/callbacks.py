@@ -328,7 +328,12 @@ def _detached(normalizer: Any) -> Any:
 
 
 class CheckpointCallback(BaseCallback):
-    """Saves a checkpoint every ``every`` env steps via :func:`save_checkpoint`."""
+    """Saves a checkpoint every ``every`` env steps via :func:`save_checkpoint`.
+
+    It saves at the start of a rollout, i.e. *after* the PPO update (and any other
+    per-rollout update) of the rollout that crossed the threshold, so checkpoint
+    ``step_N`` holds everything learnt from the first N env steps.
+    """
 
     def __init__(self, run_dir: str | Path, every: int, curriculum_cb: CurriculumCallback | None,
                  meta: dict[str, Any], normalizer: Any = None, on_save: Callable[[Path], None] | None = None,
@@ -347,10 +352,13 @@ class CheckpointCallback(BaseCallback):
         self._next = (self.num_timesteps // self.every + 1) * self.every
 
     def _on_step(self) -> bool:
-        if self._next is not None and self.num_timesteps >= self._next:
-            self.save()
-            self._next = (self.num_timesteps // self.every + 1) * self.every
         return True
+
+    def _on_rollout_start(self) -> None:
+        steps = int(self.model.num_timesteps)
+        if self._next is not None and steps >= self._next and self.last_saved != steps:
+            self.save()
+            self._next = (steps // self.every + 1) * self.every
 
     def save(self) -> Path:
         if self.on_save is not None:

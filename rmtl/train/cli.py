@@ -92,3 +92,61 @@ def report_cmd(
     paths = stage1_report(runs, out)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["final_success_md"].read_text())
+
+
+@train_app.command("stage2")
+def stage2_cmd(
+    worker: Path = typer.Option(..., "--worker", help="Stage-1 checkpoint dir, its model.zip, or a Stage-1 run dir (latest)."),
+    steps: Optional[int] = typer.Option(None, "--steps", help="Stage-2 env steps (default 200000)."),
+    seed: Optional[int] = typer.Option(None, help="Seed (default 0)."),
+    bc_labels: Optional[str] = typer.Option(None, help="bc-labels dataset store (default: roll out the worker with the rule)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML Stage2Config to start from."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a field: key.sub=value (repeatable), e.g. "
+                                                                 "--set manager.kl_coef=0.1 --set stage1.n_envs=8."),
+    out: Optional[Path] = typer.Option(None, help="Run directory (default <data-dir>/runs/stage2/<worker run>_s<seed>)."),
+    fresh: bool = typer.Option(False, help="Start over instead of resuming from the run directory's last checkpoint."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+    verbose: bool = typer.Option(False, help="Print SB3's log table, BC accuracy, evaluations and checkpoints."),
+) -> None:
+    """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
+    from rmtl.train.config import Stage2Config, deep_merge, parse_overrides
+    from rmtl.train.stage2 import train_stage2
+
+    data = Stage2Config.from_yaml(config).model_dump() if config else {}
+    direct: dict = {"worker": str(worker), "progress_bar": progress}
+    if steps is not None:
+        direct["total_timesteps"] = steps
+    if seed is not None:
+        direct["seed"] = seed
+    if out is not None:
+        direct["output_dir"] = str(out)
+    if bc_labels is not None:
+        direct["bc"] = {"labels": bc_labels}
+    cfg = Stage2Config.make(**deep_merge(deep_merge(data, direct), parse_overrides(set_ or [])))
+    run = train_stage2(cfg, resume=not fresh, verbose=int(verbose))
+    summary = json.loads((run / "summary.json").read_text())
+    ev, bc = summary.get("final_eval") or {}, summary.get("bc") or {}
+    typer.echo(f"stage 2: {summary['env_steps']} env steps in {summary['wall_seconds']:.0f} s; "
+               f"BC held-out accuracy {bc.get('heldout_accuracy', float('nan')):.3f}; final-stage success with the "
+               f"manager {ev.get('success_rate', float('nan')):.3f} "
+               f"(95% CI {ev.get('ci_low', 0):.3f}-{ev.get('ci_high', 1):.3f}, {ev.get('episodes', 0)} episodes)\n"
+               f"run directory {run}")
+
+
+@train_app.command("stage2-report")
+def stage2_report_cmd(
+    run: Path = typer.Argument(..., help="Stage-2 run directory (or one of its checkpoints)."),
+    no_phase: Optional[Path] = typer.Option(None, help="(a) Stage-1 no_phase_input run/checkpoint."),
+    single_prompt: Optional[Path] = typer.Option(None, help="(d) Stage-1 single-prompt run/checkpoint."),
+    episodes: int = typer.Option(100, min=1, help="Seeded random-start episodes per policy."),
+    seed: int = typer.Option(1_000_000, help="Seed of the first episode."),
+    traces: int = typer.Option(4, min=0, help="Episodes drawn in phase_traces.png."),
+    out: Path = typer.Option(Path("results/stage2"), help="Output directory for CSV/MD/JSON/PNG."),
+) -> None:
+    """Paper Fig. 7: random-start success (95% CI) of PPO without phase input, worker + rule, worker + manager, single prompt."""
+    from rmtl.train.report import stage2_report
+
+    paths = stage2_report(run, out, no_phase=no_phase, single_prompt=single_prompt, episodes=episodes, seed=seed,
+                          traces=traces)
+    typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
+    typer.echo(paths["behaviour_md"].read_text())

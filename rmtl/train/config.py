@@ -209,3 +209,98 @@ def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] 
     data["variant"] = variant
     data = deep_merge(data, overrides)
     return Stage1Config.make(**data)
+
+
+# ============================================================================ Stage 2 (paper Table 2)
+class ManagerConfig(Config):
+    """The learned manager and its REINFORCE refinement (Table 2; the loss is in docs/stage2.md)."""
+
+    horizon: int = Field(3, ge=1)
+    """H: env steps per manager decision (a new decision also at every episode start)."""
+    hidden: tuple[int, ...] = (128, 128)
+    """Hidden sizes of the manager MLP (input: the 25-D state; output: K = 3 logits)."""
+    learning_rate: float = Field(3e-4, gt=0)
+    """Adam learning rate of the REINFORCE updates."""
+    ent_coef: float = Field(0.01, ge=0)
+    """c_H: weight of the entropy bonus."""
+    kl_coef: float = Field(0.30, ge=0)
+    """w_KL: weight of KL(manager || smoothed rule one-hot)."""
+    kl_smoothing: float = Field(0.1, gt=0, le=1)
+    """eta: the rule target is (1 - eta) onehot(rule) + eta / K (the KL needs a target without zeros)."""
+    epsilon: float = Field(0.20, ge=0, le=1)
+    """Epsilon-greedy: with this probability a decision is a uniform phase, else a sample of the manager."""
+    segment_return: Literal["progress", "worker_reward"] = "progress"
+    """'progress': Phi(end) - Phi(start) + success bonus with the manager-independent rule-phase potential
+    (docs/stage2.md); 'worker_reward': sum of the worker's shaped reward under the chosen prompt
+    (exploitable by always choosing the highest-offset prompt; ablation only)."""
+    updates_per_rollout: int = Field(1, ge=1)
+    """Full-batch Adam steps on the segments that finished in one PPO rollout."""
+    max_grad_norm: float | None = Field(None, gt=0)
+    """Gradient-norm clip of the manager updates (None: no clipping; the paper names none)."""
+
+
+class BCConfig(Config):
+    """Behaviour-cloning warm start of the manager on the rule's labels (Table 2)."""
+
+    enabled: bool = True
+    labels: str | None = None
+    """A bc-labels dataset store (``rmtl bc-labels``); None: roll out the worker checkpoint with the rule."""
+    episodes: int = Field(250, ge=1)
+    """Episodes of the worker rolled out with the rule (when ``labels`` is None)."""
+    stages: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """Curriculum stages the rollout episodes cycle through (start difficulty ~ U[d_min, d_max])."""
+    deterministic: bool = False
+    """Deterministic worker actions in the label rollouts (default: sampled, like in training)."""
+    decision_points_only: bool = True
+    """Train on segment-start states only (every H-th step of an episode: where the manager decides)."""
+    prefill_segments: int = Field(512, ge=1)
+    """Samples (segments) the buffer must hold before the first CE update."""
+    updates: int = Field(3500, ge=0)
+    batch_size: int = Field(64, ge=1)
+    learning_rate: float = Field(3e-4, gt=0)
+    heldout_fraction: float = Field(0.2, ge=0, lt=1)
+    """Fraction of episodes held out for the reported BC accuracy."""
+
+
+class Stage2Config(Config):
+    """Everything a Stage-2 run depends on; defaults are the paper's Table 2.
+
+    The worker's task, reward, PPO settings and vec env are the Stage-1 config stored in
+    the worker checkpoint (its ``meta.json``), with ``stage1`` overrides merged on top.
+    """
+
+    worker: str
+    """Stage-1 checkpoint: a checkpoint dir, its model.zip, or a run dir (latest checkpoint)."""
+    seed: int = 0
+    total_timesteps: int = Field(200_000, ge=1)
+    """Stage-2 env steps (the paper trains the manager for 200k env steps)."""
+    manager: ManagerConfig = ManagerConfig()
+    bc: BCConfig = BCConfig()
+    freeze_steps: int = Field(50_000, ge=0)
+    """Env steps with the worker actor frozen (PPO updates of rollouts ending at or before this step)."""
+    unfreeze_learning_rate: float = Field(1e-4, gt=0)
+    """Worker learning rate (actor and critic) after the freeze."""
+    curriculum: Literal["continue", "final"] = "continue"
+    """'continue': the curriculum state of the worker checkpoint (if it had one); 'final': random starts only."""
+    stage1: dict[str, Any] = {}
+    """Overrides of the worker's Stage-1 config (nested dict, e.g. {'n_envs': 8, 'reward': {'resolution': 96}})."""
+    checkpoint_every: int = Field(50_000, ge=1)
+    eval_every: int = Field(20_000, ge=0)
+    eval_episodes: int = Field(50, ge=1)
+    eval_seed: int = 1_000_000
+    progress_bar: bool = True
+    torch_threads: int | None = None
+    device: str = "cpu"
+    output_dir: str | None = None
+    """Run directory; None: <data dir>/runs/stage2/<worker run name>_s<seed>."""
+
+    def run_dir(self, data_dir: str | Path | None = None) -> Path:
+        if self.output_dir:
+            return Path(self.output_dir).expanduser().resolve()
+        from rmtl.provenance import data_dir as resolve
+
+        p = Path(self.worker).expanduser().resolve()
+        if p.suffix == ".zip":
+            p = p.parent
+        name = p.parent.parent.name if p.name.startswith("step_") else p.name
+        return resolve(data_dir) / "runs" / "stage2" / f"{name}_s{self.seed}"

@@ -1,0 +1,166 @@
+"""Stage-2 smoke: a tiny Stage-1 worker (rmtl-fetch-tiny@random, 2 views at 64 px, 2 envs), BC on
+its rule rollouts, 128 Stage-2 steps with the actor frozen for the first 64, checkpoints, resume
+(through the CLI), evaluation under each selector and the behavioural report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+from rmtl.errors import ConfigError
+from rmtl.train.config import Stage2Config, stage1_config
+
+VIEWS = ["wide_view", "close_up"]
+MODEL = "rmtl-fetch-tiny@random"
+STEPS, FREEZE = 128, 64  # 4 rollouts of 2 envs x 16 steps; the first two PPO updates are frozen
+
+
+def small_stage1(variant, out, **kw):
+    return stage1_config(
+        variant, n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=32, checkpoint_every=32,
+        eval_every=0, eval_episodes=1, progress_bar=False, torch_threads=1, output_dir=str(out),
+        env={"views": VIEWS, "resolution": 64, "max_episode_steps": 16},
+        reward={"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16}, **kw)
+
+
+def small_stage2(worker, out, **kw):
+    base = dict(worker=str(worker), total_timesteps=STEPS, freeze_steps=FREEZE, checkpoint_every=32, eval_every=64,
+                eval_episodes=2, progress_bar=False, torch_threads=1, output_dir=str(out),
+                bc={"episodes": 6, "prefill_segments": 8, "updates": 100})
+    base.update(kw)
+    return Stage2Config.make(**base)
+
+
+@pytest.fixture(scope="module")
+def vlm():
+    from rmtl.vlm import load_vlm
+
+    threads = torch.get_num_threads()
+    torch.manual_seed(0)
+    yield load_vlm(MODEL)
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, vlm):
+    from rmtl.train.stage1 import train_stage1
+    from rmtl.train.stage2 import train_stage2
+
+    root = tmp_path_factory.mktemp("stage2")
+    worker = train_stage1(small_stage1("rmtl", root / "worker"), vlm=vlm)
+    no_phase = train_stage1(small_stage1("no_phase_input", root / "no_phase", reward_kind="dense"))
+    run = train_stage2(small_stage2(worker, root / "s2"), vlm=vlm)
+    return {"root": root, "worker": worker, "no_phase": no_phase, "run": run}
+
+
+def _ck(run, step):
+    return run / "checkpoints" / f"step_{step:09d}"
+
+
+def test_stage2_trains_checkpoints_and_logs(runs):
+    from rmtl.train.report import read_csv
+
+    d = runs["run"]
+    assert (d / "config.yaml").is_file() and (d / "run.json").is_file() and any((d / "tb").iterdir())
+    assert sorted(p.name for p in (d / "checkpoints").glob("step_*")) == [f"step_{k:09d}" for k in (32, 64, 96, 128)]
+    for k in (32, 64, 96, 128):
+        assert (_ck(d, k) / "model.zip").is_file() and (_ck(d, k) / "manager.pt").is_file()
+    bc = json.loads((d / "bc.json").read_text())
+    assert bc["episodes_total"] == 6 and 0.0 <= bc["heldout_accuracy"] <= 1.0 and bc["updates"] == 100
+    m = read_csv(d / "manager.csv")
+    assert [r["timesteps"] for r in m] == [32, 64, 96, 128] and [r["updates"] for r in m] == [1, 2, 3, 4]
+    assert all(r["segments"] >= 8 for r in m)  # ~32 transitions / H=3 per rollout
+    keys = set().union(*read_csv(d / "progress_000000000.csv"))
+    assert {"manager/entropy", "manager/agreement_rule", "manager/step_agreement_rule", "manager/segment_return",
+            "manager/kl_rule", "rollout/success_rate", "worker/actor_frozen", "eval/success_rate",
+            "eval/manager_decision_agreement_rule", "reward/vlm_reward"} <= keys
+    assert [r["timesteps"] for r in read_csv(d / "eval.csv")] == [64, 128]
+    s = json.loads((d / "summary.json").read_text())
+    assert s["env_steps"] == STEPS and s["actor_unfrozen_at"] == 96
+    meta = json.loads((_ck(d, 128) / "meta.json").read_text())
+    assert meta["stage"] == 2 and meta["config"]["reward"]["model"] == MODEL
+
+
+def test_freeze_keeps_actor_bit_identical_then_trains_it(runs):
+    from rmtl.train.evaluate import load_checkpoint
+    from rmtl.train.stage2 import actor_parameters
+
+    w, _, _ = load_checkpoint(runs["worker"])
+    w_actor = dict(actor_parameters(w.policy))
+    w_all = dict(w.policy.named_parameters())
+    assert {n.split(".")[0] for n in w_actor} == {"mlp_extractor", "action_net", "log_std"}
+    for k in (32, 64, 96, 128):
+        m, _, _ = load_checkpoint(_ck(runs["run"], k))
+        actor = dict(actor_parameters(m.policy))
+        same = all(torch.equal(actor[n], w_actor[n]) for n in w_actor)
+        assert same == (k <= FREEZE), k
+        critic = [n for n in w_all if n.startswith(("mlp_extractor.value_net", "value_net"))]
+        assert critic and not all(torch.equal(dict(m.policy.named_parameters())[n], w_all[n]) for n in critic)
+        assert m.learning_rate == (3e-4 if k <= FREEZE else 1e-4)
+
+
+def test_resume_through_cli_continues_and_refuses_changes(runs, vlm, tmp_path):
+    from typer.testing import CliRunner
+
+    from rmtl.cli import app
+    from rmtl.train.report import read_csv
+    from rmtl.train.stage2 import train_stage2
+
+    d = tmp_path / "copy"
+    shutil.copytree(runs["run"], d)
+    before = torch.load(_ck(d, 128) / "manager.pt", weights_only=False)
+    r = CliRunner().invoke(app, ["train", "stage2", "--worker", str(runs["worker"]), "--config", str(d / "config.yaml"),
+                                 "--out", str(d), "--steps", "160", "--no-progress"])
+    assert r.exit_code == 0, (r.output, r.exception)
+    assert "stage 2: 160 env steps" in r.output
+    assert (d / "run_resume_000000128.json").is_file() and (d / "progress_000000128.csv").is_file()
+    m = read_csv(d / "manager.csv")
+    assert [r["timesteps"] for r in m] == [32, 64, 96, 128, 160] and m[-1]["updates"] == 5
+    after = torch.load(_ck(d, 160) / "manager.pt", weights_only=False)
+    assert after["updates"] == 5
+    assert not torch.equal(before["net"]["net.0.weight"], after["net"]["net.0.weight"])
+    torch.testing.assert_close(before["net"]["mean"], after["net"]["mean"])  # BC normalisation kept
+    with pytest.raises(ConfigError, match="different config"):
+        train_stage2(small_stage2(runs["worker"], d, total_timesteps=192, manager={"kl_coef": 0.1}), vlm=vlm)
+
+
+def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
+    from typer.testing import CliRunner
+
+    from rmtl.cli import app
+    from rmtl.train.evaluate import load_checkpoint
+    from rmtl.train.report import read_csv
+    from rmtl.train.stage2 import evaluate_selector, load_manager
+
+    from rmtl.env.fetch_lift import EnvConfig
+
+    model, meta, _ = load_checkpoint(runs["run"])
+    net, horizon = load_manager(runs["run"])
+    env_config = EnvConfig.make(**meta["config"]["env"])
+    a = evaluate_selector(model, env_config, 2, 7, selector="manager", manager=net, horizon=horizon, traces=1)
+    b = evaluate_selector(model, env_config, 2, 7, selector="manager", manager=net, horizon=horizon)
+    assert a.result == b.result and 0.0 <= a.decision_agreement <= 1.0  # seeded, greedy
+    tr = a.traces[0]
+    assert len(a.traces) == 1 and len(tr["phase"]) == len(tr["rule"]) == len(tr["distance"]) > 0
+    # The manager's phase only changes at multiples of H.
+    changes = [t for t in range(1, len(tr["phase"])) if tr["phase"][t] != tr["phase"][t - 1]]
+    assert all(t % horizon == 0 for t in changes)
+
+    out = tmp_path / "rep"
+    r = CliRunner().invoke(app, ["train", "stage2-report", str(runs["run"]), "--no-phase", str(runs["no_phase"]),
+                                 "--single-prompt", str(runs["worker"]), "--episodes", "2", "--traces", "2",
+                                 "--out", str(out)])
+    assert r.exit_code == 0, (r.output, r.exception)
+    rows = read_csv(out / "behaviour.csv")
+    assert [x["policy"] for x in rows] == ["ppo_no_phase_input", "worker_rule", "stage1_worker_rule", "worker_manager",
+                                          "worker_manager_bc", "single_prompt"]
+    assert all(0.0 <= x["ci_low"] <= x["success_rate"] <= x["ci_high"] <= 1.0 for x in rows)
+    assert rows[1]["step_agreement_rule"] == 1.0 and rows[0]["step_agreement_rule"] == "" and rows[0]["paper_success"] == 0.89
+    info = json.loads((out / "behaviour.json").read_text())
+    assert info["bc_heldout_accuracy"] is not None and info["paper_agreement"] == 0.73
+    assert (out / "phase_traces.png").stat().st_size > 1000 and "learned manager" in (out / "behaviour.md").read_text()
+    assert np.isfinite(info["eval_decision_agreement_rule"])
