@@ -252,24 +252,39 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         if remaining > 0:
             model.learn(remaining, callback=[curriculum_cb, stats_cb, eval_cb, ckpt_cb, *callbacks],
                         reset_num_timesteps=False, progress_bar=config.progress_bar)
-        steps = int(model.num_timesteps)
-        if ckpt_cb.last_saved != steps and (ck is None or steps != start):
-            before_save(run_dir)
-            save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer)
-        final = None
-        if eval_cb.last_eval_step != steps:
-            if eval_cb.model is None:
-                eval_cb.init_callback(model)
-            final = eval_cb.run_eval()
+        steps, final = finish_learning(run_dir, model, ckpt_cb, eval_cb, curriculum_cb, meta, env,
+                                       resumed=ck is not None, start=start, before_save=before_save)
         wall = wall_prev + time.perf_counter() - t_start
         _write_summary(run_dir, config, steps, wall, final, curriculum_cb, timings, stats_fn)
     finally:
-        env.venv.close()
-        if env.source is not None and hasattr(env.source.inner, "close"):
-            env.source.inner.close()
-        if "env" in eval_env:
-            eval_env["env"].close()
+        close_train_envs(env, eval_env)
     return run_dir
+
+
+def finish_learning(run_dir: Path, model: Any, ckpt_cb: CheckpointCallback, eval_cb: Any,
+                    curriculum_cb: CurriculumCallback, meta: dict, env: Any, *, resumed: bool, start: int,
+                    before_save: Any) -> tuple[int, Any]:
+    """After ``learn``: save the final checkpoint unless it exists, evaluate unless done at
+    this step. Returns (env steps, final evaluation or None)."""
+    steps = int(model.num_timesteps)
+    if ckpt_cb.last_saved != steps and (not resumed or steps != start):
+        before_save(run_dir)
+        save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer)
+    final = None
+    if eval_cb.last_eval_step != steps:
+        if eval_cb.model is None:
+            eval_cb.init_callback(model)
+        final = eval_cb.run_eval()
+    return steps, final
+
+
+def close_train_envs(env: Any, eval_env: dict) -> None:
+    """Close the training vec env, its embedding source and the lazily made eval env."""
+    env.venv.close()
+    if env.source is not None and hasattr(env.source.inner, "close"):
+        env.source.inner.close()
+    if "env" in eval_env:
+        eval_env["env"].close()
 
 
 def _write_summary(run_dir: Path, config: Stage1Config, steps: int, wall: float, final: Any,

@@ -44,7 +44,6 @@ from rmtl.train.callbacks import (
     PeriodicEvalCallback,
     TrainStatsCallback,
     append_csv,
-    save_checkpoint,
     truncate_csv,
 )
 from rmtl.train.config import FINAL_STAGE_RANGE, Stage1Config, Stage2Config, deep_merge
@@ -464,7 +463,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     from stable_baselines3.common.logger import CSVOutputFormat, HumanOutputFormat, Logger, TensorBoardOutputFormat
 
     from rmtl.provenance import write_run_record
-    from rmtl.train.stage1 import make_curriculum
+    from rmtl.train.stage1 import close_train_envs, finish_learning, make_curriculum
     from rmtl.train.timing import Timings
 
     if config.torch_threads:
@@ -590,14 +589,8 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
             model.learn(remaining, callback=[freeze_cb, manager_cb, curriculum_cb, stats_cb, eval_cb, ckpt_cb,
                                              *callbacks],
                         reset_num_timesteps=False, progress_bar=config.progress_bar)
-        steps = int(model.num_timesteps)
-        if ckpt_cb.last_saved != steps and (ck is None or steps != start):
-            before_save(run_dir)
-            save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer)
-        if eval_cb.last_eval_step != steps:
-            if eval_cb.model is None:
-                eval_cb.init_callback(model)
-            eval_cb.run_eval()
+        steps, _ = finish_learning(run_dir, model, ckpt_cb, eval_cb, curriculum_cb, meta, env,
+                                   resumed=ck is not None, start=start, before_save=before_save)
         from rmtl.train.report import read_csv
 
         rows = read_csv(run_dir / "eval.csv")
@@ -611,9 +604,5 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
         }
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     finally:
-        env.venv.close()
-        if env.source is not None and hasattr(env.source.inner, "close"):
-            env.source.inner.close()
-        if "env" in eval_env:
-            eval_env["env"].close()
+        close_train_envs(env, eval_env)
     return run_dir
