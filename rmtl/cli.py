@@ -198,6 +198,39 @@ def query_cmd(
     run_queries(store, model, out_dir=out, alpha=alpha, radii=_float_list(radii, "radii"), holdout=holdout)
 
 
+@app.command("reward-quality")
+def reward_quality_cmd(
+    store: str = typer.Option(..., help="Dataset store with embeddings of both models."),
+    model: str = typer.Option("rmtl-fetch-tiny", help="Stored model id to judge."),
+    against: str = typer.Option("rmtl-fetch-tiny__random", help="Stored model id to compare with (random weights)."),
+    alpha: float = typer.Option(0.9, help="Projection alpha."),
+    out: Optional[Path] = typer.Option(None, help="JSON path for all metrics and gates."),
+) -> None:
+    """Issue-5 acceptance metrics of a reward model beside a random-weight one, with pass/fail."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pipeline.quality import GATES, gate_report
+    from pipeline.render_and_embed import quality_summary
+
+    m, r = quality_summary(store, model, alpha), quality_summary(store, against, alpha)
+    gates = gate_report(m, r)
+    table = Table(title=f"{store}: within-phase reward quality, multi-view mean, alpha {alpha}")
+    for col in ("metric", "target", model, against):
+        table.add_column(col)
+    for key in ("approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
+                "grasp_spread", "right_prompt_accuracy", "step_variation"):
+        table.add_row(key, str(GATES.get(key, "")), f"{m['mean'][key]:.4g}", f"{r['mean'][key]:.4g}")
+    console = Console()
+    console.print(table)
+    for name, ok in gates.items():
+        console.print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"store": store, "model": m, "against": r, "gates": gates}, indent=2, default=str))
+        typer.echo(f"wrote {out}")
+
+
 @app.command("alpha-sweep")
 def alpha_sweep_cmd(
     store: str = typer.Option(..., help="Dataset store with embeddings."),

@@ -54,3 +54,21 @@ def test_bc_labels_command(tmp_path):
     r = rmtl("bc-labels", "--out", str(tmp_path / "bc.zarr"), "--episodes", "2")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "phase_counts" in r.stdout
+
+
+def test_reward_quality_compares_two_stored_models(tmp_path):
+    from pipeline.embed import embed_store
+    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+
+    store = str(tmp_path / "q.zarr")
+    render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=2, views=["wide_view", "close_up"],
+                                               resolution=64), progress=False)
+    embed_store(store, "rmtl-fetch-tiny@random", progress=False)
+    out = tmp_path / "gates.json"
+    r = rmtl("reward-quality", "--store", store, "--out", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "right_prompt_accuracy" in r.stdout and ("PASS" in r.stdout or "FAIL" in r.stdout)
+    import json
+
+    data = json.loads(out.read_text())
+    assert set(data["gates"]) >= {"approach_spearman", "grasp_auc", "approach_spread_10x_random"}
