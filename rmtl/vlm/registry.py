@@ -7,9 +7,10 @@ overrides); :mod:`rmtl.vlm.loader` decides how to build it.
 Configs shipped with the package live in ``rmtl/vlm/model_configs/<name>.json`` in
 OpenCLIP's own architecture format (``embed_dim``, ``vision_cfg``, ``text_cfg``). Default
 weights for a shipped name are looked up in ``rmtl/vlm/weights/<name>/`` (an
-``open_clip_model.safetensors`` or ``open_clip_pytorch_model.bin``); none are shipped
-yet, so shipped names load with explicit weights (``name:/path/to/weights``) or as
-``name@random``. Code and tests can register more names with :func:`register_model`.
+``open_clip_model.safetensors`` or ``open_clip_pytorch_model.bin``); ``rmtl-fetch-tiny``
+ships its domain-trained weights there (docs/reward_vlm.md). A name without weights loads
+with explicit weights (``name:/path/to/weights``) or as ``name@random``. Code and tests can
+register more names with :func:`register_model`.
 """
 
 from __future__ import annotations
