@@ -1,11 +1,15 @@
-"""Stage-1 learner (paper section 3.5, Table 1): SB3 PPO on the phased multi-view VLM reward.
+"""Learners: the Stage-1 PPO worker (paper section 3.5, Table 1) and the Stage-2 learned
+manager (section 3.6, Table 2).
 
 - :mod:`rmtl.train.config`: :class:`Stage1Config` (Table 1 defaults) and the named variants.
 - :mod:`rmtl.train.wrappers`: phase one-hot observation, dense reference reward.
 - :mod:`rmtl.train.callbacks`: curriculum, logging, periodic evaluation, checkpoints.
 - :mod:`rmtl.train.stage1`: :func:`train_stage1` (resumable).
 - :mod:`rmtl.train.evaluate`: :func:`evaluate_checkpoint` on the final (random-start) stage.
-- :mod:`rmtl.train.report`: :func:`stage1_report` (paper Fig. 5, Fig. 6, final table).
+- :mod:`rmtl.train.report`: :func:`stage1_report` (paper Fig. 5, Fig. 6, final table),
+  :func:`stage2_report` (Fig. 7 behavioural comparison).
+- :mod:`rmtl.train.manager`, :mod:`rmtl.train.stage2`: the manager, BC, REINFORCE,
+  frozen worker, :func:`train_stage2` (docs/stage2.md).
 
 Everything is imported lazily (torch, open_clip and SB3 load only when used).
 """
@@ -17,6 +21,7 @@ _LAZY = {
     "Stage1Config": "rmtl.train.config", "stage1_config": "rmtl.train.config",
     "train_stage1": "rmtl.train.stage1", "evaluate_checkpoint": "rmtl.train.evaluate",
     "stage1_report": "rmtl.train.report",
+    "Stage2Config": "rmtl.train.config", "train_stage2": "rmtl.train.stage2", "stage2_report": "rmtl.train.report",
 }
 
 __all__ = list(_LAZY)
