@@ -41,13 +41,7 @@ def stage1_cmd(
 
     base = Stage1Config.from_yaml(config) if config else None
     ov = parse_overrides(set_ or [])
-    direct: dict = {"progress_bar": progress}
-    if steps is not None:
-        direct["total_timesteps"] = steps
-    if seed is not None:
-        direct["seed"] = seed
-    if out is not None:
-        direct["output_dir"] = str(out)
+    direct = _run_fields(steps, seed, out, progress)
     if model is not None:
         direct["reward"] = {"model": model}
     cache = {k: v for k, v in (("store", cache_store), ("radius", cache_radius)) if v is not None}
@@ -113,13 +107,7 @@ def stage2_cmd(
     from rmtl.train.stage2 import train_stage2
 
     data = Stage2Config.from_yaml(config).model_dump() if config else {}
-    direct: dict = {"worker": str(worker), "progress_bar": progress}
-    if steps is not None:
-        direct["total_timesteps"] = steps
-    if seed is not None:
-        direct["seed"] = seed
-    if out is not None:
-        direct["output_dir"] = str(out)
+    direct = {"worker": str(worker), **_run_fields(steps, seed, out, progress)}
     if bc_labels is not None:
         direct["bc"] = {"labels": bc_labels}
     cfg = Stage2Config.make(**deep_merge(deep_merge(data, direct), parse_overrides(set_ or [])))
@@ -150,3 +138,15 @@ def stage2_report_cmd(
                           traces=traces)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["behaviour_md"].read_text())
+
+
+def _run_fields(steps: int | None, seed: int | None, out: Path | None, progress: bool) -> dict:
+    """Config fields set by the options every training command shares (None: keep the default)."""
+    fields: dict = {"progress_bar": progress}
+    if steps is not None:
+        fields["total_timesteps"] = steps
+    if seed is not None:
+        fields["seed"] = seed
+    if out is not None:
+        fields["output_dir"] = str(out)
+    return fields
