@@ -177,10 +177,7 @@ def active(scores: np.ndarray, phase: np.ndarray, row_axis: int = -2) -> np.ndar
 def text_embeddings(store: Any, model_id: str, prompts: PromptConfig | None = None, single_prompt: bool = False) -> TextEmbeddings:
     from pipeline.embed import stored_text_embeddings
 
-    try:
-        return stored_text_embeddings(store, model_id, prompts or PromptConfig(), single_prompt)
-    except ValueError as err:
-        raise StoreError(str(err)) from None
+    return stored_text_embeddings(store, model_id, prompts or PromptConfig(), single_prompt)
 
 
 # ----------------------------------------------------------------------------- datasets

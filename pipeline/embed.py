@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rmtl.errors import StoreError
 from rmtl.reward.prompts import PromptConfig
 
 
@@ -51,7 +52,7 @@ def embed_store(path: str | Path, model: str | object, batch_size: int = 64, pro
     prompts = prompts or PromptConfig()
     with DatasetStore.open(path, "a") as store:
         if not store.has_frames:
-            raise ValueError(f"{path} holds no frames to embed")
+            raise StoreError(f"{path} holds no frames to embed; render episodes into it first (rmtl render-and-embed)")
         n, views = store.num_rows, len(store.views)
         start = store.embedded_rows(vlm.model_id)
         chunk_rows = Chunking(**store.info["chunking"]).frame_rows_for(*store.resolution)
@@ -79,6 +80,6 @@ def stored_text_embeddings(store, model_id: str, prompts: PromptConfig, single_p
     table = store.text_embeddings(model_id)
     missing = [t for t in prompt_texts(prompts) if t not in table]
     if missing:
-        raise ValueError(f"{store.path} has no text embedding of {missing[0]!r} for {model_id}; "
+        raise StoreError(f"{store.path} has no text embedding of {missing[0]!r} for {model_id}; "
                          f"re-run embed with these prompts (rmtl embed --prompts ...)")
     return embed_prompts(lambda texts: np.stack([table[t] for t in texts]), prompts, single_prompt)

@@ -119,3 +119,12 @@ def test_sigkill_mid_render_then_resume_gives_exact_rows(tmp_path):
         assert store.num_rows == 12 * 41
         eps = store.read(fields=["episode", "step"])
         assert len(set(zip(eps["episode"].tolist(), eps["step"].tolist()))) == 12 * 41
+
+
+def test_missing_prompt_embedding_is_a_store_error(tmp_path):
+    path = tmp_path / "s.zarr"
+    render_to_store(path, tiny_rollout(episodes=1), progress=False)
+    result = embed_store(path, MODEL, batch_size=16, progress=False)
+    with DatasetStore.open(path) as store:
+        with pytest.raises(StoreError, match="has no text embedding of 'a never embedded goal'"):
+            stored_text_embeddings(store, result.model_id, PromptConfig(grasp="a never embedded goal"))
