@@ -8,6 +8,12 @@ timers of rmtl.train.timing. GL contexts and the model are warmed up before timi
     python bench/train.py                                   # rmtl + dense_reference, 2 rollouts
     python bench/train.py --variants rmtl --vec-env subproc --rollouts 3
     python bench/train.py --variants rmtl --cache-store data/stores/x.zarr --cache-radius 0.002
+    python bench/train.py --variants rmtl --compare-cache --cache-store data/stores/x.zarr \
+        --cache-radius 0.02 --cache-grow --repeats 3 --out results/bench/train_cache_vs_fresh.json
+
+``--compare-cache`` times each variant without and with the cache, alternating, ``--repeats``
+times (each cached run on a fresh copy of the store, so every repeat starts equally warm
+and the store itself is never changed), and reports the medians and their ratio.
 
 Writes ``results/bench/train.json`` (one entry per run, plus machine info) and prints a table.
 """
@@ -41,6 +47,33 @@ def _warmup_callback(views, resolution):
             return True
 
     return Warmup()
+
+
+def bench_cache_pairs(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> dict:
+    """Fresh (render + embed every step) and cached runs of one variant, alternating."""
+    import shutil
+    import statistics
+
+    fresh, cached = [], []
+    for _ in range(args.repeats):
+        fresh.append(bench_one(variant, argparse.Namespace(**{**vars(args), "cache_store": None}), model_spec, vlm))
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / Path(args.cache_store).name
+            shutil.copytree(args.cache_store, copy)
+            if Path(str(args.cache_store) + ".cache").is_dir():
+                shutil.copytree(str(args.cache_store) + ".cache", str(copy) + ".cache")
+            run = bench_one(variant, argparse.Namespace(**{**vars(args), "cache_store": str(copy)}), model_spec, vlm)
+            run["cache_store"] = args.cache_store
+            cached.append(run)
+    med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
+    key = "env_steps_per_s_with_updates"
+    return {
+        "variant": variant, "repeats": args.repeats, "cache_radius": args.cache_radius, "cache_grow": args.cache_grow,
+        "fresh_env_steps_per_s_median": med(fresh, key), "cached_env_steps_per_s_median": med(cached, key),
+        "speedup_median": round(med(cached, key) / med(fresh, key), 2),
+        "cached_hit_rate_median": statistics.median(r["cache_stats"]["hit_rate"] for r in cached),
+        "fresh_runs": fresh, "cached_runs": cached,
+    }
 
 
 def bench_one(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> dict:
@@ -104,8 +137,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-store", default=None)
     ap.add_argument("--cache-radius", type=float, default=0.002)
     ap.add_argument("--cache-grow", action="store_true")
+    ap.add_argument("--compare-cache", action="store_true",
+                    help="time each variant without and with --cache-store, alternating --repeats times")
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "train.json")
     args = ap.parse_args(argv)
+    if args.compare_cache and not args.cache_store:
+        ap.error("--compare-cache needs --cache-store (a store with embeddings of --model)")
 
     import torch
 
@@ -122,7 +160,11 @@ def main(argv: list[str] | None = None) -> int:
             spec = spec.split("@")[0] + "@random"
             print(f"{err}\n-> timing {spec} (same architecture, same speed)", file=sys.stderr)
             vlm = load_vlm(spec)
-    results = [bench_one(v, args, spec, vlm) for v in args.variants]
+    if args.compare_cache:
+        pairs = [bench_cache_pairs(v, args, spec, vlm) for v in args.variants]
+        results = [r for p in pairs for r in p["fresh_runs"] + p["cached_runs"]]
+    else:
+        pairs, results = None, [bench_one(v, args, spec, vlm) for v in args.variants]
     out = {
         "machine": {"host": platform.node(), "cpus": os.cpu_count(), "cuda": torch.cuda.is_available(),
                     "torch_threads": torch.get_num_threads(), "load_avg_at_end": os.getloadavg()},
@@ -130,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
         "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "runs": results,
     }
+    if pairs is not None:
+        out["cache_comparison"] = [{k: v for k, v in p.items() if not k.endswith("_runs")} for p in pairs]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1))
     head = f"{'variant':28s} {'envs':>4s} {'views':>5s} {'px':>4s} " + " ".join(f"{p[:10]:>10s}" for p in PARTS) + "   steps/s (rollout | +update)"
@@ -140,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['variant']:28s} {r['n_envs']:4d} {len(r['views']):5d} {str(r['resolution'] or '-'):>4s} "
               + " ".join(f"{ms[p]:10.2f}" for p in PARTS)
               + f"   {r['env_steps_per_s_rollout']} | {r['env_steps_per_s_with_updates']}")
+    for p in pairs or []:
+        print(f"{p['variant']}: fresh {p['fresh_env_steps_per_s_median']} env steps/s, cached "
+              f"{p['cached_env_steps_per_s_median']} (hit rate {p['cached_hit_rate_median']:.2f}), "
+              f"x{p['speedup_median']} (medians of {p['repeats']}, alternating)")
     print(f"wrote {args.out}")
     return 0
 

@@ -94,8 +94,6 @@ def resolve_model_id(store: Any, model: str | None) -> str:
         if len(have) != 1:
             raise ConfigError(f"{store.path} has embeddings of {have or 'no models'}; name one with --model")
         return have[0]
-    if model in have:
-        return model
     try:
         from rmtl.vlm.spec import parse_spec
 
@@ -104,6 +102,13 @@ def resolve_model_id(store: Any, model: str | None) -> str:
         mid = None
     if mid in have:
         return mid
+    if model in have and mid not in (None, model):
+        # e.g. 'rmtl-fetch-tiny': stored by a version whose ids did not name the weights,
+        # so those embeddings may be of other weights than the ones the name loads now.
+        raise StoreError(f"{store.path} has embeddings under '{model}' from before model ids named their weights "
+                         f"(the current weights are '{mid}'); re-embed: rmtl render-and-embed --model {model} --store {store.path}")
+    if model in have:
+        return model
     raise StoreError(f"{store.path} has no embeddings of '{model}' (it has {have or 'none'}); "
                      "embed it first (rmtl render-and-embed / pipeline.embed.embed_store)")
 

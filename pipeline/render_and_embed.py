@@ -62,14 +62,17 @@ class RenderAndEmbedConfig(Config):
         return self.store or str(data_dir() / "stores" / f"{self.name}.zarr")
 
 
-def quality_summary(store_path: str, model_id: str, alpha: float = 0.9) -> dict:
-    """Reward-quality metrics of a store's embeddings over its expert episodes (all views)."""
+def quality_summary(store_path: str, model: str, alpha: float = 0.9) -> dict:
+    """Reward-quality metrics of a store's embeddings (all views); ``model`` is a stored
+    model id or a model spec (pipeline.analysis.resolve_model_id)."""
+    from pipeline.analysis import resolve_model_id
     from pipeline.embed import stored_text_embeddings
     from pipeline.quality import QualityInputs, reward_quality
     from rmtl.reward.prompts import PromptConfig
     from storage.dataset import DatasetStore
 
     with DatasetStore.open(store_path, "r") as store:
+        model_id = resolve_model_id(store, model)
         n = store.embedded_rows(model_id)
         cols = store.read(slice(0, n), fields=["state", "episode", "step"])
         text = stored_text_embeddings(store, model_id, PromptConfig())

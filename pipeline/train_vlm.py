@@ -25,10 +25,10 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rmtl.config import Config
 from rmtl.env.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
@@ -56,8 +56,19 @@ class TrainVLMConfig(Config):
     soft_sigma_wide: float = Field(0.0, ge=0)
     """Width (m) of a second, wider kernel averaged 50/50 with the first (0: off); it
     keeps the score graded over centimetres-to-decimetres, not only near each situation."""
+    graded_approach_rate: float = Field(0.3, ge=0, le=0.5)
+    """Peak probability of progress-graded approach-prompt captions (rmtl.vlm.captions); 0: off."""
+    graded_align_rate: float = Field(0.3, ge=0, le=0.5)
+    """Peak probability of progress-graded align-prompt captions; 0: off."""
+    graded_band: Literal["wide", "phase"] = "wide"
+    """Which states graded prompts may caption (rmtl.vlm.captions.GRADED_BANDS)."""
     init: str | None = None
     """Model spec to start from (e.g. a trained directory) instead of random weights."""
+    tune: Literal["all", "text"] = "all"
+    """'all': train both towers. 'text': lock the image tower (LiT-style, needs ``init``)
+    and train the text tower and logit scale on image embeddings computed once, read from
+    the stores when they hold embeddings of ``init``. Cheap on a CPU, and enough when the
+    image embeddings already order states by progress and only the prompts sit wrong."""
     holdout_fraction: float = Field(0.15, ge=0, lt=1)
     """Fraction of episodes held out for evaluation (chosen by episode id)."""
     shift_augment: int = Field(4, ge=0)
@@ -70,9 +81,18 @@ class TrainVLMConfig(Config):
     """Steps between resumable checkpoints."""
     device: str | None = None
     """'cuda', 'cpu' or None for the best available."""
+    keep_best: bool = True
+    """Ship the weights of the held-out evaluation with the best worst-gate ratio
+    (:func:`gate_margin`) instead of the last step's."""
     time_budget_s: float | None = Field(None, gt=0)
     """Optional wall-clock budget: the cosine schedule runs on max(step/steps,
     elapsed/budget) and training stops when either reaches 1."""
+
+    @model_validator(mode="after")
+    def _locked_image_tower_needs_init(self) -> "TrainVLMConfig":
+        if self.tune == "text" and self.init is None:
+            raise ValueError("tune='text' locks the image tower, so it needs trained weights: set init (e.g. init=rmtl-fetch-tiny)")
+        return self
 
 
 @dataclass
@@ -85,6 +105,8 @@ class TrainingData:
     step: np.ndarray
     expert: np.ndarray
     views: Sequence[str]
+    image_embeddings: np.ndarray | None = None
+    """Stored image embeddings [N, V, D] of the ``init`` model, when every store has them."""
 
     def __len__(self) -> int:
         return len(self.states)
@@ -94,7 +116,9 @@ class TrainingData:
         if not parts:
             raise ValueError("no training data")
         cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
-        return cls(cat("frames"), cat("states"), cat("episode"), cat("step"), cat("expert"), parts[0].views)
+        have = all(p.image_embeddings is not None for p in parts)
+        return cls(cat("frames"), cat("states"), cat("episode"), cat("step"), cat("expert"), parts[0].views,
+                   cat("image_embeddings") if have else None)
 
     @classmethod
     def from_batches(cls, batches: list[dict], views: Sequence[str], expert: bool, episode_offset: int = 0) -> "TrainingData":
@@ -104,17 +128,25 @@ class TrainingData:
                    np.full(n, expert), list(views))
 
     @classmethod
-    def from_stores(cls, paths: Sequence[str | Path]) -> "TrainingData":
-        """Rows of one or more dataset stores; episode ids are made unique across stores."""
+    def from_stores(cls, paths: Sequence[str | Path], embeddings_of: str | None = None) -> "TrainingData":
+        """Rows of one or more dataset stores; episode ids are made unique across stores.
+        ``embeddings_of``: a model spec whose stored image embeddings to load too (when a
+        store has them for every row)."""
+        from rmtl.vlm.spec import parse_spec
         from storage.dataset import DatasetStore
 
+        model_id = parse_spec(embeddings_of).model_id if embeddings_of else None
         parts, offset = [], 0
         for path in paths:
             with DatasetStore.open(path, "r") as store:
                 d = store.read(fields=["frames", "state", "episode", "step"])
                 policy = store.info.get("provenance", {}).get("policy", "expert")
+                n = len(d["state"])
+                emb = None
+                if model_id in store.model_ids() and store.embedded_rows(model_id) == n:
+                    emb = np.asarray(store.embeddings(model_id, slice(0, n)), dtype=np.float32)
                 parts.append(cls(d["frames"], d["state"], d["episode"] + offset, d["step"],
-                                 np.full(len(d["state"]), policy == "expert"), store.views))
+                                 np.full(n, policy == "expert"), store.views, emb))
                 offset = int(parts[-1].episode.max()) + 1 if len(d["state"]) else offset
         return cls.concat(parts)
 
@@ -165,21 +197,37 @@ def _lr_at(step: int, cfg: TrainVLMConfig, progress: float = 0.0) -> float:
     return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, t)))
 
 
-def evaluate(vlm, data: TrainingData, rows: np.ndarray, alpha: float = 0.9, batch_size: int = 512) -> dict:
-    """Reward-quality metrics of ``vlm`` on the given rows (all views), paper prompts."""
+def encode_rows(vlm, data: TrainingData, rows: np.ndarray, batch_size: int = 512) -> np.ndarray:
+    """Image embeddings [len(rows), V, D] of every view of the given rows."""
+    frames = data.frames[rows]
+    n, v = frames.shape[:2]
+    return vlm.encode_images(frames.reshape(n * v, *frames.shape[2:]), batch_size=batch_size).reshape(n, v, -1)
+
+
+def evaluate(vlm, data: TrainingData, rows: np.ndarray, alpha: float = 0.9, batch_size: int = 512,
+             image_embeddings: np.ndarray | None = None) -> dict:
+    """Reward-quality metrics of ``vlm`` on the given rows (all views), paper prompts;
+    ``image_embeddings`` [len(rows), V, D] skips encoding the frames (locked image tower)."""
     from pipeline.quality import QualityInputs, reward_quality
     from rmtl.reward.prompts import PromptConfig, embed_prompts
 
     was_training = vlm.model.training
     vlm.model.eval()
-    frames = data.frames[rows]
-    n, v = frames.shape[:2]
-    emb = vlm.encode_images(frames.reshape(n * v, *frames.shape[2:]), batch_size=batch_size).reshape(n, v, -1)
+    emb = image_embeddings if image_embeddings is not None else encode_rows(vlm, data, rows, batch_size)
     text = embed_prompts(vlm.encode_text, PromptConfig())
     if was_training:
         vlm.model.train()
     inputs = QualityInputs(emb, data.states[rows], data.episode[rows], data.step[rows], list(data.views))
     return reward_quality(inputs, text.goals, text.baseline, alpha)
+
+
+def gate_margin(metrics: dict) -> float:
+    """The worst ratio of a multi-view metric to its acceptance gate (pipeline.quality.GATES):
+    above 1 when every rank gate passes. Model selection uses held-out training episodes,
+    never the store the gates are finally reported on."""
+    from pipeline.quality import GATES
+
+    return float(min(np.nan_to_num(metrics["mean"][k], nan=-1.0) / v for k, v in GATES.items()))
 
 
 def _summary(m: dict) -> str:
@@ -217,34 +265,53 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         # uint8 frames on the GPU when they fit easily: batch gathers then cost nothing.
         frames_t = frames_t.to(device) if data.frames.nbytes < 0.4 * free else frames_t.pin_memory()
     geometry = torch.from_numpy(task_geometry(data.states)).to(device)
+    locked = None  # image embeddings [N, V, D] of the locked image tower (tune='text')
+    if cfg.tune == "text":
+        model.visual.requires_grad_(False)
+        if data.image_embeddings is not None:
+            locked = data.image_embeddings
+            print(f"image tower locked: using the stores' embeddings of {cfg.init} ({locked.shape[0]} rows)")
+        else:
+            print(f"image tower locked: encoding {len(data)} rows x {n_views} views once")
+            locked = encode_rows(vlm, data, np.arange(len(data)))
+        locked_t = torch.from_numpy(np.ascontiguousarray(locked, dtype=np.float32)).to(device)
+
+    def held_out_metrics(v=vlm) -> dict:
+        return evaluate(v, data, eval_rows, image_embeddings=locked[eval_rows] if locked is not None and v is vlm else None)
+
     opt = torch.optim.AdamW(_param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
     rng = np.random.default_rng(cfg.seed)
-    start, log, metrics = 0, [], {}
+    start, log, metrics, best = 0, [], {}, None  # best: (gate margin, step, state dict)
     ckpt = out / "checkpoint.pt"
     if ckpt.is_file():
         state = torch.load(ckpt, map_location=device, weights_only=False)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
-        start, log, metrics = state["step"], state["log"], state["metrics"]
+        start, log, metrics, best = state["step"], state["log"], state["metrics"], state.get("best")
         rng.bit_generator.state = state["rng"]
         print(f"resumed from {ckpt} at step {start}")
     else:
         random_vlm = vlm if cfg.init is None else load_vlm(f"{cfg.model}@random", device=cfg.device, precision="fp32")
-        metrics["random_init"] = evaluate(random_vlm, data, eval_rows)
+        metrics["random_init"] = held_out_metrics(random_vlm)
         print(f"random weights: {_summary(metrics['random_init'])}")
         if cfg.init is not None:
-            metrics["initial"] = evaluate(vlm, data, eval_rows)
-            print(f"step 0 ({cfg.init}): {_summary(metrics['initial'])}")
+            metrics["initial"] = metrics["step_0"] = held_out_metrics()
+            print(f"step 0 ({cfg.init}): {_summary(metrics['initial'])}  gate margin {gate_margin(metrics['initial']):.3f}")
+            best = (gate_margin(metrics["initial"]), 0, {k: v.detach().clone() for k, v in model.state_dict().items()})
     write_run_record(out, cfg, cfg.seed, rows=len(data), train_rows=int(len(train_rows)),
                      eval_rows=int(len(eval_rows)), views=list(data.views))
     caption_tokens: dict[str, torch.Tensor] = {}
 
-    def tokens_for(captions: list[str]) -> torch.Tensor:
-        missing = [c for c in set(captions) if c not in caption_tokens]
+    def encode_captions(captions: list[str]) -> torch.Tensor:
+        """Normalised text embeddings [B, D]; each distinct caption goes through the tower once."""
+        unique = sorted(set(captions))
+        missing = [c for c in unique if c not in caption_tokens]
         if missing:
             for c, t in zip(missing, vlm.tokenizer(missing)):
                 caption_tokens[c] = t
-        return torch.stack([caption_tokens[c] for c in captions]).to(device)
+        emb = model.encode_text(torch.stack([caption_tokens[c] for c in unique]).to(device))
+        index = {c: i for i, c in enumerate(unique)}
+        return torch.nn.functional.normalize(emb, dim=-1)[torch.tensor([index[c] for c in captions], device=device)]
 
     model.train()
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="train-reward-vlm")
@@ -252,22 +319,26 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     for step in bar:
         rows = rng.choice(train_rows, size=cfg.batch_size)
         views = rng.integers(n_views, size=cfg.batch_size)
-        imgs = frames_t[torch.from_numpy(rows).to(frames_t.device), torch.from_numpy(views).to(frames_t.device)]
-        imgs = imgs.to(device, non_blocking=True)
-        pixels = preprocess_batch(imgs, vlm.preprocess_cfg)
-        if cfg.shift_augment:
-            p = cfg.shift_augment
-            padded = torch.nn.functional.pad(pixels, (p, p, p, p), mode="replicate")
-            dx, dy = rng.integers(0, 2 * p + 1, size=2)
-            pixels = padded[..., dy : dy + pixels.shape[-2], dx : dx + pixels.shape[-1]]
-        text = tokens_for(sample_captions(data.states[rows], rng))
+        if locked is None:
+            imgs = frames_t[torch.from_numpy(rows).to(frames_t.device), torch.from_numpy(views).to(frames_t.device)]
+            pixels = preprocess_batch(imgs.to(device, non_blocking=True), vlm.preprocess_cfg)
+            if cfg.shift_augment:
+                p = cfg.shift_augment
+                padded = torch.nn.functional.pad(pixels, (p, p, p, p), mode="replicate")
+                dx, dy = rng.integers(0, 2 * p + 1, size=2)
+                pixels = padded[..., dy : dy + pixels.shape[-2], dx : dx + pixels.shape[-1]]
+        captions = sample_captions(data.states[rows], rng, (cfg.graded_approach_rate, cfg.graded_align_rate),
+                                   cfg.graded_band)
         targets = soft_targets(geometry[torch.from_numpy(rows).to(device)], cfg.soft_sigma, cfg.soft_sigma_wide)
         progress = (time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0
         for g in opt.param_groups:
             g["lr"] = _lr_at(step, cfg, progress)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
-            img = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
-            txt = torch.nn.functional.normalize(model.encode_text(text), dim=-1)
+            if locked is None:
+                img = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
+            else:
+                img = locked_t[torch.from_numpy(rows).to(device), torch.from_numpy(views).to(device)]
+            txt = encode_captions(captions)
             logits = model.logit_scale.exp() * img.float() @ txt.float().T
         loss = 0.5 * (torch.sum(-targets * logits.log_softmax(1), 1).mean()
                       + torch.sum(-targets.T * logits.T.log_softmax(1), 1).mean())
@@ -284,15 +355,22 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
             log.append({"step": done, "loss": loss.item(), "lr": opt.param_groups[0]["lr"], "images_per_s": rate})
             bar.set_postfix(loss=f"{loss.item():.3f}", img_s=f"{rate:.0f}")
         if done % cfg.eval_every == 0 or last:
-            metrics[f"step_{done}"] = m = evaluate(vlm, data, eval_rows)
-            bar.write(f"step {done}: {_summary(m)}")
+            metrics[f"step_{done}"] = m = held_out_metrics()
+            bar.write(f"step {done}: {_summary(m)}  gate margin {gate_margin(m):.3f}")
+            if best is None or gate_margin(m) > best[0]:
+                best = (gate_margin(m), done, {k: v.detach().clone() for k, v in model.state_dict().items()})
         if done % cfg.checkpoint_every == 0 or last:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": done, "log": log,
-                        "metrics": metrics, "rng": rng.bit_generator.state}, ckpt)
+                        "metrics": metrics, "rng": rng.bit_generator.state, "best": best}, ckpt)
         if last:
             break
-    metrics["final"] = metrics[f"step_{done}"] if start < cfg.steps else evaluate(vlm, data, eval_rows)
     metrics["steps_done"] = done if start < cfg.steps else start
+    if cfg.keep_best and best is not None and best[1] != metrics["steps_done"]:
+        model.load_state_dict(best[2])
+        print(f"keeping the weights of step {best[1]} (gate margin {best[0]:.3f})")
+    metrics["selected_step"] = best[1] if cfg.keep_best and best is not None else metrics["steps_done"]
+    key = f"step_{metrics['selected_step']}"
+    metrics["final"] = metrics[key] if key in metrics else held_out_metrics()
     metrics["train_seconds"] = time.perf_counter() - t0
     save_model(vlm, cfg.model, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
@@ -333,7 +411,8 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         "",
         f"- data: {data_desc}",
         f"- training: {json.dumps(cfg.model_dump(mode='json'))}",
-        f"- steps done: {metrics.get('steps_done')}, seconds: {metrics.get('train_seconds', 0):.0f}",
+        f"- steps done: {metrics.get('steps_done')} (weights of step {metrics.get('selected_step')}), "
+        f"seconds: {metrics.get('train_seconds', 0):.0f}",
         f"- reproduce: `{command}`",
         "",
         "Held-out expert episodes, multi-view mean, alpha 0.9 (random-weight model of the same architecture beside it):",
@@ -360,14 +439,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resolution", type=int, default=96)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", type=Path, required=True)
+    def arg_type(default):
+        if isinstance(default, bool):  # bool("false") is True: parse the word instead
+            return lambda text: {"true": True, "1": True, "false": False, "0": False}[text.lower()]
+        return type(default) if default is not None else str
+
     for name, field in TrainVLMConfig.model_fields.items():
-        ap.add_argument("--" + name.replace("_", "-"), dest=name, default=None,
-                        type=type(field.default) if field.default is not None else str)
+        ap.add_argument("--" + name.replace("_", "-"), dest=name, default=None, type=arg_type(field.default))
     args = ap.parse_args(argv)
     cfg = TrainVLMConfig.make(**{k: getattr(args, k) for k in TrainVLMConfig.model_fields if getattr(args, k) is not None})
     parts, desc = [], []
     if args.store:
-        parts.append(TrainingData.from_stores(args.store))
+        parts.append(TrainingData.from_stores(args.store, embeddings_of=cfg.init if cfg.tune == "text" else None))
         desc.append(f"stores {', '.join(args.store)}")
     if args.render_episodes or args.random_episodes:
         from pipeline.rollout import RolloutConfig, map_rollouts

@@ -201,8 +201,8 @@ def query_cmd(
 @app.command("reward-quality")
 def reward_quality_cmd(
     store: str = typer.Option(..., help="Dataset store with embeddings of both models."),
-    model: str = typer.Option("rmtl-fetch-tiny", help="Stored model id to judge."),
-    against: str = typer.Option("rmtl-fetch-tiny__random", help="Stored model id to compare with (random weights)."),
+    model: str = typer.Option("rmtl-fetch-tiny", help="Model to judge: a model spec or a stored model id."),
+    against: str = typer.Option("rmtl-fetch-tiny@random", help="Model to compare with (random weights): spec or stored id."),
     alpha: float = typer.Option(0.9, help="Projection alpha."),
     out: Optional[Path] = typer.Option(None, help="JSON path for all metrics and gates."),
 ) -> None:

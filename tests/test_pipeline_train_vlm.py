@@ -4,7 +4,14 @@ import numpy as np
 import pytest
 
 from pipeline.rollout import RolloutConfig, rollout_episodes
-from pipeline.train_vlm import TrainingData, TrainVLMConfig, soft_targets, task_geometry, train_reward_vlm
+from pipeline.train_vlm import (
+    TrainingData,
+    TrainVLMConfig,
+    gate_margin,
+    soft_targets,
+    task_geometry,
+    train_reward_vlm,
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +57,68 @@ def test_train_saves_loadable_model_and_resumes(tmp_path, data):
     log = (tmp_path / "train_log.csv").read_text()
     assert more["steps_done"] == 5 and "random_init" in more and log.count("\n") >= 2
     assert json.loads((tmp_path / "metrics.json").read_text())["steps_done"] == 5
+
+
+def test_gate_margin_is_the_worst_gate_ratio():
+    m = {"mean": {"approach_spearman": 0.8, "align_spearman": 0.45, "grasp_auc": 1.0, "right_prompt_accuracy": 0.95}}
+    assert gate_margin(m) == pytest.approx(0.5)
+    m["mean"]["grasp_auc"] = float("nan")  # an unmeasurable gate counts as failed
+    assert gate_margin(m) < 0
+
+
+def test_fine_tune_keeps_the_best_held_out_weights(tmp_path, data):
+    from rmtl.vlm import load_vlm
+
+    first = tmp_path / "first"
+    train_reward_vlm(data, TrainVLMConfig.make(steps=2, batch_size=8, warmup_steps=1, eval_every=2,
+                                               holdout_fraction=0.5, device="cpu"), first, progress=False)
+    cfg = TrainVLMConfig.make(steps=4, batch_size=8, warmup_steps=0, lr=0.5, eval_every=2, holdout_fraction=0.5,
+                              device="cpu", init=str(first))
+    metrics = train_reward_vlm(data, cfg, tmp_path / "tuned", progress=False)
+    margins = {step: gate_margin(metrics[f"step_{step}"]) for step in (0, 2, 4)}
+    chosen = metrics["selected_step"]
+    assert margins[chosen] == max(margins.values()) and metrics["final"] == metrics[f"step_{chosen}"]
+    frames = data.frames[:2, 0]
+    tuned = load_vlm(str(tmp_path / "tuned"), device="cpu").encode_images(frames)
+    start = load_vlm(str(first), device="cpu").encode_images(frames)
+    if chosen == 0:  # no later evaluation beat the starting weights: they are what was saved
+        np.testing.assert_allclose(tuned, start, atol=2e-3)
+    else:
+        assert not np.allclose(tuned, start, atol=2e-3)
+
+
+def test_locked_image_tower_trains_only_the_text_tower(tmp_path, data):
+    import torch
+
+    from rmtl.errors import ConfigError
+    from rmtl.vlm import load_vlm
+
+    with pytest.raises(ConfigError, match="needs trained weights"):
+        TrainVLMConfig.make(tune="text")
+    first = tmp_path / "first"
+    train_reward_vlm(data, TrainVLMConfig.make(steps=1, batch_size=8, warmup_steps=0, eval_every=1,
+                                               holdout_fraction=0.5, device="cpu"), first, progress=False)
+    cfg = TrainVLMConfig.make(steps=3, batch_size=8, warmup_steps=0, lr=1e-2, eval_every=3, holdout_fraction=0.5,
+                              device="cpu", init=str(first), tune="text", keep_best=False)
+    train_reward_vlm(data, cfg, tmp_path / "lit", progress=False)
+    before = load_vlm(str(first), device="cpu").model.state_dict()
+    after = load_vlm(str(tmp_path / "lit"), device="cpu").model.state_dict()
+    visual = [k for k in before if k.startswith("visual.")]
+    text = [k for k in before if not k.startswith("visual.") and k != "logit_scale"]
+    assert visual and all(torch.equal(before[k], after[k]) for k in visual)
+    assert any(not torch.equal(before[k], after[k]) for k in text)
+
+
+def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tmp_path):
+    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.train_vlm import encode_rows
+    from rmtl.vlm import load_vlm
+
+    store = str(tmp_path / "s.zarr")
+    render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=2, views=["wide_view", "close_up"],
+                                               resolution=64), progress=False)
+    data = TrainingData.from_stores([store], embeddings_of="rmtl-fetch-tiny")
+    assert data.image_embeddings is not None and data.image_embeddings.shape == (len(data), 2, 128)
+    fresh = encode_rows(load_vlm("rmtl-fetch-tiny", device="cpu"), data, np.arange(3))
+    np.testing.assert_allclose(data.image_embeddings[:3], fresh, atol=2e-3)
+    assert TrainingData.from_stores([store], embeddings_of="rmtl-fetch-tiny@random").image_embeddings is None

@@ -99,7 +99,7 @@ def test_architecture_without_weights_needs_explicit_random(offline):
 
 def test_shipped_default_model_loads_its_weights():
     vlm = load_vlm("rmtl-fetch-tiny")
-    assert vlm.model_id == "rmtl-fetch-tiny" and vlm.image_size == 96 and vlm.embed_dim == 128
+    assert vlm.model_id.startswith("rmtl-fetch-tiny__") and vlm.image_size == 96 and vlm.embed_dim == 128
     random = load_vlm("rmtl-fetch-tiny@random")
     frames = np.zeros((1, 96, 96, 3), np.uint8)
     assert not np.allclose(vlm.encode_images(frames), random.encode_images(frames))
@@ -131,12 +131,12 @@ def test_local_dir_and_local_file_round_trip(tmp_path):
     frames = np.random.default_rng(0).integers(0, 256, (3, 64, 64, 3), dtype=np.uint8)
 
     local = load_vlm(str(d), device="cpu")
-    assert local.model_id == "fetch_clip__local"
+    assert local.model_id.startswith("fetch_clip__local__")
     assert tuple(local.preprocess_cfg["mean"]) == (0.5, 0.5, 0.5)  # the directory's preprocessing, not CLIP's
     np.testing.assert_allclose(local.encode_text(["a red cube"]), vlm.encode_text(["a red cube"]), atol=1e-5)
 
     by_file = load_vlm(f"{TINY_NAME}:{d / 'open_clip_model.safetensors'}", device="cpu")
-    assert by_file.model_id == f"{TINY_NAME}__open_clip_model"
+    assert by_file.model_id == f"{TINY_NAME}__open_clip_model__" + local.model_id.rsplit("__", 1)[1]
     np.testing.assert_allclose(by_file.encode_images(frames), vlm.encode_images(frames), atol=1e-5)
 
 

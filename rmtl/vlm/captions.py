@@ -18,7 +18,20 @@ Situations, checked in this order (distances in metres, from the 25-D state):
 | very_far   | farther                                                            |              |
 
 Near and far states also get captions that name the distance in centimetres (rounded to
-5 cm), which orders them by distance: what the approach reward needs.
+5 cm), which orders them by distance.
+
+Progress-graded prompt captions: a state that is not yet in a micro-task's target
+situation is captioned with that micro-task's paper prompt with a probability that falls
+exponentially with the gripper-cube distance, ``rate * exp(-d / scale)`` (approach: scale
+0.15 m over near, far and very far states outside the rule's grasp bin, d > 0.04 m;
+align: 0.05 m over near and around states). States at the cube are never captioned with
+the approach prompt: they look like pinching and lifting states, on which the align and
+grasp prompts must win (a first version that graded approach over them too made the
+approach prompt win on pinching states).
+Contrastive training learns image-text similarity close to the log-probability of the
+caption given the image, so the prompt's score then falls about linearly with distance
+over the whole phase instead of being flat outside the target situation: the graded,
+within-phase signal a dense reward needs. ``rate = 0`` turns it off.
 """
 
 from __future__ import annotations
@@ -26,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from rmtl.env.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
+from rmtl.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE
 from rmtl.reward.prompts import PromptConfig
 
 _PAPER = PromptConfig()
@@ -73,6 +87,37 @@ PROMPT_SITUATION = {"approach": "above", "align": "pinching", "grasp": "lifting"
 BASELINE_RATE = 0.1
 """Fraction of training captions replaced by the paper's neutral baseline prompt."""
 
+GRADED_BANDS = {
+    "wide": {"approach": (GRASP_MAX_DISTANCE, np.inf), "align": (0.0, np.inf)},
+    "phase": {"approach": (ALIGN_MAX_DISTANCE, np.inf), "align": (GRASP_MAX_DISTANCE, ALIGN_MAX_DISTANCE)},
+}
+"""Where graded prompts may caption: 'wide' (the approach prompt outside the grasp bin, the
+align prompt on near and around states) or 'phase' (each prompt only within its own rule
+phase's distance bin)."""
+
+GRADED_PROMPT_RATE = 0.3
+"""Probability of a graded prompt caption at distance 0 (see the module docstring)."""
+GRADED_PROMPT_SCALES = {"approach": 0.15, "align": 0.05}
+"""Distance (m) over which each graded prompt's caption probability falls by a factor e."""
+_GRADED_SITUATIONS = {"approach": ("near", "far", "very_far"), "align": ("around", "near")}
+
+
+def graded_prompt_probabilities(states: np.ndarray, rate: float | tuple[float, float] = GRADED_PROMPT_RATE,
+                                band: str = "wide") -> np.ndarray:
+    """[N, 2] probability of captioning each state with the approach / align paper prompt;
+    ``rate``: the peak probability, one for both or (approach, align)."""
+    rates = (rate, rate) if np.isscalar(rate) else tuple(rate)
+    s = np.atleast_2d(np.asarray(states, dtype=np.float64))
+    sit = situation_ids(s)
+    dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
+    out = np.zeros((len(s), 2))
+    for j, name in enumerate(("approach", "align")):
+        eligible = np.isin(sit, [SITUATION_NAMES.index(x) for x in _GRADED_SITUATIONS[name]])
+        low, high = GRADED_BANDS[band][name]
+        eligible &= (dist > low) & (dist <= high)
+        out[:, j] = np.where(eligible, rates[j] * np.exp(-dist / GRADED_PROMPT_SCALES[name]), 0.0)
+    return out
+
 
 def situation_ids(states: np.ndarray) -> np.ndarray:
     """Situation index (into SITUATION_NAMES) of each 25-D state: [N, 25] -> int64 [N]."""
@@ -102,18 +147,24 @@ def distance_caption(distance_m: float) -> str:
     return f"a robot gripper about {cm} centimetres from a red cube"
 
 
-def sample_captions(states: np.ndarray, rng: np.random.Generator) -> list[str]:
+def sample_captions(states: np.ndarray, rng: np.random.Generator,
+                    graded_rate: float | tuple[float, float] = GRADED_PROMPT_RATE, graded_band: str = "wide") -> list[str]:
     """One training caption per state: a random paraphrase of its situation, sometimes a
-    distance caption (near/far states) or the neutral baseline."""
+    progress-graded prompt, a distance caption (near/far states) or the neutral baseline."""
     s = np.atleast_2d(np.asarray(states, dtype=np.float64))
     sit = situation_ids(s)
     dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
+    graded = graded_prompt_probabilities(s, graded_rate, graded_band)
     out = []
     for i, k in enumerate(sit):
         name = SITUATION_NAMES[k]
-        r = rng.random()
+        r, g = rng.random(), rng.random()
         if r < BASELINE_RATE:
             out.append(BASELINE_PROMPT)
+        elif g < graded[i, 0]:
+            out.append(APPROACH_PROMPT)
+        elif g < graded[i, 0] + graded[i, 1]:
+            out.append(ALIGN_PROMPT)
         elif name in ("near", "far", "very_far") and r < 0.55:
             out.append(distance_caption(dist[i]))
         else:

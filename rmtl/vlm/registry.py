@@ -15,6 +15,8 @@ register more names with :func:`register_model`.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import tempfile
 from dataclasses import dataclass, field
@@ -66,6 +68,31 @@ def find_weights_in_dir(directory: Path) -> Path | None:
         if p.is_file():
             return p
     return None
+
+
+def weights_fingerprint(path: str | Path) -> str:
+    """Eight hex digits identifying a weights file's contents.
+
+    Part of the model id of shipped and local weights, so embeddings stored for one set
+    of weights are never served for another (retrained weights under the same name get a
+    new id). Hashes the size and the first and last 4 MiB: fast for multi-GB checkpoints
+    and still different after any retraining.
+    """
+    p = Path(path)
+    st = p.stat()
+    return _fingerprint(str(p.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _fingerprint(path: str, size: int, mtime_ns: int) -> str:
+    block = 4 << 20
+    h = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as f:
+        h.update(f.read(block))
+        if size > 2 * block:
+            f.seek(size - block)
+            h.update(f.read(block))
+    return h.hexdigest()[:8]
 
 
 def _tmp_config_dir() -> Path:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from rmtl.errors import ModelLoadError
-from rmtl.vlm.registry import WEIGHT_SUFFIXES
+from rmtl.vlm.registry import WEIGHT_SUFFIXES, find_weights_in_dir, get_registered, weights_fingerprint
 
 HF_HUB_PREFIX = "hf-hub:"
 LOCAL_DIR_PREFIX = "local-dir:"
@@ -64,8 +64,10 @@ class ModelSpec:
     def model_id(self) -> str:
         """Filesystem-safe id of architecture + weights; the Zarr array name of its embeddings.
 
-        ``ARCH`` (registered weights), ``ARCH__TAG``, ``ARCH__random``,
-        ``hf-hub__org__repo``, ``DIRNAME__local`` and ``ARCH__FILESTEM``.
+        ``ARCH__W`` (registered weights), ``ARCH__TAG``, ``ARCH__random``,
+        ``hf-hub__org__repo``, ``DIRNAME__local__W`` and ``ARCH__FILESTEM__W``, where W
+        is the weights file's fingerprint (omitted while the file does not exist): new
+        weights under the same name never reuse embeddings stored for the old ones.
         """
         if self.kind == "name":
             raw = self.arch
@@ -79,7 +81,21 @@ class ModelSpec:
             raw = f"{self.path.name}__local"
         else:
             raw = f"{self.arch}__{self.path.stem}"
+        weights = self.weights_file()
+        if weights is not None:
+            raw = f"{raw}__{weights_fingerprint(weights)}"
         return "__".join(safe_id(part) for part in str(raw).split("__"))
+
+    def weights_file(self) -> Path | None:
+        """The local weights file this spec resolves to, when it names one that exists."""
+        if self.kind == "name":
+            reg = get_registered(self.arch)
+            return reg.weights if reg is not None and reg.weights is not None and reg.weights.is_file() else None
+        if self.kind == "local-dir" and self.path.is_dir():
+            return find_weights_in_dir(self.path)
+        if self.kind == "local-file" and self.path.is_file():
+            return self.path
+        return None
 
     def __str__(self) -> str:
         return self.text
