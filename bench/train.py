@@ -65,7 +65,7 @@ def bench_cache_pairs(variant: str, args: argparse.Namespace, model_spec: str, v
             run = bench_one(variant, argparse.Namespace(**{**vars(args), "cache_store": str(copy)}), model_spec, vlm)
             run["cache_store"] = args.cache_store
             cached.append(run)
-    med = lambda runs, key: statistics.median(r[key] for r in runs)  # noqa: E731
+    med = lambda runs, key: round(statistics.median(r[key] for r in runs), 2)  # noqa: E731
     key = "env_steps_per_s_with_updates"
     return {
         "variant": variant, "repeats": args.repeats, "cache_radius": args.cache_radius, "cache_grow": args.cache_grow,
@@ -83,7 +83,7 @@ def bench_one(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> d
     overrides: dict = {
         "n_envs": args.n_envs, "n_steps": args.n_steps, "total_timesteps": args.n_envs * args.n_steps * args.rollouts,
         "checkpoint_every": 10**9, "eval_every": 0, "eval_episodes": 1, "progress_bar": False,
-        "vec_env": args.vec_env, "torch_threads": args.torch_threads, "seed": 0,
+        "vec_env": args.vec_env, "torch_threads": args.torch_threads, "seed": args.seed,
         "reward": {"model": model_spec, "batch_size": args.batch_size},
     }
     if args.views:
@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compare-cache", action="store_true",
                     help="time each variant without and with --cache-store, alternating --repeats times")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0,
+                    help="training seed; with --compare-cache use one the store's own run did not use, "
+                         "or the first rollout replays stored states exactly (an all-hit upper bound)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "train.json")
     args = ap.parse_args(argv)
     if args.compare_cache and not args.cache_store:
