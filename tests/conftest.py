@@ -19,3 +19,17 @@ def small_env():
     env = FetchPickAndLiftEnv(views=("wide_view", "close_up"), resolution=64)
     yield env
     env.close()
+
+
+@pytest.fixture(scope="module")
+def random_tiny_vlm():
+    """``rmtl-fetch-tiny@random``, loaded once per module: the reward model of the trainer
+    tests (loading it sets torch's thread count, restored afterwards)."""
+    import torch
+
+    from rmtl.vlm import load_vlm
+
+    threads = torch.get_num_threads()
+    torch.manual_seed(0)
+    yield load_vlm("rmtl-fetch-tiny@random")
+    torch.set_num_threads(threads)

@@ -38,16 +38,6 @@ def small(variant: str, out, **kw):
     return stage1_config(variant, **base)
 
 
-@pytest.fixture(scope="module")
-def vlm():
-    from rmtl.vlm import load_vlm
-
-    threads = torch.get_num_threads()
-    torch.manual_seed(0)
-    yield load_vlm(MODEL)
-    torch.set_num_threads(threads)
-
-
 class PhaseCheck:
     """SB3 callback: the phase one-hot the policy sees is the phase the VLM reward used for
     that state (terminal observation for an env that just finished)."""
@@ -73,7 +63,7 @@ class PhaseCheck:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, vlm):
+def runs(tmp_path_factory, random_tiny_vlm):
     """Every variant trained once at smoke size (shared by the checks below)."""
     from rmtl.train.stage1 import train_stage1
 
@@ -82,7 +72,7 @@ def runs(tmp_path_factory, vlm):
     for name in VARIANTS:
         cfg = small(name, root / name, total_timesteps=smoke_steps(name))
         extra = [PhaseCheck()] if name == "rmtl" else []
-        out[name] = train_stage1(cfg, vlm=vlm if cfg.uses_vlm else None, callbacks=extra)
+        out[name] = train_stage1(cfg, vlm=random_tiny_vlm if cfg.uses_vlm else None, callbacks=extra)
         if extra:
             out["phase_check"] = extra[0]
     return out
@@ -201,7 +191,7 @@ def test_cli_commands(runs, tmp_path):
     assert "32 env steps" in res.output
 
 
-def test_cached_reward_path(vlm, tmp_path):
+def test_cached_reward_path(random_tiny_vlm, tmp_path):
     """RMTL on the FAISS state cache (pipeline.live_cache): lookups, misses rendered and appended."""
     from pipeline.embed import embed_store
     from pipeline.render import render_to_store
@@ -211,10 +201,10 @@ def test_cached_reward_path(vlm, tmp_path):
 
     store = tmp_path / "s.zarr"
     render_to_store(store, RolloutConfig.make(episodes=1, stages=(0,), views=VIEWS, resolution=64), progress=False)
-    embed_store(store, vlm, progress=False)  # the very VLM the reward uses (@random weights differ per load)
+    embed_store(store, random_tiny_vlm, progress=False)  # the very VLM the reward uses (@random weights differ per load)
     cfg = small("rmtl", tmp_path / "run", total_timesteps=32, eval_every=0, eval_episodes=1,
                 cache={"store": str(store), "radius": 0.002, "grow": True})
-    d = train_stage1(cfg, vlm=vlm)
+    d = train_stage1(cfg, vlm=random_tiny_vlm)
     stats = json.loads((d / "summary.json").read_text())["cache_stats"]
     assert stats["states"] == 32 and stats["appended"] == stats["rendered"] == 32 - stats["hits"] > 0
     keys = set().union(*read_csv(d / "progress_000000000.csv"))

@@ -36,24 +36,14 @@ def small_stage2(worker, out, **kw):
 
 
 @pytest.fixture(scope="module")
-def vlm():
-    from rmtl.vlm import load_vlm
-
-    threads = torch.get_num_threads()
-    torch.manual_seed(0)
-    yield load_vlm(MODEL)
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory, vlm):
+def runs(tmp_path_factory, random_tiny_vlm):
     from rmtl.train.stage1 import train_stage1
     from rmtl.train.stage2 import train_stage2
 
     root = tmp_path_factory.mktemp("stage2")
-    worker = train_stage1(small_stage1("rmtl", root / "worker"), vlm=vlm)
+    worker = train_stage1(small_stage1("rmtl", root / "worker"), vlm=random_tiny_vlm)
     no_phase = train_stage1(small_stage1("no_phase_input", root / "no_phase", reward_kind="dense"))
-    run = train_stage2(small_stage2(worker, root / "s2"), vlm=vlm)
+    run = train_stage2(small_stage2(worker, root / "s2"), vlm=random_tiny_vlm)
     return {"root": root, "worker": worker, "no_phase": no_phase, "run": run}
 
 
@@ -103,7 +93,7 @@ def test_freeze_keeps_actor_bit_identical_then_trains_it(runs):
         assert m.learning_rate == (3e-4 if k <= FREEZE else 1e-4)
 
 
-def test_resume_through_cli_continues_and_refuses_changes(runs, vlm, tmp_path):
+def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm, tmp_path):
     from typer.testing import CliRunner
 
     from rmtl.cli import app
@@ -125,7 +115,7 @@ def test_resume_through_cli_continues_and_refuses_changes(runs, vlm, tmp_path):
     assert not torch.equal(before["net"]["net.0.weight"], after["net"]["net.0.weight"])
     torch.testing.assert_close(before["net"]["mean"], after["net"]["mean"])  # BC normalisation kept
     with pytest.raises(ConfigError, match="different config"):
-        train_stage2(small_stage2(runs["worker"], d, total_timesteps=192, manager={"kl_coef": 0.1}), vlm=vlm)
+        train_stage2(small_stage2(runs["worker"], d, total_timesteps=192, manager={"kl_coef": 0.1}), vlm=random_tiny_vlm)
 
 
 def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
