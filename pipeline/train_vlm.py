@@ -259,14 +259,15 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     if len(train_rows) == 0 or len(eval_rows) == 0:
         raise ValueError(f"need training and held-out expert rows; got {len(train_rows)} and {len(eval_rows)}")
     n_views = data.frames.shape[1]
-    frames_t = torch.from_numpy(data.frames)
-    if device.type == "cuda":
-        free, _ = torch.cuda.mem_get_info(device)
-        # uint8 frames on the GPU when they fit easily: batch gathers then cost nothing.
-        frames_t = frames_t.to(device) if data.frames.nbytes < 0.4 * free else frames_t.pin_memory()
     geometry = torch.from_numpy(task_geometry(data.states)).to(device)
     locked = None  # image embeddings [N, V, D] of the locked image tower (tune='text')
-    if cfg.tune == "text":
+    if cfg.tune == "all":
+        frames_t = torch.from_numpy(data.frames)
+        if device.type == "cuda":
+            free, _ = torch.cuda.mem_get_info(device)
+            # uint8 frames on the GPU when they fit easily: batch gathers then cost nothing.
+            frames_t = frames_t.to(device) if data.frames.nbytes < 0.4 * free else frames_t.pin_memory()
+    else:  # the locked tower's embeddings stand in for the frames: none go to the device
         model.visual.requires_grad_(False)
         if data.image_embeddings is not None:
             locked = data.image_embeddings
