@@ -105,6 +105,10 @@ def reward_quality(inputs: QualityInputs, goals: np.ndarray, baseline: np.ndarra
     phase = rule_phase(dist)
     rows = np.arange(len(phase))
     result = {"alpha": alpha, "rows": int(len(phase)), "mean": phase_metrics(mean, inputs.states)}
+    # Why a prompt may win everywhere: a goal close to the baseline scores higher on every
+    # image under the projection (pipeline.train_vlm.baseline_balance_penalty).
+    cosine = np.asarray(goals, dtype=np.float64) @ np.asarray(baseline, dtype=np.float64).reshape(-1)
+    result["goal_baseline_cosine"] = {name: float(c) for name, c in zip(PHASES, cosine)}
     result["mean"]["step_variation"] = step_variation(mean[rows, phase], inputs.episode, inputs.step, phase)
     result["views"] = {}
     for v, name in enumerate(inputs.views):

@@ -23,6 +23,7 @@ import csv
 import json
 import math
 import time
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Sequence
@@ -32,8 +33,10 @@ from pydantic import Field, model_validator
 
 from rmtl.config import Config
 from rmtl.env.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
+from rmtl.vlm.captions import CaptionConfig
 
 HOLDOUT_SALT = 7919
+_CAPTIONS = CaptionConfig()
 
 
 class TrainVLMConfig(Config):
@@ -56,12 +59,24 @@ class TrainVLMConfig(Config):
     soft_sigma_wide: float = Field(0.0, ge=0)
     """Width (m) of a second, wider kernel averaged 50/50 with the first (0: off); it
     keeps the score graded over centimetres-to-decimetres, not only near each situation."""
-    graded_approach_rate: float = Field(0.3, ge=0, le=0.5)
+    graded_approach_rate: float = Field(_CAPTIONS.graded_rates[0], ge=0, le=0.5)
     """Peak probability of progress-graded approach-prompt captions (rmtl.vlm.captions); 0: off."""
-    graded_align_rate: float = Field(0.3, ge=0, le=0.5)
+    graded_align_rate: float = Field(_CAPTIONS.graded_rates[1], ge=0, le=0.5)
     """Peak probability of progress-graded align-prompt captions; 0: off."""
-    graded_band: Literal["wide", "phase"] = "wide"
+    graded_approach_scale: float = Field(_CAPTIONS.graded_scales[0], gt=0)
+    """Distance (m) over which the graded approach-caption probability falls by a factor e."""
+    graded_align_scale: float = Field(_CAPTIONS.graded_scales[1], gt=0)
+    """Distance (m) over which the graded align-caption probability falls by a factor e."""
+    graded_band: Literal["wide", "full", "phase"] = _CAPTIONS.graded_band
     """Which states graded prompts may caption (rmtl.vlm.captions.GRADED_BANDS)."""
+    target_prompt_rate: float | None = Field(_CAPTIONS.target_prompt_rate, ge=0, le=1)
+    """Probability that a micro-task's target state is captioned with the paper prompt
+    rather than another paraphrase of its situation (None: uniform over paraphrases)."""
+    baseline_balance: float = Field(10.0, ge=0)
+    """Weight of a penalty on the spread of the paper micro-task prompts' cosine to the
+    baseline prompt (0: off). Under the goal-baseline projection a prompt close to the
+    baseline gets a head start on every image (:func:`baseline_balance_penalty`), so
+    without it the broadest prompt wins on states another prompt describes."""
     init: str | None = None
     """Model spec to start from (e.g. a trained directory) instead of random weights."""
     tune: Literal["all", "text"] = "all"
@@ -230,11 +245,25 @@ def gate_margin(metrics: dict) -> float:
     return float(min(np.nan_to_num(metrics["mean"][k], nan=-1.0) / v for k, v in GATES.items()))
 
 
+def baseline_balance_penalty(goals, baseline):
+    """Sum of squared deviations of each goal's cosine to the baseline from their mean (torch).
+
+    Why: with unit image x, goal g and baseline b, the projected score at alpha near 1 is
+    about const - (m - D)^2 / (4 m), where m = 1 - g.b and D = x.g - x.b. Image-text
+    similarities sit far below text-text ones (the modality gap), so D << m and the score
+    is about const - m/4 + D/2: a goal near the baseline scores higher on *every* image.
+    Contrastive training fixes D but leaves m free; equal m makes prompts comparable.
+    """
+    cos = goals @ baseline
+    return ((cos - cos.mean()) ** 2).sum()
+
+
 def _summary(m: dict) -> str:
     x = m["mean"]
     return (f"approach {x['approach_spearman']:.3f} (spread {x['approach_spread']:.3f})  "
             f"align {x['align_spearman']:.3f} (spread {x['align_spread']:.3f})  "
-            f"grasp AUC {x['grasp_auc']:.3f}  right prompt {x['right_prompt_accuracy']:.3f}")
+            f"grasp AUC {x['grasp_auc']:.3f}  right prompt {x['right_prompt_accuracy']:.3f}  goal-baseline cosine "
+            + "/".join(f"{c:.2f}" for c in m["goal_baseline_cosine"].values()))
 
 
 def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Path, progress: bool = True) -> dict:
@@ -243,6 +272,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     from tqdm import tqdm
 
     from rmtl.provenance import write_run_record
+    from rmtl.reward.prompts import PromptConfig
     from rmtl.vlm import load_vlm
     from rmtl.vlm.captions import sample_captions
     from rmtl.vlm.model import preprocess_batch
@@ -296,12 +326,18 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         metrics["random_init"] = held_out_metrics(random_vlm)
         print(f"random weights: {_summary(metrics['random_init'])}")
         if cfg.init is not None:
+            metrics["init_model_id"] = vlm.model_id
             metrics["initial"] = metrics["step_0"] = held_out_metrics()
             print(f"step 0 ({cfg.init}): {_summary(metrics['initial'])}  gate margin {gate_margin(metrics['initial']):.3f}")
             best = (gate_margin(metrics["initial"]), 0, {k: v.detach().clone() for k, v in model.state_dict().items()})
     write_run_record(out, cfg, cfg.seed, rows=len(data), train_rows=int(len(train_rows)),
                      eval_rows=int(len(eval_rows)), views=list(data.views))
     caption_tokens: dict[str, torch.Tensor] = {}
+    caption_cfg = CaptionConfig((cfg.graded_approach_rate, cfg.graded_align_rate),
+                                (cfg.graded_approach_scale, cfg.graded_align_scale), cfg.graded_band,
+                                cfg.target_prompt_rate)
+    paper = PromptConfig()
+    balance_texts = [paper.baseline[0], *(phrasings[0] for phrasings in paper.goals())]
 
     def encode_captions(captions: list[str]) -> torch.Tensor:
         """Normalised text embeddings [B, D]; each distinct caption goes through the tower once."""
@@ -328,8 +364,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
                 padded = torch.nn.functional.pad(pixels, (p, p, p, p), mode="replicate")
                 dx, dy = rng.integers(0, 2 * p + 1, size=2)
                 pixels = padded[..., dy : dy + pixels.shape[-2], dx : dx + pixels.shape[-1]]
-        captions = sample_captions(data.states[rows], rng, (cfg.graded_approach_rate, cfg.graded_align_rate),
-                                   cfg.graded_band)
+        captions = sample_captions(data.states[rows], rng, caption_cfg)
         targets = soft_targets(geometry[torch.from_numpy(rows).to(device)], cfg.soft_sigma, cfg.soft_sigma_wide)
         progress = (time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0
         for g in opt.param_groups:
@@ -343,6 +378,9 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
             logits = model.logit_scale.exp() * img.float() @ txt.float().T
         loss = 0.5 * (torch.sum(-targets * logits.log_softmax(1), 1).mean()
                       + torch.sum(-targets.T * logits.T.log_softmax(1), 1).mean())
+        if cfg.baseline_balance > 0:
+            prompts = encode_captions(balance_texts).float()
+            loss = loss + cfg.baseline_balance * baseline_balance_penalty(prompts[1:], prompts[0])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -402,10 +440,16 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
     row = lambda k: f"| {k} | {m.get(k, float('nan')):.3f} | {r.get(k, float('nan')):.3f} |"  # noqa: E731
     keys = ["approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
             "grasp_spread", "right_prompt_accuracy", "step_variation"]
+    if cfg.init is None:
+        origin = "trained from random weights"
+    else:
+        towers = "text tower only, image tower locked" if cfg.tune == "text" else "both towers"
+        origin = f"fine-tuned from `{metrics.get('init_model_id', cfg.init)}` ({towers})"
+    cosine = lambda d: "/".join(f"{c:.3f}" for c in d.get("goal_baseline_cosine", {}).values()) or "n/a"  # noqa: E731
     text = "\n".join([
         f"# {cfg.model}: a domain-trained stand-in reward VLM for Fetch pick-and-lift",
         "",
-        "A small OpenCLIP model trained from random weights on this project's own MuJoCo renders",
+        f"A small OpenCLIP model {origin} on this project's own MuJoCo renders",
         "(six-camera bank, paper visual domain) with captions written from simulator state",
         "(`rmtl/vlm/captions.py`). It is **not** PE-Core-bigG-14-448 and knows nothing outside",
         "this scene; it exists so the reward means something on machines without pretrained weights.",
@@ -421,6 +465,8 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         "| metric | trained | random weights |",
         "| --- | --- | --- |",
         *[row(k) for k in keys],
+        f"| goal-baseline cosine approach/align/grasp | {cosine(metrics['final'])} "
+        f"| {cosine(metrics.get('random_init', {}))} |",
         "",
     ])
     path = Path(out_dir) / "model_card.md"
@@ -428,10 +474,9 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
     return path
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m pipeline.train_vlm``: train from stores, or render the data first."""
+def parse_args(argv: list[str] | None = None):
+    """Command-line arguments and the TrainVLMConfig they give (flags left out keep its defaults)."""
     import argparse
-    import sys
 
     ap = argparse.ArgumentParser(description="Train the domain reward VLM (see module docstring).")
     ap.add_argument("--store", action="append", default=[], help="dataset store(s) with frames")
@@ -440,15 +485,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resolution", type=int, default=96)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--out", type=Path, required=True)
-    def arg_type(default):
-        if isinstance(default, bool):  # bool("false") is True: parse the word instead
+    def arg_type(field):
+        if isinstance(field.default, bool):  # bool("false") is True: parse the word instead
             return lambda text: {"true": True, "1": True, "false": False, "0": False}[text.lower()]
-        return type(default) if default is not None else str
+        base = type(field.default) if field.default is not None else str
+        if type(None) in typing.get_args(field.annotation):  # optional: "none" sets None
+            return lambda text: None if text.lower() == "none" else base(text)
+        return base
 
-    for name, field in TrainVLMConfig.model_fields.items():
-        ap.add_argument("--" + name.replace("_", "-"), dest=name, default=None, type=arg_type(field.default))
+    for name, field in TrainVLMConfig.model_fields.items():  # unset flags keep the config's defaults
+        ap.add_argument("--" + name.replace("_", "-"), dest=name, default=argparse.SUPPRESS, type=arg_type(field))
     args = ap.parse_args(argv)
-    cfg = TrainVLMConfig.make(**{k: getattr(args, k) for k in TrainVLMConfig.model_fields if getattr(args, k) is not None})
+    cfg = TrainVLMConfig.make(**{k: getattr(args, k) for k in TrainVLMConfig.model_fields if hasattr(args, k)})
+    return args, cfg
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m pipeline.train_vlm``: train from stores, or render the data first."""
+    import sys
+
+    args, cfg = parse_args(argv)
     parts, desc = [], []
     if args.store:
         parts.append(TrainingData.from_stores(args.store, embeddings_of=cfg.init if cfg.tune == "text" else None))

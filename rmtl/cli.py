@@ -221,6 +221,9 @@ def reward_quality_cmd(
     for key in ("approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
                 "grasp_spread", "right_prompt_accuracy", "step_variation"):
         table.add_row(key, str(GATES.get(key, "")), f"{m['mean'][key]:.4g}", f"{r['mean'][key]:.4g}")
+    for name in m["goal_baseline_cosine"]:
+        table.add_row(f"{name} goal-baseline cosine", "", f"{m['goal_baseline_cosine'][name]:.3f}",
+                      f"{r['goal_baseline_cosine'][name]:.3f}")
     console = Console()
     console.print(table)
     for name, ok in gates.items():

@@ -7,10 +7,13 @@ from pipeline.rollout import RolloutConfig, rollout_episodes
 from pipeline.train_vlm import (
     TrainingData,
     TrainVLMConfig,
+    baseline_balance_penalty,
     gate_margin,
+    parse_args,
     soft_targets,
     task_geometry,
     train_reward_vlm,
+    write_model_card,
 )
 
 
@@ -109,6 +112,30 @@ def test_locked_image_tower_trains_only_the_text_tower(tmp_path, data):
     assert any(not torch.equal(before[k], after[k]) for k in text)
 
 
+def test_baseline_balance_penalty_is_zero_only_for_equal_goal_baseline_cosines():
+    import torch
+
+    baseline = torch.tensor([1.0, 0.0, 0.0])
+    equal = torch.tensor([[0.5, 0.866, 0.0], [0.5, 0.0, 0.866], [0.5, -0.866, 0.0]])
+    assert baseline_balance_penalty(equal, baseline).item() == pytest.approx(0.0, abs=1e-9)
+    unequal = torch.tensor([[0.9, 0.436, 0.0], [0.5, 0.0, 0.866], [-0.1, 0.995, 0.0]])
+    cos = np.array([0.9, 0.5, -0.1])
+    assert baseline_balance_penalty(unequal, baseline).item() == pytest.approx(((cos - cos.mean()) ** 2).sum(), rel=1e-5)
+
+
+def test_baseline_balance_pulls_goal_baseline_cosines_together(tmp_path, data):
+    # The shipped model's prompts sit at very different distances from the baseline.
+    spreads = {}
+    for weight in (0.0, 100.0):
+        cfg = TrainVLMConfig.make(steps=20, batch_size=8, warmup_steps=0, lr=3e-3, eval_every=20, holdout_fraction=0.5,
+                                  device="cpu", init="rmtl-fetch-tiny", tune="text", keep_best=False,
+                                  baseline_balance=weight)
+        metrics = train_reward_vlm(data, cfg, tmp_path / f"w{weight}", progress=False)
+        cosine = np.array(list(metrics["final"]["goal_baseline_cosine"].values()))
+        spreads[weight] = cosine.max() - cosine.min()
+    assert spreads[0.0] > 0.3 and spreads[100.0] < 0.5 * spreads[0.0], spreads
+
+
 def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tmp_path):
     from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
     from pipeline.train_vlm import encode_rows
@@ -122,3 +149,25 @@ def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tmp_path):
     fresh = encode_rows(load_vlm("rmtl-fetch-tiny", device="cpu"), data, np.arange(3))
     np.testing.assert_allclose(data.image_embeddings[:3], fresh, atol=2e-3)
     assert TrainingData.from_stores([store], embeddings_of="rmtl-fetch-tiny@random").image_embeddings is None
+
+
+def test_model_card_says_where_the_weights_started_and_the_goal_baseline_cosines(tmp_path):
+    mean = {k: 0.5 for k in ("approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
+                             "grasp_spread", "right_prompt_accuracy", "step_variation")}
+    metrics = {"final": {"mean": mean, "goal_baseline_cosine": {"approach": 0.7, "align": 0.71, "grasp": 0.72}},
+               "random_init": {"mean": mean}, "steps_done": 4, "selected_step": 2, "init_model_id": "m__abcd1234"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    scratch = write_model_card(tmp_path / "a", TrainVLMConfig.make(), "d", metrics, "cmd").read_text()
+    assert "trained from random weights" in scratch and "0.700/0.710/0.720" in scratch
+    tuned = write_model_card(tmp_path / "b", TrainVLMConfig.make(init="x", tune="text"), "d", metrics, "cmd").read_text()
+    assert "fine-tuned from `m__abcd1234` (text tower only, image tower locked)" in tuned
+    assert "weights of step 2" in tuned
+
+
+def test_command_line_flags_parse_words_and_none_and_keep_unset_defaults():
+    _, cfg = parse_args(["--out", "x", "--target-prompt-rate", "none", "--keep-best", "false", "--lr", "2e-4"])
+    assert cfg.target_prompt_rate is None and cfg.keep_best is False and cfg.lr == 2e-4
+    assert cfg.baseline_balance == TrainVLMConfig().baseline_balance  # not given: the default
+    _, cfg = parse_args(["--out", "x", "--target-prompt-rate", "0.6", "--init", "rmtl-fetch-tiny", "--tune", "text"])
+    assert cfg.target_prompt_rate == 0.6 and cfg.init == "rmtl-fetch-tiny"

@@ -4,6 +4,7 @@ from rmtl.env.state import CUBE_REST_HEIGHT, STATE_DIM
 from rmtl.reward.prompts import PromptConfig
 from rmtl.vlm.captions import (
     PROMPT_SITUATION,
+    CaptionConfig,
     SITUATION_NAMES,
     SITUATIONS,
     graded_prompt_probabilities,
@@ -45,25 +46,27 @@ def test_paper_prompts_caption_their_target_situations():
 def test_sampled_captions_are_from_the_situation_or_distance_or_baseline():
     rng = np.random.default_rng(0)
     states = np.stack([make_state([0.3, 0, 0])] * 200)
-    caps = sample_captions(states, rng, graded_rate=0.0)
+    caps = sample_captions(states, rng, CaptionConfig(graded_rates=(0.0, 0.0)))
     allowed = set(SITUATIONS["far"]) | {PromptConfig().baseline[0], "a robot gripper about 30 centimetres from a red cube"}
     assert set(caps) <= allowed and len(set(caps)) == len(allowed)
 
 
 def test_graded_prompt_captions_fall_with_distance_and_spare_target_states():
+    wide = CaptionConfig(graded_band="wide", graded_scales=(0.15, 0.05))
     far = np.stack([make_state([d, 0, 0]) for d in (0.2, 0.3, 0.5)])
-    p = graded_prompt_probabilities(far)
+    p = graded_prompt_probabilities(far, wide)
     assert np.all(np.diff(p[:, 0]) < 0) and np.all(p[:, 1] == 0)  # align only near the cube
     near = np.stack([make_state([d, 0, 0]) for d in (0.06, 0.1, 0.14)])
-    q = graded_prompt_probabilities(near)
+    q = graded_prompt_probabilities(near, wide)
     assert np.all(np.diff(q[:, 1]) < 0) and np.all(q[:, 0] > q[:, 1])
     targets = np.stack([make_state([0, 0, -0.05]), make_state([0, 0, 0.005], fingers=0.024),
                         make_state([0, 0, 0.005], fingers=0.024, lift=0.05)])
-    assert np.all(graded_prompt_probabilities(targets) == 0)
+    assert np.all(graded_prompt_probabilities(targets, wide) == 0)
+    assert np.all(graded_prompt_probabilities(targets)[:, 0] == 0)  # any band: no approach prompt on targets
     at_cube = np.stack([make_state([0.03, 0, 0]), make_state([0, 0, 0.005], fingers=0.05)])  # near, around
     assert np.all(graded_prompt_probabilities(at_cube)[:, 0] == 0)  # they look like pinching: no approach
     assert np.all(graded_prompt_probabilities(at_cube)[:, 1] > 0)
-    assert np.all(graded_prompt_probabilities(far, rate=0.0) == 0)
+    assert np.all(graded_prompt_probabilities(far, CaptionConfig(graded_rates=(0.0, 0.0))) == 0)
 
 
 def test_sampled_graded_prompt_frequency_matches_its_probability():
@@ -73,3 +76,43 @@ def test_sampled_graded_prompt_frequency_matches_its_probability():
     expected = (1 - 0.1) * graded_prompt_probabilities(state[None])[0, 0]
     got = np.mean([c == PromptConfig().approach[0] for c in caps])
     assert abs(got - expected) < 0.02
+
+
+def test_full_band_grades_the_align_prompt_over_the_approach_target_too():
+    above = make_state([0, 0, -0.05])  # the approach target, 5 cm from the cube: in the align phase
+    assert graded_prompt_probabilities(above[None], CaptionConfig(graded_band="wide"))[0, 1] == 0
+    p = graded_prompt_probabilities(above[None], CaptionConfig(graded_band="full"))[0]
+    assert p[0] == 0 and p[1] > 0  # never the approach prompt as a graded caption
+    nearer, farther = make_state([0, 0, -0.03]), make_state([0.1, 0, -0.05])
+    q = graded_prompt_probabilities(np.stack([nearer, above, farther]), CaptionConfig(graded_band="full"))[:, 1]
+    assert q[0] > q[1] > q[2]  # monotone in distance across above and near states
+
+
+def test_target_prompt_rate_sets_the_paper_prompt_share_on_target_states():
+    rng = np.random.default_rng(2)
+    paper = PromptConfig()
+    lifting = np.stack([make_state([0, 0, 0.005], fingers=0.024, lift=0.05)] * 4000)
+    for rate in (0.2, 0.8):
+        caps = sample_captions(lifting, rng, CaptionConfig(target_prompt_rate=rate))
+        got = np.mean([c == paper.grasp[0] for c in caps])
+        assert abs(got - (1 - 0.1) * rate) < 0.025
+        assert set(caps) <= set(SITUATIONS["lifting"]) | {paper.baseline[0]}
+    uniform = np.mean([c == paper.grasp[0] for c in sample_captions(lifting, rng, CaptionConfig(target_prompt_rate=None))])
+    assert abs(uniform - 0.9 / len(SITUATIONS["lifting"])) < 0.025
+
+
+def test_caption_config_rejects_an_unknown_band_and_non_positive_scales():
+    import pytest
+
+    with pytest.raises(ValueError, match="graded_band 'narrow'"):
+        CaptionConfig(graded_band="narrow")
+    with pytest.raises(ValueError, match="positive distances"):
+        CaptionConfig(graded_scales=(0.15, 0.0))
+
+
+def test_a_shorter_graded_scale_falls_faster_with_distance():
+    near = np.stack([make_state([d, 0, 0]) for d in (0.06, 0.12)])
+    wide = graded_prompt_probabilities(near, CaptionConfig(graded_scales=(0.15, 0.05)))[:, 1]
+    sharp = graded_prompt_probabilities(near, CaptionConfig(graded_scales=(0.15, 0.03)))[:, 1]
+    assert sharp[1] / sharp[0] < wide[1] / wide[0]
+    np.testing.assert_allclose(sharp[1] / sharp[0], np.exp(-0.06 / 0.03), rtol=1e-6)

@@ -24,10 +24,11 @@ Progress-graded prompt captions: a state that is not yet in a micro-task's targe
 situation is captioned with that micro-task's paper prompt with a probability that falls
 exponentially with the gripper-cube distance, ``rate * exp(-d / scale)`` (approach: scale
 0.15 m over near, far and very far states outside the rule's grasp bin, d > 0.04 m;
-align: 0.05 m over near and around states). States at the cube are never captioned with
-the approach prompt: they look like pinching and lifting states, on which the align and
-grasp prompts must win (a first version that graded approach over them too made the
-approach prompt win on pinching states).
+align: 0.05 m over near and around states, and with band 'full' also over 'above'
+states, the approach target, which lies in the align phase). States at the cube are
+never captioned with the approach prompt: they look like pinching and lifting states, on
+which the align and grasp prompts must win (a first version that graded approach over
+them too made the approach prompt win on pinching states).
 Contrastive training learns image-text similarity close to the log-probability of the
 caption given the image, so the prompt's score then falls about linearly with distance
 over the whole phase instead of being flat outside the target situation: the graded,
@@ -35,6 +36,8 @@ within-phase signal a dense reward needs. ``rate = 0`` turns it off.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -87,35 +90,58 @@ PROMPT_SITUATION = {"approach": "above", "align": "pinching", "grasp": "lifting"
 BASELINE_RATE = 0.1
 """Fraction of training captions replaced by the paper's neutral baseline prompt."""
 
-GRADED_BANDS = {
-    "wide": {"approach": (GRASP_MAX_DISTANCE, np.inf), "align": (0.0, np.inf)},
-    "phase": {"approach": (ALIGN_MAX_DISTANCE, np.inf), "align": (GRASP_MAX_DISTANCE, ALIGN_MAX_DISTANCE)},
+GRADED_BANDS: dict[str, dict[str, tuple[tuple[str, ...], float, float]]] = {
+    "wide": {"approach": (("near", "far", "very_far"), GRASP_MAX_DISTANCE, np.inf),
+             "align": (("around", "near"), 0.0, np.inf)},
+    "full": {"approach": (("near", "far", "very_far"), GRASP_MAX_DISTANCE, np.inf),
+             "align": (("above", "around", "near"), 0.0, np.inf)},
+    "phase": {"approach": (("near", "far", "very_far"), ALIGN_MAX_DISTANCE, np.inf),
+              "align": (("around", "near"), GRASP_MAX_DISTANCE, ALIGN_MAX_DISTANCE)},
 }
-"""Where graded prompts may caption: 'wide' (the approach prompt outside the grasp bin, the
-align prompt on near and around states) or 'phase' (each prompt only within its own rule
-phase's distance bin)."""
+"""Where graded prompts may caption: per prompt, the situations and the distance range
+(m). 'wide': the approach prompt outside the grasp bin, the align prompt on near and
+around states. 'full': as wide, and the align prompt also on 'above' states (the
+approach target, which lies in the align phase: without it the align caption rate is not
+monotone in distance over that phase). 'phase': each prompt only within its own rule
+phase's distance bin."""
 
 GRADED_PROMPT_RATE = 0.3
 """Probability of a graded prompt caption at distance 0 (see the module docstring)."""
-GRADED_PROMPT_SCALES = {"approach": 0.15, "align": 0.05}
-"""Distance (m) over which each graded prompt's caption probability falls by a factor e."""
-_GRADED_SITUATIONS = {"approach": ("near", "far", "very_far"), "align": ("around", "near")}
 
 
-def graded_prompt_probabilities(states: np.ndarray, rate: float | tuple[float, float] = GRADED_PROMPT_RATE,
-                                band: str = "wide") -> np.ndarray:
-    """[N, 2] probability of captioning each state with the approach / align paper prompt;
-    ``rate``: the peak probability, one for both or (approach, align)."""
-    rates = (rate, rate) if np.isscalar(rate) else tuple(rate)
+@dataclass(frozen=True)
+class CaptionConfig:
+    """How training captions are sampled; the defaults are the shipped model's recipe."""
+
+    graded_rates: tuple[float, float] = (GRADED_PROMPT_RATE, GRADED_PROMPT_RATE)
+    """Peak probability (at distance 0) of a graded approach / align prompt caption; 0: off."""
+    graded_scales: tuple[float, float] = (0.15, 0.03)
+    """Distance (m) over which the approach / align caption probability falls by a factor e."""
+    graded_band: str = "full"
+    """Which states graded prompts may caption (a key of GRADED_BANDS)."""
+    target_prompt_rate: float | None = 1.0
+    """Probability that a target situation is captioned with its paper prompt rather than
+    another paraphrase (None: uniform over the situation's paraphrases)."""
+
+    def __post_init__(self) -> None:
+        if self.graded_band not in GRADED_BANDS:
+            raise ValueError(f"graded_band {self.graded_band!r} is not one of {sorted(GRADED_BANDS)}")
+        if min(self.graded_scales) <= 0:
+            raise ValueError(f"graded_scales must be positive distances in metres, got {self.graded_scales}")
+
+
+def graded_prompt_probabilities(states: np.ndarray, captions: CaptionConfig = CaptionConfig()) -> np.ndarray:
+    """[N, 2] probability of captioning each state with the approach / align paper prompt."""
     s = np.atleast_2d(np.asarray(states, dtype=np.float64))
-    sit = situation_ids(s)
-    dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
-    out = np.zeros((len(s), 2))
+    return _graded(situation_ids(s), np.linalg.norm(s[:, CUBE_REL_POS], axis=1), captions)
+
+
+def _graded(sit: np.ndarray, dist: np.ndarray, captions: CaptionConfig) -> np.ndarray:
+    out = np.zeros((len(sit), 2))
     for j, name in enumerate(("approach", "align")):
-        eligible = np.isin(sit, [SITUATION_NAMES.index(x) for x in _GRADED_SITUATIONS[name]])
-        low, high = GRADED_BANDS[band][name]
-        eligible &= (dist > low) & (dist <= high)
-        out[:, j] = np.where(eligible, rates[j] * np.exp(-dist / GRADED_PROMPT_SCALES[name]), 0.0)
+        situations, low, high = GRADED_BANDS[captions.graded_band][name]
+        eligible = np.isin(sit, [SITUATION_NAMES.index(x) for x in situations]) & (dist > low) & (dist <= high)
+        out[:, j] = np.where(eligible, captions.graded_rates[j] * np.exp(-dist / captions.graded_scales[j]), 0.0)
     return out
 
 
@@ -142,19 +168,23 @@ def situation_ids(states: np.ndarray) -> np.ndarray:
     return out
 
 
+_TARGET_PROMPTS = {situation: SITUATIONS[situation][0] for situation in PROMPT_SITUATION.values()}
+"""Target situation -> its paper prompt (the first paraphrase)."""
+
+
 def distance_caption(distance_m: float) -> str:
     cm = int(5 * round(distance_m * 100 / 5))
     return f"a robot gripper about {cm} centimetres from a red cube"
 
 
-def sample_captions(states: np.ndarray, rng: np.random.Generator,
-                    graded_rate: float | tuple[float, float] = GRADED_PROMPT_RATE, graded_band: str = "wide") -> list[str]:
+def sample_captions(states: np.ndarray, rng: np.random.Generator, captions: CaptionConfig = CaptionConfig()) -> list[str]:
     """One training caption per state: a random paraphrase of its situation, sometimes a
     progress-graded prompt, a distance caption (near/far states) or the neutral baseline."""
     s = np.atleast_2d(np.asarray(states, dtype=np.float64))
     sit = situation_ids(s)
     dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
-    graded = graded_prompt_probabilities(s, graded_rate, graded_band)
+    graded = _graded(sit, dist, captions)
+    target_rate = captions.target_prompt_rate
     out = []
     for i, k in enumerate(sit):
         name = SITUATION_NAMES[k]
@@ -167,6 +197,9 @@ def sample_captions(states: np.ndarray, rng: np.random.Generator,
             out.append(ALIGN_PROMPT)
         elif name in ("near", "far", "very_far") and r < 0.55:
             out.append(distance_caption(dist[i]))
+        elif target_rate is not None and name in _TARGET_PROMPTS:
+            others = SITUATIONS[name][1:]
+            out.append(_TARGET_PROMPTS[name] if rng.random() < target_rate else others[rng.integers(len(others))])
         else:
             choices = SITUATIONS[name]
             out.append(choices[rng.integers(len(choices))])
