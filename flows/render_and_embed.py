@@ -80,7 +80,8 @@ def embed(path: str, vlm: Any, batch_size: int):
     from pipeline.embed import embed_store
 
     result = embed_store(path, vlm, batch_size=batch_size, progress=False)
-    get_run_logger().info("embedded %d rows with %s", result.rows_embedded, result.model_id)
+    copied = f" ({result.rows_copied} copied from {result.copied_from}: same image tower)" if result.rows_copied else ""
+    get_run_logger().info("embedded %d rows with %s%s", result.rows_embedded, result.model_id, copied)
     return result
 
 

@@ -21,8 +21,24 @@ class EmbedResult:
     store: str
     model_id: str
     rows_embedded: int
+    """Rows given embeddings by this call (encoded or copied)."""
     rows_total: int
     embed_dim: int
+    rows_copied: int = 0
+    """Of rows_embedded, those copied from a stored model with the same image tower."""
+    copied_from: str | None = None
+
+
+COPY_ROWS = 4096
+"""Rows per read-write when copying another model's image embeddings."""
+
+
+def same_image_tower(store, model_id: str, image_tower: str) -> str | None:
+    """The stored model (other than ``model_id``) whose embeddings came from the same image
+    tower (``VLM.image_tower_id``, recorded at embed time), with the most embedded rows."""
+    found = [other for other in store.model_ids()
+             if other != model_id and store.embedding_info(other)["meta"].get("image_tower") == image_tower]
+    return max(found, key=store.embedded_rows, default=None)
 
 
 def prompt_texts(prompts: PromptConfig) -> list[str]:
@@ -40,7 +56,8 @@ def embed_store(path: str | Path, model: str | object, batch_size: int = 64, pro
 
     Frames are read in runs of whole frame chunks and embedded ``batch_size`` images per
     model call; each run is committed before the next, so a killed run resumes where it
-    stopped.
+    stopped. Rows that a stored model with the same image tower already embedded (a text
+    tower tuned with the image tower locked) are copied, not encoded again.
     """
     from rich.progress import Progress
 
@@ -58,10 +75,19 @@ def embed_store(path: str | Path, model: str | object, batch_size: int = 64, pro
         chunk_rows = Chunking(**store.info["chunking"]).frame_rows_for(*store.resolution)
         rows_per_read = max(chunk_rows, (max(batch_size, views) // views) // chunk_rows * chunk_rows)
         meta = {"spec": str(vlm.spec), "image_size": vlm.image_size, "normalised": True,
-                "preprocess": {k: v for k, v in vlm.preprocess_cfg.items() if k in ("size", "mean", "std", "resize_mode")}}
+                "preprocess": {k: v for k, v in vlm.preprocess_cfg.items() if k in ("size", "mean", "std", "resize_mode")},
+                "image_tower": vlm.image_tower_id if start < n else None}  # hashing a big tower takes seconds
+        donor = same_image_tower(store, vlm.model_id, vlm.image_tower_id) if start < n else None
+        copy_stop = max(start, store.embedded_rows(donor)) if donor else start
+        if copy_stop > start:
+            meta["image_embeddings_from"] = donor
         with Progress(disable=not progress) as bar:
             task = bar.add_task(f"embed {vlm.model_id}", total=n, completed=start)
-            for s in range(start, n, rows_per_read):
+            for s in range(start, copy_stop, COPY_ROWS):
+                e = min(copy_stop, s + COPY_ROWS)
+                store.add_embeddings(vlm.model_id, s, store.embeddings(donor, slice(s, e)), meta=meta)
+                bar.advance(task, e - s)
+            for s in range(copy_stop, n, rows_per_read):
                 e = min(n, s + rows_per_read)
                 frames = store.read(slice(s, e), fields=["frames"])["frames"]
                 flat = frames.reshape(-1, *frames.shape[2:])
@@ -70,7 +96,8 @@ def embed_store(path: str | Path, model: str | object, batch_size: int = 64, pro
                 bar.advance(task, e - s)
         texts = prompt_texts(prompts)
         store.set_text_embeddings(vlm.model_id, dict(zip(texts, vlm.encode_text(texts))))
-        return EmbedResult(str(path), vlm.model_id, n - start, n, vlm.embed_dim)
+        copied = copy_stop - start
+        return EmbedResult(str(path), vlm.model_id, n - start, n, vlm.embed_dim, copied, donor if copied else None)
 
 
 def stored_text_embeddings(store, model_id: str, prompts: PromptConfig, single_prompt: bool = False):

@@ -110,6 +110,7 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
     summary = {
         "store": path, "rows": rendered.rows, "episodes_rendered": rendered.episodes_rendered,
         "resumed": rendered.resumed, "model_id": embedded.model_id, "rows_embedded": embedded.rows_embedded,
+        "rows_copied": embedded.rows_copied, "copied_from": embedded.copied_from,
         "cache_files": cache["files"], "cache_status": cache["status"], "quality": quality,
         "run_record": str(record), "seconds": seconds,
     }
@@ -141,7 +142,9 @@ def format_summary(summary: dict) -> str:
     f = lambda x: "n/a" if x != x else f"{x:.4g}"  # noqa: E731  (NaN when a phase has no states)
     lines = [
         f"store {summary['store']}: {summary['rows']} rows ({summary['episodes_rendered']} episodes rendered now), "
-        f"embeddings {summary['model_id']}",
+        f"embeddings {summary['model_id']}"
+        + (f" ({summary['rows_copied']} rows copied from {summary['copied_from']}: same image tower)"
+           if summary.get("rows_copied") else ""),
         "reward quality (multi-view mean, alpha %.1f, within rule phases):" % summary["quality"]["alpha"],
         f"  approach: Spearman(score, -distance) {f(q['approach_spearman'])}, p5-p95 spread {f(q['approach_spread'])}, n={q['approach_count']}",
         f"  align:    Spearman(score, -distance) {f(q['align_spearman'])}, p5-p95 spread {f(q['align_spread'])}, n={q['align_count']}",

@@ -143,10 +143,13 @@ class TrainingData:
                    np.full(n, expert), list(views))
 
     @classmethod
-    def from_stores(cls, paths: Sequence[str | Path], embeddings_of: str | None = None) -> "TrainingData":
+    def from_stores(cls, paths: Sequence[str | Path], embeddings_of: str | None = None,
+                    image_tower: str | None = None) -> "TrainingData":
         """Rows of one or more dataset stores; episode ids are made unique across stores.
         ``embeddings_of``: a model spec whose stored image embeddings to load too (when a
-        store has them for every row)."""
+        store has them for every row); ``image_tower``: its ``VLM.image_tower_id``, so that
+        embeddings stored by another model with the same image tower serve as well."""
+        from pipeline.embed import same_image_tower
         from rmtl.vlm.spec import parse_spec
         from storage.dataset import DatasetStore
 
@@ -157,9 +160,11 @@ class TrainingData:
                 d = store.read(fields=["frames", "state", "episode", "step"])
                 policy = store.info.get("provenance", {}).get("policy", "expert")
                 n = len(d["state"])
-                emb = None
-                if model_id in store.model_ids() and store.embedded_rows(model_id) == n:
-                    emb = np.asarray(store.embeddings(model_id, slice(0, n)), dtype=np.float32)
+                emb, source = None, model_id
+                if image_tower and source is not None and store.embedded_rows(source) < n:
+                    source = same_image_tower(store, model_id, image_tower) or model_id
+                if source is not None and store.embedded_rows(source) == n:
+                    emb = np.asarray(store.embeddings(source, slice(0, n)), dtype=np.float32)
                 parts.append(cls(d["frames"], d["state"], d["episode"] + offset, d["step"],
                                  np.full(n, policy == "expert"), store.views, emb))
                 offset = int(parts[-1].episode.max()) + 1 if len(d["state"]) else offset
@@ -507,7 +512,13 @@ def main(argv: list[str] | None = None) -> None:
     args, cfg = parse_args(argv)
     parts, desc = [], []
     if args.store:
-        parts.append(TrainingData.from_stores(args.store, embeddings_of=cfg.init if cfg.tune == "text" else None))
+        tower = None
+        if cfg.tune == "text":  # the locked tower's id finds its stored embeddings under any model id
+            from rmtl.vlm import load_vlm
+
+            tower = load_vlm(cfg.init, device="cpu", precision="fp32").image_tower_id
+        parts.append(TrainingData.from_stores(args.store, embeddings_of=cfg.init if cfg.tune == "text" else None,
+                                              image_tower=tower))
         desc.append(f"stores {', '.join(args.store)}")
     if args.render_episodes or args.random_episodes:
         from pipeline.rollout import RolloutConfig, map_rollouts

@@ -39,6 +39,42 @@ def test_render_resumes_without_duplicates(tmp_path):
         assert len(pairs) == store.num_rows  # no duplicated (episode, step)
 
 
+def test_embed_copies_image_embeddings_of_a_model_with_the_same_image_tower(tmp_path, monkeypatch):
+    import torch
+
+    from pipeline.train_vlm import save_model
+    from rmtl.vlm import load_vlm
+
+    path = tmp_path / "s.zarr"
+    render_to_store(path, tiny_rollout(episodes=2), progress=False)
+    first = embed_store(path, "rmtl-fetch-tiny", batch_size=16, progress=False)
+    render_to_store(path, tiny_rollout(episodes=3), progress=False)  # rows the first model has not embedded
+    tuned = load_vlm("rmtl-fetch-tiny", device="cpu")
+    with torch.no_grad():
+        tuned.model.token_embedding.weight.add_(0.01)  # text tower tuned, image tower locked
+    (tmp_path / "tuned").mkdir()
+    save_model(tuned, "rmtl-fetch-tiny", tmp_path / "tuned")
+    tuned = load_vlm(str(tmp_path / "tuned"), device="cpu")
+    encoded = []
+    real = tuned.encode_images
+    monkeypatch.setattr(tuned, "encode_images", lambda images, **kw: encoded.append(len(images)) or real(images, **kw))
+    result = embed_store(path, tuned, batch_size=16, progress=False)
+    n = result.rows_total
+    assert (result.rows_copied, result.copied_from, result.rows_embedded) == (first.rows_total, first.model_id, n)
+    assert sum(encoded) == (n - first.rows_total) * len(VIEWS)  # only the new rows went through the tower
+    embed_store(path, "rmtl-fetch-tiny", batch_size=16, progress=False)  # the first model catches up
+    with DatasetStore.open(path) as store:
+        np.testing.assert_array_equal(store.embeddings(result.model_id, slice(0, first.rows_total)),
+                                      store.embeddings(first.model_id, slice(0, first.rows_total)))
+        np.testing.assert_allclose(store.embeddings(result.model_id).astype(np.float32),
+                                   store.embeddings(first.model_id).astype(np.float32), atol=2e-3)
+        assert store.embedding_info(result.model_id)["meta"]["image_embeddings_from"] == first.model_id
+        ours, theirs = store.text_embeddings(result.model_id), store.text_embeddings(first.model_id)
+        assert not np.allclose(ours[PromptConfig().grasp[0]], theirs[PromptConfig().grasp[0]])  # its own text tower
+    other = embed_store(path, MODEL, batch_size=16, progress=False)  # another image tower: encoded
+    assert other.rows_copied == 0 and other.copied_from is None
+
+
 def test_render_refuses_resume_with_other_settings(tmp_path):
     path = tmp_path / "s.zarr"
     render_to_store(path, tiny_rollout(episodes=1), progress=False)

@@ -149,6 +149,13 @@ def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tmp_path):
     fresh = encode_rows(load_vlm("rmtl-fetch-tiny", device="cpu"), data, np.arange(3))
     np.testing.assert_allclose(data.image_embeddings[:3], fresh, atol=2e-3)
     assert TrainingData.from_stores([store], embeddings_of="rmtl-fetch-tiny@random").image_embeddings is None
+    # Another model id (here one with no embeddings in the store) whose image tower is the
+    # stored model's: found through the tower id.
+    tower = load_vlm("rmtl-fetch-tiny", device="cpu").image_tower_id
+    found = TrainingData.from_stores([store], embeddings_of="rmtl-fetch-tiny@random", image_tower=tower)
+    np.testing.assert_array_equal(found.image_embeddings, data.image_embeddings)
+    assert TrainingData.from_stores([store], embeddings_of="rmtl-fetch-tiny@random",
+                                    image_tower="0" * 12).image_embeddings is None
 
 
 def test_model_card_says_where_the_weights_started_and_the_goal_baseline_cosines(tmp_path):

@@ -82,3 +82,20 @@ def test_cuda_defaults_to_bf16_autocast_and_matches_cpu(frames):
     np.testing.assert_allclose(np.linalg.norm(b, axis=1), 1.0, atol=1e-4)
     assert (a * b).sum(1).min() > 0.99  # bf16 compute, same model
     assert (cpu.encode_text(["a red cube"]) * gpu.encode_text(["a red cube"])).sum() > 0.99
+
+
+def test_image_tower_id_changes_with_the_image_tower_only(tmp_path):
+    from pipeline.train_vlm import save_model
+    from rmtl.vlm import load_vlm
+
+    shipped = load_vlm("rmtl-fetch-tiny", device="cpu")
+    assert load_vlm("rmtl-fetch-tiny", device="cpu").image_tower_id == shipped.image_tower_id
+    with torch.no_grad():
+        shipped.model.token_embedding.weight.add_(0.01)  # a text-tower change
+    save_model(shipped, "rmtl-fetch-tiny", tmp_path)
+    retexted = load_vlm(str(tmp_path), device="cpu")  # saved as float16, reloaded: same tower, new model id
+    assert retexted.model_id != shipped.model_id and retexted.image_tower_id == shipped.image_tower_id
+    with torch.no_grad():
+        next(retexted.model.visual.parameters()).add_(0.01)
+    del retexted.__dict__["image_tower_id"]  # cached per instance
+    assert retexted.image_tower_id != shipped.image_tower_id

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import json
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -97,6 +100,23 @@ class VLM:
     def model_id(self) -> str:
         """Filesystem-safe id of this model and its weights (Zarr array name of its embeddings)."""
         return self.spec.model_id
+
+    @functools.cached_property
+    def image_tower_id(self) -> str:
+        """Twelve hex digits identifying the image tower's weights and preprocessing.
+
+        Two models with the same image tower (e.g. a text tower fine-tuned with the image
+        tower locked) embed images identically, so stored image embeddings of one serve
+        the other (:func:`pipeline.embed.embed_store`). Hashes every parameter and buffer
+        of the tower as float32, so the id does not depend on the checkpoint's dtype.
+        """
+        h = hashlib.sha256(json.dumps({k: self.preprocess_cfg.get(k) for k in ("size", "mean", "std", "resize_mode",
+                                                                                 "interpolation")},
+                                      sort_keys=True, default=str).encode())
+        for name, tensor in sorted(self.model.visual.state_dict().items()):
+            h.update(f"{name}:{tuple(tensor.shape)}".encode())
+            h.update(tensor.detach().to("cpu", torch.float32).contiguous().numpy().tobytes())
+        return h.hexdigest()[:12]
 
     @property
     def image_size(self) -> int:
