@@ -74,10 +74,11 @@ def embed_store(path: str | Path, model: str | object, batch_size: int = 64, pro
         start = store.embedded_rows(vlm.model_id)
         chunk_rows = Chunking(**store.info["chunking"]).frame_rows_for(*store.resolution)
         rows_per_read = max(chunk_rows, (max(batch_size, views) // views) // chunk_rows * chunk_rows)
+        tower = vlm.image_tower_id if start < n else None  # hashing a big tower takes seconds: only when needed
         meta = {"spec": str(vlm.spec), "image_size": vlm.image_size, "normalised": True,
                 "preprocess": {k: v for k, v in vlm.preprocess_cfg.items() if k in ("size", "mean", "std", "resize_mode")},
-                "image_tower": vlm.image_tower_id if start < n else None}  # hashing a big tower takes seconds
-        donor = same_image_tower(store, vlm.model_id, vlm.image_tower_id) if start < n else None
+                "image_tower": tower}
+        donor = same_image_tower(store, vlm.model_id, tower) if tower else None
         copy_stop = max(start, store.embedded_rows(donor)) if donor else start
         if copy_stop > start:
             meta["image_embeddings_from"] = donor

@@ -268,11 +268,14 @@ def _summary(m: dict) -> str:
     return (f"approach {x['approach_spearman']:.3f} (spread {x['approach_spread']:.3f})  "
             f"align {x['align_spearman']:.3f} (spread {x['align_spread']:.3f})  "
             f"grasp AUC {x['grasp_auc']:.3f}  right prompt {x['right_prompt_accuracy']:.3f}  goal-baseline cosine "
-            + "/".join(f"{c:.2f}" for c in m["goal_baseline_cosine"].values()))
+            + ("/".join(f"{c:.2f}" for c in m.get("goal_baseline_cosine", {}).values()) or "n/a"))
 
 
-def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Path, progress: bool = True) -> dict:
-    """Train, evaluate and save a domain CLIP; resumes from ``out_dir/checkpoint.pt``."""
+def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Path, progress: bool = True,
+                     vlm=None) -> dict:
+    """Train, evaluate and save a domain CLIP; resumes from ``out_dir/checkpoint.pt``.
+    ``vlm``: the model to train, already loaded as ``load_vlm(cfg.init or MODEL@random,
+    device=cfg.device, precision='fp32')`` (None: load it here)."""
     import torch
     from tqdm import tqdm
 
@@ -285,7 +288,8 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
-    vlm = load_vlm(cfg.init or f"{cfg.model}@random", device=cfg.device, precision="fp32")
+    if vlm is None:
+        vlm = load_vlm(cfg.init or f"{cfg.model}@random", device=cfg.device, precision="fp32")
     model, device = vlm.model, vlm.device
     use_bf16 = device.type == "cuda"
     holdout = data.holdout_mask(cfg.holdout_fraction)
@@ -379,12 +383,13 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
                 img = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
             else:
                 img = locked_t[torch.from_numpy(rows).to(device), torch.from_numpy(views).to(device)]
-            txt = encode_captions(captions)
-            logits = model.logit_scale.exp() * img.float() @ txt.float().T
+            # One text-tower pass for the batch's captions and the prompts the balance compares.
+            texts = encode_captions(captions + (balance_texts if cfg.baseline_balance > 0 else [])).float()
+            txt, prompts = texts[: len(captions)], texts[len(captions):]
+            logits = model.logit_scale.exp() * img.float() @ txt.T
         loss = 0.5 * (torch.sum(-targets * logits.log_softmax(1), 1).mean()
                       + torch.sum(-targets.T * logits.T.log_softmax(1), 1).mean())
         if cfg.baseline_balance > 0:
-            prompts = encode_captions(balance_texts).float()
             loss = loss + cfg.baseline_balance * baseline_balance_penalty(prompts[1:], prompts[0])
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -511,12 +516,14 @@ def main(argv: list[str] | None = None) -> None:
 
     args, cfg = parse_args(argv)
     parts, desc = [], []
+    init_vlm = None
     if args.store:
         tower = None
         if cfg.tune == "text":  # the locked tower's id finds its stored embeddings under any model id
             from rmtl.vlm import load_vlm
 
-            tower = load_vlm(cfg.init, device="cpu", precision="fp32").image_tower_id
+            init_vlm = load_vlm(cfg.init, device=cfg.device, precision="fp32")  # trained below, not loaded twice
+            tower = init_vlm.image_tower_id
         parts.append(TrainingData.from_stores(args.store, embeddings_of=cfg.init if cfg.tune == "text" else None,
                                               image_tower=tower))
         desc.append(f"stores {', '.join(args.store)}")
@@ -535,7 +542,7 @@ def main(argv: list[str] | None = None) -> None:
                             f"{args.resolution} px, curriculum stages 0-4, noise {rc.noise_std}/{2 * rc.noise_std})")
                 offset += n
     data = TrainingData.concat(parts)
-    metrics = train_reward_vlm(data, cfg, args.out)
+    metrics = train_reward_vlm(data, cfg, args.out, vlm=init_vlm)
     write_model_card(args.out, cfg, "; ".join(desc), metrics, "python -m pipeline.train_vlm " + " ".join(sys.argv[1:]))
     print(f"final: {_summary(metrics['final'])}\nwrote {args.out}")
 
