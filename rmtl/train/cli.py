@@ -13,6 +13,8 @@ from typing import List, Optional
 
 import typer
 
+from rmtl.console import check_output_dir, check_output_file
+
 train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1: PPO worker).")
 
 
@@ -50,6 +52,7 @@ def stage1_cmd(
     if cache:
         direct["cache"] = cache
     cfg = stage1_config(variant, base, **deep_merge(direct, ov))
+    check_output_dir(cfg.run_dir(), "--out" if out else "run directory")  # before the reward model loads
     run = train_stage1(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
@@ -69,6 +72,8 @@ def eval_cmd(
     """Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."""
     from rmtl.train.evaluate import evaluate_checkpoint
 
+    if out is not None:
+        check_output_file(out, "--out")
     res = evaluate_checkpoint(checkpoint, episodes, seed, deterministic=not stochastic)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -83,6 +88,7 @@ def report_cmd(
     """Paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels) and the final success table."""
     from rmtl.train.report import stage1_report
 
+    check_output_dir(out, "--out")
     paths = stage1_report(runs, out)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["final_success_md"].read_text())
@@ -111,6 +117,7 @@ def stage2_cmd(
     if bc_labels is not None:
         direct["bc"] = {"labels": bc_labels}
     cfg = Stage2Config.make(**deep_merge(deep_merge(data, direct), parse_overrides(set_ or [])))
+    check_output_dir(cfg.run_dir(), "--out" if out else "run directory")  # before the reward model loads
     run = train_stage2(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev, bc = summary.get("final_eval") or {}, summary.get("bc") or {}
@@ -134,6 +141,7 @@ def stage2_report_cmd(
     """Paper Fig. 7: random-start success (95% CI) of PPO without phase input, worker + rule, worker + manager, single prompt."""
     from rmtl.train.report import stage2_report
 
+    check_output_dir(out, "--out")
     paths = stage2_report(run, out, no_phase=no_phase, single_prompt=single_prompt, episodes=episodes, seed=seed,
                           traces=traces)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
