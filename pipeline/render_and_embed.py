@@ -158,12 +158,12 @@ def render_and_embed(cfg: RenderAndEmbedConfig, progress: bool = True) -> dict:
     """Run the job; returns a summary with the paths of what it wrote."""
     from dataclasses import replace
 
+    t0 = time.perf_counter()
+    preflight(cfg)  # before the heavy imports and the model
     from pipeline.embed import embed_store
     from pipeline.render import open_for_render, render_into
     from rmtl.vlm import load_vlm
 
-    t0 = time.perf_counter()
-    preflight(cfg)
     vlm = load_vlm(cfg.model)  # before any rendering: a bad model spec fails first
     path = cfg.store_path()
     rollout = rollout_config(cfg, cfg.resolution or vlm.image_size)

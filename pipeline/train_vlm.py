@@ -514,7 +514,7 @@ def parse_args(argv: list[str] | None = None, prog: str | None = None):
 
     from rmtl.console import ArgumentParser
 
-    ap = ArgumentParser(prog=prog, description="Train the domain reward VLM (see module docstring).")
+    ap = ArgumentParser(prog=prog or "python -m pipeline.train_vlm", description="Train the domain reward VLM (see module docstring).")
     ap.add_argument("--store", action="append", default=[], help="dataset store(s) with frames")
     ap.add_argument("--render-episodes", type=int, default=0, help="render this many expert episodes instead")
     ap.add_argument("--random-episodes", type=int, default=0, help="and this many random-action episodes")

@@ -22,10 +22,13 @@ are one line (:class:`ArgumentParser`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
+import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
@@ -135,6 +138,32 @@ def _code_for(err: BaseException) -> int | None:
     return None
 
 
+_SIGINT_SEEN = threading.Event()
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    _SIGINT_SEEN.set()
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _watch_sigint():
+    """Note that SIGINT arrived (then raise KeyboardInterrupt as Python does): libraries
+    sometimes wrap the KeyboardInterrupt in their own error (ctypes, while MuJoCo renders,
+    raises ``ArgumentError: argument 1: KeyboardInterrupt``), which must still end as an
+    interruption. Only in the main thread, and only over Python's default handler."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    _SIGINT_SEEN.clear()
+    signal.signal(signal.SIGINT, _on_sigint)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def exit_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     """Run ``fn`` and return the exit status for how it ended, printing the one error line.
 
@@ -142,7 +171,8 @@ def exit_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     """
     debug = os.environ.get("RMTL_DEBUG", "").strip() not in ("", "0")
     try:
-        rv = fn(*args, **kwargs)
+        with _watch_sigint():
+            rv = fn(*args, **kwargs)
     except KeyboardInterrupt:
         if debug:
             raise
@@ -157,6 +187,9 @@ def exit_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         usage, exits, _ = _usage_exceptions()
         if debug and not (exits and isinstance(e, exits)):
             raise
+        if _SIGINT_SEEN.is_set() and not (exits and isinstance(e, exits)):
+            report(INTERRUPTED)  # a KeyboardInterrupt that a library wrapped in its own error
+            return EXIT_INTERRUPTED
         code = _code_for(e)
         if code is None:
             raise

@@ -142,10 +142,29 @@ def stage2_report_cmd(
     from rmtl.train.report import stage2_report
 
     check_output_dir(out, "--out")
+    _check_stage2_run(run)
     paths = stage2_report(run, out, no_phase=no_phase, single_prompt=single_prompt, episodes=episodes, seed=seed,
                           traces=traces)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["behaviour_md"].read_text())
+
+
+def _check_stage2_run(run: Path) -> None:
+    """A Stage-2 run directory or checkpoint, with the files the report reads (one line if not)."""
+    from rmtl.errors import ConfigError
+    from rmtl.train.evaluate import resolve_checkpoint
+
+    ck = resolve_checkpoint(run)
+    fix = "pass a run directory (or checkpoint) written by rmtl train stage2"
+    try:
+        meta = json.loads((ck / "meta.json").read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{ck} has no meta.json, so it is not a Stage-2 checkpoint; {fix}") from None
+    except ValueError as e:
+        raise ConfigError(f"{ck / 'meta.json'} is not valid JSON ({e}); {fix}") from None
+    if not isinstance(meta, dict) or "env" not in (meta.get("config") or {}) or not (ck / "manager.pt").is_file():
+        raise ConfigError(f"{ck} is not a Stage-2 checkpoint (its meta.json has no Stage-1 config, or it has no "
+                          f"manager.pt); {fix}")
 
 
 def _run_fields(steps: int | None, seed: int | None, out: Path | None, progress: bool) -> dict:
