@@ -48,24 +48,34 @@ def dask_client(workers: int, address: str | None = None):
             yield client
 
 
+def check_settings(store, config: RolloutConfig, render: bool = True, kind: str = "rollout",
+                   resolution: bool = True) -> None:
+    """Raise one StoreError line if ``store`` was rendered with other settings than
+    ``config`` (resolution=False: the resolution is not known yet and is not compared)."""
+    provenance = store.info.get("provenance", {})
+    rollout = provenance.get("rollout", {})
+    wanted = config.model_dump(mode="json")
+    diff = [k for k in RESUME_KEYS if rollout.get(k) != wanted[k]]
+    if render and (list(store.views) != list(config.views) or (resolution and store.resolution[0] != config.resolution)):
+        diff.append("views/resolution")
+    if provenance.get("kind", "rollout") != kind or store.has_frames != render:
+        diff.append(f"kind (not a {kind} store)")
+    if diff:
+        shown = ", ".join(f"{k} {rollout.get(k)!r} there, {wanted[k]!r} now" if k in wanted else k for k in diff)
+        raise StoreError(f"{store.path} was rendered with different settings ({shown}); "
+                         "use a new store path, or pass the settings it was made with")
+
+
 def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: bool, kind: str):
     from storage.dataset import DatasetStore
 
     if path.exists() and not overwrite and any(path.iterdir()):
         store = DatasetStore.open(path, "a")
-        provenance = store.info.get("provenance", {})
-        rollout = provenance.get("rollout", {})
-        wanted = config.model_dump(mode="json")
-        diff = [k for k in RESUME_KEYS if rollout.get(k) != wanted[k]]
-        if render and (list(store.views) != list(config.views) or store.resolution[0] != config.resolution):
-            diff.append("views/resolution")
-        if provenance.get("kind", "rollout") != kind or store.has_frames != render:
-            diff.append(f"kind (not a {kind} store)")
-        if diff:
+        try:
+            check_settings(store, config, render, kind)
+        except BaseException:
             store.close()
-            shown = ", ".join(f"{k} {rollout.get(k)!r} there, {wanted[k]!r} now" if k in wanted else k for k in diff)
-            raise StoreError(f"{path} was rendered with different settings ({shown}); "
-                             "use a new store path, or pass the settings it was made with")
+            raise
         return store, True
     from rmtl.provenance import run_record
 

@@ -115,13 +115,16 @@ def preflight(cfg: RenderAndEmbedConfig) -> None:
     from storage.location import Location
     from storage.lock import WriterLock
 
-    rollout_config(cfg, cfg.resolution or 64)  # the model picks the real resolution later
+    from pipeline.render import check_settings
+
+    rollout = rollout_config(cfg, cfg.resolution or 64)  # the model picks the real resolution later
     path = cfg.store_path()
     check_store_path(path, "store")
     loc = Location(path)
     if loc.exists() and not loc.is_empty_dir():
-        DatasetStore.open(path, "r").close()
-        WriterLock(loc).check_free()
+        with DatasetStore.open(path, "r") as store:
+            WriterLock(loc).check_free()
+            check_settings(store, rollout, resolution=cfg.resolution is not None)
 
 
 def build_cache(path, model_id: str, kind: str) -> dict:

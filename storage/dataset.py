@@ -719,7 +719,11 @@ class DatasetStore:
         except Exception as e:
             raise self._damaged(node, a, (0, a.shape[0]), e) from None
         if mat.shape[0] != len(prompts) or np.isnan(mat).any():
-            raise StoreError(f"text embeddings of '{model_id}' in {self._loc} are incomplete; set them again")
+            spec = (self.embedding_info(model_id).get("meta") or {}).get("spec", model_id) \
+                if model_id in self._emb_rows else model_id
+            raise StoreError(f"text embeddings of '{model_id}' in {self._loc} are incomplete (a write was cut short, "
+                             f"or a chunk file is missing: {VERIFY_HINT.format(store=self._loc)}); embed them again: "
+                             f"rmtl embed --store {self._loc} --model {spec}")
         return {p: mat[i] for i, p in enumerate(prompts)}
 
     # -- reading -------------------------------------------------------------------------

@@ -69,6 +69,24 @@ def hf_offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE)
 
 
+@contextlib.contextmanager
+def _no_random_init_warning():
+    """Drop OpenCLIP's root-logger warning that a model is initialised randomly: '@random'
+    asks for exactly that, and the warning would be a stray line on stderr."""
+    import logging
+
+    class Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "No pretrained weights loaded" not in record.getMessage()
+
+    f = Drop()
+    logging.getLogger().addFilter(f)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(f)
+
+
 HUB_PROBE_TIMEOUT_S = 3.0
 """How long a check that the Hugging Face hub can be reached may take before a download."""
 
@@ -333,8 +351,9 @@ def load_vlm(
     # Random weights are seeded, so the same '@random' spec (one model id) is the same
     # model in every process: a store embedded in one and a live cache in another agree.
     seeded = torch.random.fork_rng(devices=[]) if s.kind == "random" else contextlib.nullcontext()
+    quiet = _no_random_init_warning() if s.kind == "random" else contextlib.nullcontext()
     try:
-        with seeded:
+        with seeded, quiet:
             if s.kind == "random":
                 torch.manual_seed(RANDOM_WEIGHTS_SEED)
             model, _, preprocess = open_clip.create_model_and_transforms(
