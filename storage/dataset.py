@@ -812,8 +812,13 @@ class DatasetStore:
     def _damaged(self, node: str, a: Any, span: tuple[int, int], err: BaseException) -> StoreError:
         """The one-line error for a failed read of rows [span) of `node`: names the first
         damaged chunk found among those rows (or the rows, if every chunk reads alone)."""
-        limit = max(span[1], self._rows)
-        bad = next(iter(self._check_chunks(node, a, span[0], span[1], limit, missing=False)), None)
+        if node.startswith(TEXT_GROUP + "/"):
+            limit = int(a.shape[0])
+        elif node.startswith(EMBEDDINGS_GROUP + "/"):
+            limit = max((n for m, n in self._emb_rows.items() if self._emb_node(m) == node), default=span[1])
+        else:
+            limit = self._rows
+        bad = next(iter(self._check_chunks(node, a, span[0], span[1], max(limit, span[1]), missing=False)), None)
         what = bad.describe() if bad else f"{node} rows {span[0]}-{span[1] - 1}: {_reason(err)}"
         return StoreError(f"store {self._loc} is damaged: cannot read {what}; "
                           f"{VERIFY_HINT.format(store=self._loc)}, then restore the store from a copy or re-create it")
