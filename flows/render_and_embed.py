@@ -203,4 +203,6 @@ def _parse(key: str, value: str) -> Any:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from rmtl.console import finish
+
+    finish(main())

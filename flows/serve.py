@@ -108,4 +108,6 @@ def _main(argv: list[str] | None, prog: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rmtl.console import finish
+
+    finish(main())

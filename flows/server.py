@@ -387,4 +387,6 @@ def _main(argv: list[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rmtl.console import finish
+
+    finish(main())

@@ -594,4 +594,6 @@ def _main(argv: list[str] | None, prog: str | None) -> None:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from rmtl.console import finish
+
+    finish(main())

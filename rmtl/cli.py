@@ -11,7 +11,7 @@ from typing import Any, NoReturn, Optional
 
 import typer
 
-from rmtl.console import check_output_dir, check_output_file, check_store_path, exit_code
+from rmtl.console import check_output_dir, check_output_file, check_store_path, exit_code, finish
 from rmtl.errors import RmtlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RMTL: phased multi-view VLM rewards for Fetch.")
@@ -378,7 +378,7 @@ def run(argv: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """Console entry point: run the command and exit with its status (docs/errors.md)."""
-    sys.exit(run(argv))
+    finish(run(argv))
 
 
 if __name__ == "__main__":

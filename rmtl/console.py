@@ -54,6 +54,20 @@ def report(message: object) -> None:
     print(f"error: {one_line(message)}", file=sys.stderr, flush=True)
 
 
+def _quiet_exit() -> None:
+    """Keep the exit after the error line quiet: a command stopped half-way (Ctrl-C, an
+    error) can leave half-built objects whose finalisers fail, or background threads that
+    warn or log, which would add lines after the one that says what happened. Only when
+    the process is about to exit (process-wide settings)."""
+    import logging
+    import warnings
+
+    warnings.simplefilter("ignore")
+    logging.disable(logging.CRITICAL)  # e.g. asyncio's "Task was destroyed" for zarr's interrupted I/O
+    sys.unraisablehook = lambda unraisable: None
+    threading.excepthook = lambda args: None
+
+
 def _usage_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
     """(usage errors, exit requests, aborts) of typer and of click: typer >= 0.2x vendors
     its own click, whose exceptions do not derive from click's."""
@@ -197,9 +211,34 @@ def exit_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     return rv if isinstance(rv, int) and not isinstance(rv, bool) else EXIT_OK
 
 
+def finish(code: int) -> NoReturn:
+    """Exit the process with ``code``: the last call of every console entry point.
+
+    After Ctrl-C, CPython 3.11 may still end the process by SIGINT (status -2, not 130)
+    when the KeyboardInterrupt passed through code that C extensions run during an
+    import (it then sets a process-wide "unhandled KeyboardInterrupt" flag that a handled
+    exception does not clear). So an interrupted command runs the atexit handlers, flushes
+    stdio and exits with 130 directly; its ``with`` blocks (store locks) ran already."""
+    if code in (EXIT_ERROR, EXIT_INTERRUPTED):
+        _quiet_exit()
+    if code == EXIT_INTERRUPTED:
+        import atexit
+
+        try:
+            atexit._run_exitfuncs()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError, AttributeError):
+                    pass
+            os._exit(code)
+    sys.exit(code)
+
+
 def run_console(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> NoReturn:
-    """``sys.exit(exit_code(fn, ...))``: the way every console entry point ends."""
-    sys.exit(exit_code(fn, *args, **kwargs))
+    """``finish(exit_code(fn, ...))``: the way every console entry point ends."""
+    finish(exit_code(fn, *args, **kwargs))
 
 
 class ArgumentParser(argparse.ArgumentParser):
