@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.rollout import RolloutConfig, map_rollouts
+from rmtl.env.render_settings import LEGACY_RENDERER_ID
 from rmtl.errors import StoreError
 
 RESUME_KEYS = ("policy", "noise_std", "stages", "seed", "render_reset")
@@ -48,6 +49,13 @@ def dask_client(workers: int, address: str | None = None):
             yield client
 
 
+def renderer_profile(config: RolloutConfig) -> dict:
+    """The renderer settings and id of a rollout config (the paper's domain, no shadows)."""
+    from rmtl.env.fetch_lift import EnvConfig
+
+    return EnvConfig(render=config.render).render_profile()
+
+
 def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: bool, kind: str):
     from storage.dataset import DatasetStore
 
@@ -59,6 +67,8 @@ def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: 
         diff = [k for k in RESUME_KEYS if rollout.get(k) != wanted[k]]
         if render and (list(store.views) != list(config.views) or store.resolution[0] != config.resolution):
             diff.append("views/resolution")
+        if render and (store.renderer_id or LEGACY_RENDERER_ID) != renderer_profile(config)["renderer_id"]:
+            diff.append(f"renderer {store.renderer_id or LEGACY_RENDERER_ID} vs {renderer_profile(config)['renderer_id']}")
         if provenance.get("kind", "rollout") != kind or store.has_frames != render:
             diff.append(f"kind (not a {kind} store)")
         if diff:
@@ -70,7 +80,7 @@ def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: 
 
     store = DatasetStore.create(
         path, views=config.views, resolution=config.resolution, overwrite=overwrite, frames=render,
-        visual_domain=True, seeds={"base": config.seed},
+        visual_domain=True, renderer=renderer_profile(config) if render else None, seeds={"base": config.seed},
         provenance={"kind": kind, "policy": config.policy, "rollout": config.model_dump(mode="json"),
                     "run": run_record()},
     )

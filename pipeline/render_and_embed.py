@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 
 from rmtl.config import Config
 from rmtl.env.cameras import Resolution, ViewNames
+from rmtl.env.render_settings import RenderSettings
 from rmtl.provenance import data_dir
 
 DEFAULT_MODEL = "rmtl-fetch-tiny"
@@ -50,6 +51,8 @@ class RenderAndEmbedConfig(Config):
     """FAISS index of the state cache: 'flat' or 'hnsw'."""
     alpha: float = Field(0.9, ge=0, le=1)
     """Projection alpha of the quality summary."""
+    render: RenderSettings = RenderSettings()
+    """Renderer settings (culling, mesh simplification, anti-aliasing; rmtl.env.render_settings)."""
 
     @field_validator("cache_kind")
     @classmethod
@@ -86,7 +89,8 @@ def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):
     from pipeline.rollout import RolloutConfig
 
     return RolloutConfig.make(episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
-                              stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed)
+                              stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed,
+                              render=cfg.render)
 
 
 def build_cache(path: str, model_id: str, kind: str) -> dict:

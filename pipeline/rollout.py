@@ -18,6 +18,7 @@ from pydantic import Field, field_validator
 import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
 from rmtl.config import Config
 from rmtl.env.cameras import Resolution, ViewNames
+from rmtl.env.render_settings import RenderSettings
 from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.state import state_key
 from rmtl.errors import ConfigError
@@ -44,6 +45,8 @@ class RolloutConfig(Config):
     """Base seed: episode i resets with seed + i."""
     render_reset: bool = True
     """Also store the reset state (step 0) of each episode."""
+    render: RenderSettings = RenderSettings()
+    """Renderer settings (culling, mesh simplification, anti-aliasing); a store keeps one renderer."""
 
     @field_validator("stages")
     @classmethod
@@ -102,7 +105,7 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
 
     own = env is None
     if own:
-        env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution)
+        env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution, render=config.render)
     fields = ("frames",) * render + ("state", "episode", "step", "phase_rule", "success", "difficulty")
     cols: dict[str, list] = {k: [] for k in fields}
 

@@ -106,8 +106,13 @@ class Stage1Config(Config):
     """Append the active phase one-hot to the observation (key 'phase')."""
 
     # ---------------------------------------------------------------- run management
-    vec_env: Literal["dummy", "subproc"] = "dummy"
-    """SB3 vec env class: 'subproc' renders the sub-envs in parallel processes."""
+    vec_env: Literal["workers", "dummy", "subproc"] = "workers"
+    """'workers': the sub-envs step and render in ``workers`` processes (rmtl.train.vec_env);
+    'dummy': all in the learner process; 'subproc': SB3's one process per env."""
+    workers: int | None = Field(None, ge=1)
+    """Worker processes for vec_env='workers'; None: one per available core (at most n_envs)."""
+    worker_threads: int = Field(1, ge=1)
+    """Threads of each worker's pools (OpenMP, MKL, torch, Mesa llvmpipe), set before they start."""
     checkpoint_every: int = Field(50_000, ge=1)
     """Env steps between checkpoints (model, curriculum state, VecNormalize)."""
     eval_every: int = Field(20_000, ge=0)

@@ -49,7 +49,7 @@ SourceFactory = Callable[[Stage1Config, Any], Any]
 """(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
-                      "eval_episodes", "torch_threads", "vec_env", "device"}
+                      "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device"}
 """Fields a resumed run may change; any other difference is refused."""
 
 
@@ -89,9 +89,13 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
     timings = timings or Timings()
-    vec_cls = SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv
     make = functools.partial(_make_env, config.env, config.uses_vlm)
-    raw = vec_cls([make for _ in range(config.n_envs)])
+    if config.vec_env == "workers":
+        from rmtl.train.vec_env import ProcessGroupVecEnv
+
+        raw = ProcessGroupVecEnv([make] * config.n_envs, config.workers, config.worker_threads)
+    else:
+        raw = (SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv)([make for _ in range(config.n_envs)])
     venv: Any = SimTimer(raw, timings)
     timed = None
     if config.uses_vlm:
