@@ -57,6 +57,12 @@ class CacheConfig(Config):
     """Append rendered misses (frames, states, embeddings) to the store and the index."""
     persist_every: int = Field(0, ge=0)
     """Persist the grown index every this many vec-env steps (0: only at checkpoints and the end)."""
+    atlas: tuple[str, ...] = ()
+    """Read-only atlas stores (storage.catalogue) looked up together with the run's overlay; replaces ``store``."""
+    overlay: str | None = None
+    """The run's own store of rendered misses (appended off the rollout path); None: <run dir>/overlay.zarr."""
+    audit_every: int = Field(50, ge=0)
+    """Every this many vec-env steps render one cache hit fresh and log its score error (0: never)."""
 
 
 class Stage1Config(Config):
