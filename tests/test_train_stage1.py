@@ -16,7 +16,7 @@ from rmtl.train.config import VARIANTS, stage1_config
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
 SMOKE_STEPS = 128  # 4 PPO updates of 2 envs x 16 steps
-SHAPING_ONLY = ("rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
+SHAPING_ONLY = ("rmtl_phase_offset", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
 
 
 def smoke_steps(variant: str) -> int:

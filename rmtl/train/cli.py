@@ -19,8 +19,9 @@ train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1:
 @train_app.command("stage1")
 def stage1_cmd(
     variant: str = typer.Option("rmtl", help="Variant: rmtl, single_prompt_multi_view, single_prompt_single_view, "
-                                             "no_curriculum, no_phase_input, dense_reference, rmtl_no_phase_offset, "
-                                             "rmtl_no_trend_momentum, rmtl_level_only."),
+                                             "no_curriculum, no_phase_input, dense_reference, rmtl_phase_offset, "
+                                             "rmtl_no_trend_momentum (rmtl_no_phase_offset = rmtl, "
+                                             "rmtl_level_only = rmtl_no_trend_momentum)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Total env steps (default 600000)."),
     seed: Optional[int] = typer.Option(None, help="Seed (default 0)."),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML Stage1Config to start from (the variant is applied on top)."),
