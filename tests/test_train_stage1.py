@@ -180,7 +180,7 @@ def test_cli_commands(runs, tmp_path):
     res = r.invoke(app, ["eval", str(runs["dense_reference"]), "--episodes", "1", "--out", str(tmp_path / "e.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 1
-    res = r.invoke(app, ["report", str(runs["rmtl"]), "--out", str(tmp_path / "rep")])
+    res = r.invoke(app, ["report", str(runs["rmtl"]), "--out", str(tmp_path / "rep"), "--no-select"])
     assert res.exit_code == 0 and (tmp_path / "rep" / "success_vs_steps.png").is_file()
     # training through the CLI: a dense run resumed to more steps with --set overrides
     args = ["train", "stage1", "--variant", "dense_reference", "--steps", "32", "--out", str(tmp_path / "d"),
