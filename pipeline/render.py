@@ -15,7 +15,7 @@ from pipeline.rollout import RolloutConfig, map_rollouts
 from rmtl.env.render_settings import LEGACY_RENDERER_ID
 from rmtl.errors import StoreError
 
-RESUME_KEYS = ("policy", "noise_std", "stages", "seed", "render_reset")
+RESUME_KEYS = ("policy", "noise_std", "noise_levels", "deterministic", "stages", "seed", "render_reset")
 """Rollout settings that must match to resume a store (views/resolution are checked too)."""
 
 
@@ -64,7 +64,8 @@ def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: 
         provenance = store.info.get("provenance", {})
         rollout = provenance.get("rollout", {})
         wanted = config.model_dump(mode="json")
-        diff = [k for k in RESUME_KEYS if rollout.get(k) != wanted[k]]
+        # A key missing from an older store's provenance had its field's default then.
+        diff = [k for k in RESUME_KEYS if rollout.get(k, RolloutConfig.model_fields[k].default) != wanted[k]]
         if render and (list(store.views) != list(config.views) or store.resolution[0] != config.resolution):
             diff.append("views/resolution")
         if render and (store.renderer_id or LEGACY_RENDERER_ID) != renderer_profile(config)["renderer_id"]:

@@ -31,6 +31,10 @@ class RenderAndEmbedConfig(Config):
     """'expert' (noisy scripted), 'random', or an SB3 checkpoint path."""
     noise_std: float = Field(0.15, ge=0)
     """Expert action noise (episodes alternate 1x and 2x)."""
+    noise_levels: tuple[float, ...] | None = None
+    """Expert noise levels to cycle through instead (pipeline.rollout.RolloutConfig)."""
+    deterministic: bool = False
+    """Checkpoint policies: deterministic actions (False: sampled, as in training)."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Curriculum stages episodes cycle through."""
     views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
@@ -89,6 +93,7 @@ def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):
     from pipeline.rollout import RolloutConfig
 
     return RolloutConfig.make(episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
+                              noise_levels=cfg.noise_levels, deterministic=cfg.deterministic,
                               stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed,
                               render=cfg.render)
 

@@ -16,7 +16,7 @@ from rmtl.train.config import VARIANTS, stage1_config
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
 SMOKE_STEPS = 128  # 4 PPO updates of 2 envs x 16 steps
-SHAPING_ONLY = ("rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
+SHAPING_ONLY = ("rmtl_phase_offset", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
 
 
 def smoke_steps(variant: str) -> int:
@@ -180,7 +180,7 @@ def test_cli_commands(runs, tmp_path):
     res = r.invoke(app, ["eval", str(runs["dense_reference"]), "--episodes", "1", "--out", str(tmp_path / "e.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 1
-    res = r.invoke(app, ["report", str(runs["rmtl"]), "--out", str(tmp_path / "rep")])
+    res = r.invoke(app, ["report", str(runs["rmtl"]), "--out", str(tmp_path / "rep"), "--no-select"])
     assert res.exit_code == 0 and (tmp_path / "rep" / "success_vs_steps.png").is_file()
     # training through the CLI: a dense run resumed to more steps with --set overrides
     args = ["train", "stage1", "--variant", "dense_reference", "--steps", "32", "--out", str(tmp_path / "d"),

@@ -152,23 +152,27 @@ class Stage1Config(Config):
 
 
 VARIANTS: dict[str, dict[str, Any]] = {
-    # Section 4.2 (Fig. 5 and the baselines of DESIGN.md section 6).
+    # Section 4.2 (Fig. 5 and the baselines). RMTL's reward shaping is the paper's Table 1;
+    # the single-prompt variants have one phase (K = 1), so no phase index reaches their reward.
     "rmtl": {},
     "single_prompt_multi_view": {"reward": {"single_prompt": True}},
     "single_prompt_single_view": {"reward": {"single_prompt": True, "single_view": True}},
     "no_curriculum": {"curriculum": False},
     "no_phase_input": {"phase_input": False},
     "dense_reference": {"reward_kind": "dense"},
-    # Shaping ablations (reconstructed shaping, DESIGN.md section 3): RMTL with one switch flipped.
-    "rmtl_no_phase_offset": {"reward": {"shaping": {"phase_offset": False}}},
+    # Shaping variants (docs/reward.md), labelled: RMTL with one switch flipped.
+    "rmtl_phase_offset": {"reward": {"shaping": {"phase_offset": True}}},
     "rmtl_no_trend_momentum": {"reward": {"shaping": {"trend": False, "momentum": False}}},
+    # Names from before the default became Table 1; they now give the same configs as
+    # rmtl and rmtl_no_trend_momentum, and stay so that runs named with them still resolve.
+    "rmtl_no_phase_offset": {"reward": {"shaping": {"phase_offset": False}}},
     "rmtl_level_only": {"reward": {"shaping": {"phase_offset": False, "trend": False, "momentum": False}}},
 }
 """Named variants: overrides of :class:`Stage1Config` (nested dicts), nothing else."""
 
 PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "no_curriculum",
                   "no_phase_input", "dense_reference")
-SHAPING_VARIANTS = ("rmtl", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
+SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum")
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
