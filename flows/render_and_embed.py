@@ -20,6 +20,7 @@ Run it:
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -120,13 +121,17 @@ def render_and_embed_flow(
     seed: int = _D["seed"],
     cache_kind: str = _D["cache_kind"],
     alpha: float = _D["alpha"],
+    noise_levels: list[float] | None = _D["noise_levels"],
+    deterministic: bool = _D["deterministic"],
+    render: dict | None = None,
 ) -> dict:
     """Render-and-embed (parameters: pipeline.render_and_embed.RenderAndEmbedConfig)."""
 
     cfg = RenderAndEmbedConfig.make(
         store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std, stages=stages, views=views,
         resolution=resolution, model=model, batch_size=batch_size, workers=workers, dask_address=dask_address,
-        seed=seed, cache_kind=cache_kind, alpha=alpha)
+        seed=seed, cache_kind=cache_kind, alpha=alpha, noise_levels=noise_levels, deterministic=deterministic,
+        **({"render": render} if render is not None else {}))
     return _run(cfg)
 
 
@@ -182,6 +187,16 @@ def _parse(key: str, value: str) -> Any:
     """Command-line strings: pydantic coerces numbers; stages is a comma list; 'none' is None."""
     if value.lower() in ("none", "null"):
         return None
+    if key in ("render",):
+        try:
+            return json.loads(value)
+        except ValueError:
+            raise ConfigError(f"--{key} must be a JSON object, e.g. '{{\"mesh_reduction\": 0.75}}', got {value!r}") from None
+    if key == "noise_levels":
+        try:
+            return [float(s) for s in value.split(",") if s.strip()]
+        except ValueError:
+            raise ConfigError(f"noise_levels must be comma-separated numbers, got {value!r}") from None
     if key == "stages":
         try:
             return [int(s) for s in value.split(",") if s.strip()]

@@ -259,7 +259,7 @@ class CachedEmbeddingSource:
         self.stats.hits += len(hits)
         self.stats.rendered += len(miss)
         self.stats.hit_distance_sum += float(res.distances[hits].sum())
-        for src in np.asarray(getattr(res, "source", np.zeros(len(hits), np.int64)))[hits]:
+        for src in np.asarray(getattr(res, "source", np.zeros(len(states), np.int64)))[hits]:
             self.stats.hits_by_source[int(src)] = self.stats.hits_by_source.get(int(src), 0) + 1
         self.stats.per_batch_hit_rate.append(res.hit_rate)
         if len(hits) and self.audit_every and self.audit_scorer is not None and self.stats.batches % self.audit_every == 0:

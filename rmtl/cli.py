@@ -10,7 +10,7 @@ from typing import Optional
 
 import typer
 
-from rmtl.errors import RmtlError
+from rmtl.errors import ConfigError, RmtlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RMTL: phased multi-view VLM rewards for Fetch.")
 env_app = typer.Typer(no_args_is_help=True, help="The Fetch pick-and-lift environment.")
@@ -92,6 +92,23 @@ def env_check(
         typer.echo(f"wrote {out}")
 
 
+def _float_list(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--{name} must be comma-separated numbers, got {text!r}") from None
+
+
+def _json_object(text: str, name: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--{name} must be a JSON object such as '{{\"mesh_reduction\": 0.75}}', got {text!r}")
+    return value
+
+
 @app.command("render-and-embed")
 def render_and_embed_cmd(
     episodes: int = typer.Option(8, min=1, help="Episodes to roll out."),
@@ -107,6 +124,10 @@ def render_and_embed_cmd(
     store: Optional[str] = typer.Option(None, help="Store path (default <data-dir>/stores/<name>.zarr)."),
     name: str = typer.Option("default", help="Dataset name for the default store path."),
     seed: int = typer.Option(0, help="Base episode seed."),
+    noise_levels: Optional[str] = typer.Option(None, help="Comma-separated expert noise levels to cycle through "
+                                                         "(instead of noise-std and 2x noise-std)."),
+    render: Optional[str] = typer.Option(None, help="Render settings as JSON, e.g. '{\"mesh_reduction\": 0.75, "
+                                                  "\"msaa_samples\": 0}' (docs/env.md)."),
     prefect: bool = typer.Option(False, "--prefect", help="Run as the 'render-and-embed/default' deployment on a local Prefect server."),
     data_dir: Optional[Path] = DataDirOption,
 ) -> None:
@@ -122,6 +143,8 @@ def render_and_embed_cmd(
         store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std,
         stages=_int_list(stages, "stages"), views=views, resolution=resolution, model=model,
         batch_size=batch_size, workers=workers, dask_address=dask_address, seed=seed,
+        noise_levels=None if noise_levels is None else _float_list(noise_levels, "noise-levels"),
+        **({} if render is None else {"render": _json_object(render, "render")}),
     )
     if prefect:
         from flows.local import render_and_embed_deployment
