@@ -229,7 +229,7 @@ def reward_quality_cmd(
     alpha: float = typer.Option(0.9, help="Projection alpha."),
     out: Optional[Path] = typer.Option(None, help="JSON path for all metrics and gates."),
 ) -> None:
-    """Issue-5 acceptance metrics of a reward model beside a random-weight one, with pass/fail."""
+    """Acceptance metrics of a reward model beside a random-weight one, with pass/fail (and per source: noise level, checkpoint)."""
     from rich.console import Console
     from rich.table import Table
 

@@ -1,7 +1,7 @@
 """Prompt sets (paper App. A) and their text embeddings.
 
 A prompt is a list of phrasings; its embedding is the mean of the unit embeddings of
-the phrasings, not renormalised (VLM-RMs; DESIGN.md section 3).
+the phrasings, not renormalised (VLM-RMs; docs/reward.md).
 """
 
 from __future__ import annotations
