@@ -21,6 +21,7 @@ Run it:
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -113,6 +114,8 @@ def render_and_embed_flow(
     episodes: int = _D["episodes"],
     policy: str = _D["policy"],
     noise_std: float = _D["noise_std"],
+    noise_levels: list[float] | None = _D["noise_levels"],
+    deterministic: bool = _D["deterministic"],
     stages: list[int] = list(_D["stages"]),
     views: list[str] | str = list(_D["views"]),
     resolution: int | None = _D["resolution"],
@@ -123,13 +126,15 @@ def render_and_embed_flow(
     seed: int = _D["seed"],
     cache_kind: str = _D["cache_kind"],
     alpha: float = _D["alpha"],
+    render: dict | None = None,
 ) -> dict:
     """Render-and-embed (parameters: pipeline.render_and_embed.RenderAndEmbedConfig)."""
 
     cfg = RenderAndEmbedConfig.make(
-        store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std, stages=stages, views=views,
+        store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std, noise_levels=noise_levels,
+        deterministic=deterministic, stages=stages, views=views,
         resolution=resolution, model=model, batch_size=batch_size, workers=workers, dask_address=dask_address,
-        seed=seed, cache_kind=cache_kind, alpha=alpha)
+        seed=seed, cache_kind=cache_kind, alpha=alpha, **({"render": render} if render is not None else {}))
     return _run(cfg)
 
 
@@ -191,14 +196,20 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _parse(key: str, value: str) -> Any:
-    """Command-line strings: pydantic coerces numbers; stages is a comma list; 'none' is None."""
+    """Command-line strings: pydantic coerces numbers; stages and noise levels are comma lists; 'none' is None."""
     if value.lower() in ("none", "null"):
         return None
-    if key == "stages":
+    if key in ("render",):
         try:
-            return [int(s) for s in value.split(",") if s.strip()]
+            return json.loads(value)
         except ValueError:
-            raise ConfigError(f"stages must be comma-separated stage indices, got {value!r}") from None
+            raise ConfigError(f"--{key} must be a JSON object, e.g. '{{\"mesh_reduction\": 0.75}}', got {value!r}") from None
+    if key in ("stages", "noise_levels"):
+        kind, what = (int, "stage indices") if key == "stages" else (float, "noise levels")
+        try:
+            return [kind(s) for s in value.split(",") if s.strip()]
+        except ValueError:
+            raise ConfigError(f"{key} must be comma-separated {what}, got {value!r}") from None
     return value
 
 

@@ -87,7 +87,12 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
         tower = vlm.image_tower_id if start < n else None  # hashing a big tower takes seconds: only when needed
         meta = {"spec": str(vlm.spec), "image_size": vlm.image_size, "normalised": True,
                 "preprocess": {k: v for k, v in vlm.preprocess_cfg.items() if k in ("size", "mean", "std", "resize_mode")},
-                "image_tower": tower}
+                "image_tower": tower, "precision": vlm.precision}
+        if 0 < start < n:
+            done = store.embedding_info(vlm.model_id)["meta"].get("precision")
+            if done is not None and done != vlm.precision:
+                raise StoreError(f"{path} holds {start} rows of '{vlm.model_id}' embedded in {done}, this run would "
+                                 f"add {vlm.precision} rows; embed with the same precision (--precision {done})")
         donor = same_image_tower(store, vlm.model_id, tower) if tower else None
         copy_stop = max(start, store.embedded_rows(donor)) if donor else start
         if copy_stop > start:

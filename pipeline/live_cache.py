@@ -66,7 +66,13 @@ class LiveStats:
     hits: int = 0
     rendered: int = 0
     appended: int = 0
+    dropped: int = 0
+    hit_distance_sum: float = 0.0
+    hits_by_source: dict[int, int] = field(default_factory=dict)
     per_batch_hit_rate: list[float] = field(default_factory=list)
+    audited: int = 0
+    audit_abs_error_sum: float = 0.0
+    """Sum over audited hits of the mean |cached - fresh| score over prompts (multi-view mean)."""
 
     @property
     def hit_rate(self) -> float:
@@ -74,7 +80,11 @@ class LiveStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {"batches": self.batches, "states": self.states, "hits": self.hits, "rendered": self.rendered,
-                "appended": self.appended, "hit_rate": self.hit_rate}
+                "appended": self.appended, "dropped": self.dropped, "hit_rate": self.hit_rate,
+                "mean_hit_distance": self.hit_distance_sum / self.hits if self.hits else float("nan"),
+                "hits_by_source": {str(k): v for k, v in sorted(self.hits_by_source.items())},
+                "audited_hits": self.audited,
+                "audit_score_mae_on_hits": self.audit_abs_error_sum / self.audited if self.audited else float("nan")}
 
 
 def env_renderer(envs: Sequence[Any], views: Sequence[str], resolution: int) -> FrameRenderer:
@@ -109,6 +119,9 @@ class CachedEmbeddingSource:
         batch_size: int | None = None,
         quantize: bool = True,
         save_every: int = 0,
+        appender: Any = None,
+        audit_every: int = 0,
+        audit_scorer: Any = None,
     ):
         if cache.model_id is None:
             raise ConfigError("the state cache has no model; open it with StateCache.open(store, model_id=...)")
@@ -117,30 +130,76 @@ class CachedEmbeddingSource:
                               "misses must be embedded with the same model")
         if radius < 0:
             raise ConfigError(f"cache radius must be >= 0, got {radius}")
-        store = cache.store
+        catalogue = hasattr(cache, "caches")
+        store = (cache.overlay.store if cache.overlay is not None else cache.stores[0]) if catalogue else cache.store
+        stored_views = tuple(cache.views) if catalogue else tuple(store.views)
         self.cache = cache
         self.store = store
         self.vlm = vlm
         self.radius = float(radius)
-        self.views = tuple(views) if views is not None else tuple(store.views)
-        unknown = [v for v in self.views if v not in store.views]
+        self.views = tuple(views) if views is not None else stored_views
+        unknown = [v for v in self.views if v not in stored_views]
         if unknown:
-            raise ConfigError(f"views {unknown} are not in the store's views {store.views}")
-        self.append = bool(append)
+            raise ConfigError(f"views {unknown} are not in the store's views {list(stored_views)}")
+        self.appender = appender
+        self.append = bool(append) or appender is not None
         if self.append:
+            if list(self.views) != list(stored_views):
+                raise ConfigError(f"appending misses needs every store view in store order {list(stored_views)}, "
+                                  f"but the source renders {list(self.views)}")
+        if self.append and appender is None:
+            if catalogue:
+                raise ConfigError("a catalogue appends through its BackgroundAppender; pass appender=")
             if store.mode != "a":
                 raise StoreError(f"{store.path} is open read-only; open it with DatasetStore.open(path, 'a') to append misses")
-            if list(self.views) != list(store.views):
-                raise ConfigError(f"appending misses needs every store view in store order {store.views}, "
-                                  f"but the source renders {list(self.views)}")
             if store.embedded_rows(cache.model_id) != store.num_rows:
                 raise StoreError(f"{store.path} has {store.num_rows} rows but only {store.embedded_rows(cache.model_id)} "
                                  f"embedded with '{cache.model_id}'; embed the store fully before appending live rows")
         self.quantize = bool(quantize)
         self.save_every = int(save_every)
+        self.audit_every = int(audit_every)
+        self.audit_scorer = audit_scorer
+        """embeddings [n, V, D] -> multi-view scores [n, K]; audits compare cached and fresh scores."""
         self._embedder = VLMEmbeddingSource(vlm, batch_size or (1 << 30))  # default: one model call per batch
         self._live_step = 0
-        self.stats = LiveStats()
+        self._rng = np.random.default_rng(0)
+        self._stats = LiveStats()
+
+    @property
+    def stats(self) -> LiveStats:
+        """Counters so far (``appended`` counts rows the background writer has committed)."""
+        if self.appender is not None:
+            self._stats.appended = self.appender.appended
+        return self._stats
+
+    @classmethod
+    def open_catalogue(
+        cls,
+        atlas: Sequence[str | os.PathLike[str]],
+        model: Any,
+        overlay: str | os.PathLike[str] | None = None,
+        radius: float = DEFAULT_RADIUS,
+        views: Sequence[str] | None = None,
+        renderer_id: str | None = None,
+        kind: str = "flat",
+        max_pending: int = 64,
+        **kwargs: Any,
+    ) -> "CachedEmbeddingSource":
+        """A source over read-only atlas stores plus the run's ``overlay`` store, whose misses
+        a background writer appends (storage.catalogue); ``renderer_id`` must match every store."""
+        from rmtl.env.render_settings import LEGACY_RENDERER_ID
+        from rmtl.vlm import VLM, load_vlm
+        from storage.catalogue import BackgroundAppender, StoreCatalogue
+
+        vlm = model if isinstance(model, VLM) else load_vlm(str(model))
+        catalogue = StoreCatalogue.open(atlas, vlm.model_id, overlay=overlay, renderer_id=renderer_id,
+                                        legacy_renderer_id=LEGACY_RENDERER_ID, kind=kind)
+        try:
+            appender = BackgroundAppender(catalogue, max_pending) if overlay is not None else None
+            return cls(catalogue, vlm, radius, views, appender=appender, **kwargs)
+        except BaseException:
+            catalogue.close()
+            raise
 
     @classmethod
     def open(
@@ -195,20 +254,36 @@ class CachedEmbeddingSource:
             if self.quantize:
                 fresh = fresh.astype(np.float16).astype(np.float32)
             out[miss] = fresh
-            if self.append:
+            if self.appender is not None:
+                if not self.appender.submit(self._rows(states[miss], keys[miss]), fresh):
+                    self.stats.dropped += len(miss)
+            elif self.append:
                 rows[miss] = self._append(states[miss], keys[miss], frames, fresh)
+        hits = np.flatnonzero(res.hit)
         self.stats.batches += 1
         self.stats.states += len(states)
-        self.stats.hits += int(res.hit.sum())
+        self.stats.hits += len(hits)
         self.stats.rendered += len(miss)
+        self.stats.hit_distance_sum += float(res.distances[hits].sum())
+        for src in np.asarray(getattr(res, "source", np.zeros(len(states), np.int64)))[hits]:
+            self.stats.hits_by_source[int(src)] = self.stats.hits_by_source.get(int(src), 0) + 1
         self.stats.per_batch_hit_rate.append(res.hit_rate)
-        if self.append and self.save_every and self.stats.batches % self.save_every == 0:
+        if len(hits) and self.audit_every and self.audit_scorer is not None and self.stats.batches % self.audit_every == 0:
+            self._audit(int(self._rng.choice(hits)), out, render)
+        if self.append and self.appender is None and self.save_every and self.stats.batches % self.save_every == 0:
             self.cache.save()
         return LiveLookup(out, res.hit.copy(), rows, res.distances)
 
-    # ------------------------------------------------------------------ appending
-    def _append(self, states: np.ndarray, keys: np.ndarray, frames: np.ndarray, emb: np.ndarray) -> np.ndarray:
-        store = self.store
+    def _audit(self, i: int, out: np.ndarray, render: FrameRenderer) -> None:
+        """Render one hit fresh and record how far its cached score is from the fresh one."""
+        fresh = self._embedder.embed_frames(np.asarray(render(np.array([i]))))
+        pair = np.stack([out[i], fresh[0]])
+        scores = np.asarray(self.audit_scorer(pair))
+        self.stats.audited += 1
+        self.stats.audit_abs_error_sum += float(np.abs(scores[0] - scores[1]).mean())
+
+    def _rows(self, states: np.ndarray, keys: np.ndarray) -> dict[str, np.ndarray]:
+        """Store rows of live states: no trajectory (episode LIVE_EPISODE, a running step)."""
         n = len(states)
         batch = {
             "state": states, "key": keys,
@@ -218,6 +293,13 @@ class CachedEmbeddingSource:
             "success": np.zeros(n, bool),
             "difficulty": np.full(n, np.nan, np.float32),
         }
+        self._live_step += n
+        return batch
+
+    # ------------------------------------------------------------------ appending
+    def _append(self, states: np.ndarray, keys: np.ndarray, frames: np.ndarray, emb: np.ndarray) -> np.ndarray:
+        store = self.store
+        batch = self._rows(states, keys)
         if store.has_frames:
             if tuple(frames.shape[2:4]) != tuple(store.resolution):
                 raise ConfigError(f"rendered frames are {frames.shape[2]}x{frames.shape[3]} but {store.path} stores "
@@ -225,22 +307,33 @@ class CachedEmbeddingSource:
                                   "(RewardConfig.resolution) to append misses")
             batch["frames"] = frames
         added = store.append(batch, embeddings={self.cache.model_id: emb})
-        self._live_step += n
         rows = np.arange(added.start, added.stop, dtype=np.int64)
         # keys as stored (float32 round trip is exact): cache.add checks them against the store
         self.cache.add(keys, rows)
-        self.stats.appended += n
+        self.stats.appended += len(states)
         return rows
 
     def save(self) -> None:
         """Persist the index (it is also rebuilt or extended from the store on the next open)."""
-        self.cache.save()
+        if self.appender is not None:
+            self.appender.flush()
+            with self.cache.lock:
+                self.cache.overlay.save()
+        else:
+            self.cache.save()
 
     def close(self) -> None:
-        """Persist the index if rows were appended, and release the store (writer lock)."""
-        if self.append and self.stats.appended:
-            self.cache.save()
-        self.store.close()
+        """Drain the background writer, persist the index if rows were appended, release the stores."""
+        try:
+            if self.appender is not None:
+                self.appender.close()
+            elif self.append and self.stats.appended:
+                self.cache.save()
+        finally:
+            if hasattr(self.cache, "caches"):
+                self.cache.close()
+            else:
+                self.store.close()
 
     def __enter__(self) -> "CachedEmbeddingSource":
         return self

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.rollout import RolloutConfig, map_rollouts
+from rmtl.env.render_settings import LEGACY_RENDERER_ID
 from rmtl.errors import StoreError
 
-RESUME_KEYS = ("policy", "noise_std", "stages", "seed", "render_reset")
+RESUME_KEYS = ("policy", "noise_std", "noise_levels", "deterministic", "stages", "seed", "render_reset")
 """Rollout settings that must match to resume a store (views/resolution are checked too)."""
 
 
@@ -48,6 +49,13 @@ def dask_client(workers: int, address: str | None = None):
             yield client
 
 
+def renderer_profile(config: RolloutConfig) -> dict:
+    """The renderer settings and id of a rollout config (the paper's domain, no shadows)."""
+    from rmtl.env.fetch_lift import EnvConfig
+
+    return EnvConfig(render=config.render).render_profile()
+
+
 def check_settings(store, config: RolloutConfig, render: bool = True, kind: str = "rollout",
                    resolution: bool = True) -> None:
     """Raise one StoreError line if ``store`` was rendered with other settings than
@@ -55,13 +63,17 @@ def check_settings(store, config: RolloutConfig, render: bool = True, kind: str 
     provenance = store.info.get("provenance", {})
     rollout = provenance.get("rollout", {})
     wanted = config.model_dump(mode="json")
-    diff = [k for k in RESUME_KEYS if rollout.get(k) != wanted[k]]
+    # A key missing from an older store's provenance had its field's default then.
+    diff = [k for k in RESUME_KEYS if rollout.get(k, RolloutConfig.model_fields[k].default) != wanted[k]]
     if render and (list(store.views) != list(config.views) or (resolution and store.resolution[0] != config.resolution)):
         diff.append("views/resolution")
+    if render and (store.renderer_id or LEGACY_RENDERER_ID) != renderer_profile(config)["renderer_id"]:
+        diff.append(f"renderer {store.renderer_id or LEGACY_RENDERER_ID} vs {renderer_profile(config)['renderer_id']}")
     if provenance.get("kind", "rollout") != kind or store.has_frames != render:
         diff.append(f"kind (not a {kind} store)")
     if diff:
-        shown = ", ".join(f"{k} {rollout.get(k)!r} there, {wanted[k]!r} now" if k in wanted else k for k in diff)
+        shown = ", ".join(f"{k} {rollout.get(k, RolloutConfig.model_fields[k].default)!r} there, {wanted[k]!r} now"
+                          if k in wanted else k for k in diff)
         raise StoreError(f"{store.path} was rendered with different settings ({shown}); "
                          "use a new store path, or pass the settings it was made with")
 
@@ -81,7 +93,7 @@ def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: 
 
     store = DatasetStore.create(
         path, views=config.views, resolution=config.resolution, overwrite=overwrite, frames=render,
-        visual_domain=True, seeds={"base": config.seed},
+        visual_domain=True, renderer=renderer_profile(config) if render else None, seeds={"base": config.seed},
         provenance={"kind": kind, "policy": config.policy, "rollout": config.model_dump(mode="json"),
                     "run": run_record()},
     )

@@ -17,6 +17,7 @@ from pydantic import Field, field_validator
 
 from rmtl.config import Config
 from rmtl.env.cameras import Resolution, ViewNames
+from rmtl.env.render_settings import RenderSettings
 from rmtl.provenance import data_dir
 
 DEFAULT_MODEL = "rmtl-fetch-tiny"
@@ -36,6 +37,10 @@ class RenderAndEmbedConfig(Config):
     """'expert' (noisy scripted), 'random', or an SB3 checkpoint path."""
     noise_std: float = Field(0.15, ge=0)
     """Expert action noise (episodes alternate 1x and 2x)."""
+    noise_levels: tuple[float, ...] | None = None
+    """Expert noise levels to cycle through instead (pipeline.rollout.RolloutConfig)."""
+    deterministic: bool = False
+    """Checkpoint policies: deterministic actions (False: sampled, as in training)."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Curriculum stages episodes cycle through."""
     views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
@@ -56,6 +61,8 @@ class RenderAndEmbedConfig(Config):
     """FAISS index of the state cache: 'flat' or 'hnsw'."""
     alpha: float = Field(0.9, ge=0, le=1)
     """Projection alpha of the quality summary."""
+    render: RenderSettings = RenderSettings()
+    """Renderer settings (culling, mesh simplification, anti-aliasing; rmtl.env.render_settings)."""
 
     @field_validator("cache_kind")
     @classmethod
@@ -103,19 +110,20 @@ def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):
     from pipeline.rollout import RolloutConfig
 
     return RolloutConfig.make(episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
-                              stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed)
+                              noise_levels=cfg.noise_levels, deterministic=cfg.deterministic,
+                              stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed,
+                              render=cfg.render)
 
 
 def preflight(cfg: RenderAndEmbedConfig) -> None:
     """Checks before the model loads or anything renders, each failing with one line: the
     rollout settings (stages, policy), that the store path can be written, and that an
     existing store opens and has no live writer."""
+    from pipeline.render import check_settings
     from rmtl.console import check_store_path
     from storage.dataset import DatasetStore
     from storage.location import Location
     from storage.lock import WriterLock
-
-    from pipeline.render import check_settings
 
     rollout = rollout_config(cfg, cfg.resolution or 64)  # the model picks the real resolution later
     path = cfg.store_path()

@@ -2,12 +2,18 @@
 
 A worker runs whole episodes and returns row arrays (frames, state, key, labels); the
 caller (one writer per store) appends them. Episodes are identified by an integer id;
-everything about episode ``i`` (reset seed, difficulty, policy noise) is derived from
-``(seed, i)``, so any subset of episodes can be re-run, on any worker, with the same result.
+everything about episode ``i`` (reset seed, difficulty, policy noise, a checkpoint
+policy's action sampling) is derived from ``(seed, i)``, so any subset of episodes can be
+re-run, on any worker, with the same result.
+
+Policies: the scripted expert with Gaussian action noise (two levels alternating, or any
+list of ``noise_levels``), uniform random actions, or a Stage-1 PPO checkpoint (the
+states a learner visits, for off-expert reward checks).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -18,9 +24,9 @@ from pydantic import Field, field_validator
 import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
 from rmtl.config import Config
 from rmtl.env.cameras import Resolution, ViewNames
+from rmtl.env.render_settings import RenderSettings
 from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.state import state_key
-from rmtl.errors import ConfigError
 
 POLICIES = ("expert", "random")
 
@@ -34,6 +40,11 @@ class RolloutConfig(Config):
     """'expert' (scripted, with noise), 'random', or a path to an SB3 PPO checkpoint (.zip)."""
     noise_std: float = Field(0.15, ge=0)
     """Gaussian action noise of the expert; episodes alternate noise_std and 2x noise_std."""
+    noise_levels: tuple[float, ...] | None = None
+    """Expert noise levels to cycle through instead of noise_std/2x noise_std: episode i gets
+    noise_levels[(i // len(stages)) % len(noise_levels)], so every stage meets every level."""
+    deterministic: bool = False
+    """Checkpoint policies: the deterministic mean action (False: sampled, as in training)."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Curriculum stages the episodes cycle through; u ~ U[d_min, d_max] of the stage."""
     views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
@@ -44,6 +55,8 @@ class RolloutConfig(Config):
     """Base seed: episode i resets with seed + i."""
     render_reset: bool = True
     """Also store the reset state (step 0) of each episode."""
+    render: RenderSettings = RenderSettings()
+    """Renderer settings (culling, mesh simplification, anti-aliasing); a store keeps one renderer."""
 
     @field_validator("stages")
     @classmethod
@@ -51,6 +64,13 @@ class RolloutConfig(Config):
         if not v or any(not 0 <= s < len(PAPER_STAGES) for s in v):
             raise ValueError(f"stages must be curriculum stage indices in 0..{len(PAPER_STAGES) - 1}")
         return tuple(v)
+
+    @field_validator("noise_levels")
+    @classmethod
+    def _levels(cls, v):
+        if v is not None and (not v or any(x < 0 for x in v)):
+            raise ValueError("noise_levels must be a non-empty list of standard deviations >= 0")
+        return None if v is None else tuple(float(x) for x in v)
 
     @field_validator("policy")
     @classmethod
@@ -74,8 +94,30 @@ def plan_episode(config: RolloutConfig, episode: int) -> EpisodePlan:
     """Deterministic reset seed, difficulty and noise of episode ``episode``."""
     rng = np.random.default_rng([config.seed, episode])
     stage = PAPER_STAGES[config.stages[episode % len(config.stages)]]
-    noise = config.noise_std * (1 + (episode // len(config.stages)) % 2)
+    cycle = episode // len(config.stages)
+    if config.noise_levels is not None:
+        noise = config.noise_levels[cycle % len(config.noise_levels)]
+    else:
+        noise = config.noise_std * (1 + cycle % 2)
     return EpisodePlan(episode, config.seed + episode, float(rng.uniform(stage.d_min, stage.d_max)), noise)
+
+
+def policy_label(config: RolloutConfig, plan: EpisodePlan) -> str:
+    """What produced an episode: 'expert noise 0.3', 'random' or the checkpoint's step directory."""
+    if config.policy == "expert":
+        return f"expert noise {plan.noise_std:g}"
+    if config.policy == "random":
+        return "random"
+    return f"checkpoint {Path(config.policy).parent.name}"
+
+
+@functools.lru_cache(maxsize=2)
+def _checkpoint(path: str):
+    """(PPO model, observation adapter) of a Stage-1 checkpoint, loaded once per process."""
+    from rmtl.train.evaluate import ObsAdapter, load_checkpoint
+
+    model, _, normalizer = load_checkpoint(path)
+    return model, ObsAdapter.for_model(model, normalizer)
 
 
 def make_policy(config: RolloutConfig, plan: EpisodePlan, env) -> Callable:
@@ -86,9 +128,13 @@ def make_policy(config: RolloutConfig, plan: EpisodePlan, env) -> Callable:
     if config.policy == "random":
         rng = np.random.default_rng([config.seed, plan.episode, 1])
         return lambda obs: rng.uniform(-1, 1, size=4).astype(np.float32)
-    raise ConfigError(
-        f"policy {config.policy}: rolling out SB3 checkpoints needs the Stage-1 worker (rmtl.train), not available yet"
-    )
+    import torch
+
+    model, adapt = _checkpoint(config.policy)
+    # SB3 samples actions from torch's global generator: seed it per episode so an
+    # episode's rollout does not depend on which episodes ran before it in this process.
+    torch.manual_seed(int(np.random.default_rng([config.seed, plan.episode, 2]).integers(2**31)))
+    return lambda obs: model.predict(adapt(obs), deterministic=config.deterministic)[0]
 
 
 def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = True,
@@ -102,7 +148,7 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
 
     own = env is None
     if own:
-        env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution)
+        env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution, render=config.render)
     fields = ("frames",) * render + ("state", "episode", "step", "phase_rule", "success", "difficulty")
     cols: dict[str, list] = {k: [] for k in fields}
 

@@ -72,6 +72,14 @@ class TrainVLMConfig(Config):
     target_prompt_rate: float | None = Field(_CAPTIONS.target_prompt_rate, ge=0, le=1)
     """Probability that a micro-task's target state is captioned with the paper prompt
     rather than another paraphrase of its situation (None: uniform over paraphrases)."""
+    captions: Literal["graded", "neutral"] = "graded"
+    """'graded': the shipped recipe (paper prompts among the captions). 'neutral': the
+    prompt-neutral stand-in, whose training never sees an evaluated prompt text (captions
+    from rmtl.vlm.captions' neutral mode); it needs baseline_balance 0 and keep_best false
+    (both use the evaluated prompts), and reset_text_tower when starting from ``init``."""
+    reset_text_tower: bool = False
+    """Re-initialise the text tower and logit scale to random weights (seed ``seed``) before
+    training, keeping ``init``'s image tower: a text tower that never saw the prompts."""
     baseline_balance: float = Field(10.0, ge=0)
     """Weight of a penalty on the spread of the paper micro-task prompts' cosine to the
     baseline prompt (0: off). Under the goal-baseline projection a prompt close to the
@@ -107,6 +115,16 @@ class TrainVLMConfig(Config):
     def _locked_image_tower_needs_init(self) -> "TrainVLMConfig":
         if self.tune == "text" and self.init is None:
             raise ValueError("tune='text' locks the image tower, so it needs trained weights: set init (e.g. init=rmtl-fetch-tiny)")
+        if self.reset_text_tower and self.init is None:
+            raise ValueError("reset_text_tower keeps init's image tower: set init (without init every tower starts random)")
+        if self.captions == "neutral":
+            leaks = [name for name, bad in (("baseline_balance > 0", self.baseline_balance > 0),
+                                            ("keep_best", self.keep_best),
+                                            ("init without reset_text_tower", self.init is not None and not self.reset_text_tower))
+                     if bad]
+            if leaks:
+                raise ValueError(f"captions='neutral' must not train on or select by the evaluated prompts: "
+                                 f"{', '.join(leaks)} would (set baseline_balance 0, keep_best false, reset_text_tower true)")
         return self
 
 
@@ -291,6 +309,8 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     if vlm is None:
         vlm = load_vlm(cfg.init or f"{cfg.model}@random", device=cfg.device, precision="fp32")
     model, device = vlm.model, vlm.device
+    if cfg.reset_text_tower and not (out / "checkpoint.pt").is_file():  # a resumed run loads its own weights
+        reset_text_tower(vlm, cfg.model, cfg.device)
     use_bf16 = device.type == "cuda"
     holdout = data.holdout_mask(cfg.holdout_fraction)
     train_rows = np.flatnonzero(~holdout)
@@ -344,7 +364,13 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     caption_tokens: dict[str, torch.Tensor] = {}
     caption_cfg = CaptionConfig((cfg.graded_approach_rate, cfg.graded_align_rate),
                                 (cfg.graded_approach_scale, cfg.graded_align_scale), cfg.graded_band,
-                                cfg.target_prompt_rate)
+                                cfg.target_prompt_rate, cfg.captions)
+    if cfg.captions == "neutral":  # cheap insurance: no caption the mode can write contains a prompt
+        from rmtl.vlm.captions import evaluated_prompt_texts, neutral_vocabulary, prompt_leaks
+
+        leaks = prompt_leaks(neutral_vocabulary(), evaluated_prompt_texts())
+        if leaks:
+            raise ValueError(f"neutral caption {leaks[0][0]!r} contains the evaluated prompt {leaks[0][1]!r}")
     paper = PromptConfig()
     balance_texts = [paper.baseline[0], *(phrasings[0] for phrasings in paper.goals())]
 
@@ -431,6 +457,18 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     return metrics
 
 
+def reset_text_tower(vlm, arch: str, device: str | None = None) -> None:
+    """Replace the text tower and logit scale of ``vlm`` (every parameter outside ``visual.``)
+    with those of a fresh random model of architecture ``arch`` (torch's current seed)."""
+    from rmtl.vlm import load_vlm
+
+    fresh = load_vlm(f"{arch}@random", device=device, precision="fp32").model.state_dict()
+    text = {k: v for k, v in fresh.items() if not k.startswith("visual.")}
+    result = vlm.model.load_state_dict(text, strict=False)
+    if result.unexpected_keys or any(not k.startswith("visual.") for k in result.missing_keys):
+        raise ValueError(f"{arch} does not match the model's architecture: cannot reset its text tower")
+
+
 def save_model(vlm, arch: str, out_dir: str | Path) -> Path:
     """Save weights (float16 safetensors) and OpenCLIP's config JSON: a loadable directory."""
     from safetensors.torch import save_file
@@ -451,11 +489,19 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
     row = lambda k: f"| {k} | {m.get(k, float('nan')):.3f} | {r.get(k, float('nan')):.3f} |"  # noqa: E731
     keys = ["approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
             "grasp_spread", "right_prompt_accuracy", "step_variation"]
+    init = metrics.get("init_model_id", cfg.init)
     if cfg.init is None:
         origin = "trained from random weights"
+    elif cfg.reset_text_tower:
+        image = "locked" if cfg.tune == "text" else "fine-tuned"
+        origin = f"with the image tower of `{init}` ({image}) and a text tower trained from random weights"
     else:
         towers = "text tower only, image tower locked" if cfg.tune == "text" else "both towers"
-        origin = f"fine-tuned from `{metrics.get('init_model_id', cfg.init)}` ({towers})"
+        origin = f"fine-tuned from `{init}` ({towers})"
+    caption_line = ("prompt-neutral: descriptive captions from state that contain none of the evaluated prompt "
+                    "texts (baseline, approach, align, grasp, single prompt); no prompt-based loss or model selection"
+                    if cfg.captions == "neutral" else
+                    "graded: the paper prompts are among the captions (progress-graded, target situations, baseline)")
     cosine = lambda d: "/".join(f"{c:.3f}" for c in d.get("goal_baseline_cosine", {}).values()) or "n/a"  # noqa: E731
     text = "\n".join([
         f"# {cfg.model}: a domain-trained stand-in reward VLM for Fetch pick-and-lift",
@@ -466,6 +512,7 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         "this scene; it exists so the reward means something on machines without pretrained weights.",
         "",
         f"- data: {data_desc}",
+        f"- captions: {caption_line}",
         f"- training: {json.dumps(cfg.model_dump(mode='json'))}",
         f"- steps done: {metrics.get('steps_done')} (weights of step {metrics.get('selected_step')}), "
         f"seconds: {metrics.get('train_seconds', 0):.0f}",

@@ -12,7 +12,7 @@ from typing import Any, NoReturn, Optional
 import typer
 
 from rmtl.console import check_output_dir, check_output_file, check_store_path, exit_code, finish
-from rmtl.errors import RmtlError
+from rmtl.errors import ConfigError, RmtlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RMTL: phased multi-view VLM rewards for Fetch.")
 env_app = typer.Typer(no_args_is_help=True, help="The Fetch pick-and-lift environment.")
@@ -99,6 +99,23 @@ def env_check(
         typer.echo(f"wrote {out}")
 
 
+def _float_list(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(f"--{name} must be comma-separated numbers, got {text!r}") from None
+
+
+def _json_object(text: str, name: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--{name} must be a JSON object such as '{{\"mesh_reduction\": 0.75}}', got {text!r}")
+    return value
+
+
 @app.command("render-and-embed")
 def render_and_embed_cmd(
     episodes: int = typer.Option(8, min=1, help="Episodes to roll out."),
@@ -114,6 +131,10 @@ def render_and_embed_cmd(
     store: Optional[str] = typer.Option(None, help="Store path (default <data-dir>/stores/<name>.zarr)."),
     name: str = typer.Option("default", help="Dataset name for the default store path."),
     seed: int = typer.Option(0, help="Base episode seed."),
+    noise_levels: Optional[str] = typer.Option(None, help="Comma-separated expert noise levels to cycle through "
+                                                         "(instead of noise-std and 2x noise-std)."),
+    render: Optional[str] = typer.Option(None, help="Render settings as JSON, e.g. '{\"mesh_reduction\": 0.75, "
+                                                  "\"msaa_samples\": 0}' (docs/env.md)."),
     prefect: bool = typer.Option(False, "--prefect", help="Run as the 'render-and-embed/default' deployment on a local Prefect server."),
     data_dir: Optional[Path] = DataDirOption,
 ) -> None:
@@ -129,6 +150,8 @@ def render_and_embed_cmd(
         store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std,
         stages=_int_list(stages, "stages"), views=views, resolution=resolution, model=model,
         batch_size=batch_size, workers=workers, dask_address=dask_address, seed=seed,
+        noise_levels=None if noise_levels is None else _float_list(noise_levels, "noise-levels"),
+        **({} if render is None else {"render": _json_object(render, "render")}),
     )
     if prefect:
         preflight(cfg)  # the store path and settings, before a server and a model are started
@@ -251,7 +274,7 @@ def reward_quality_cmd(
     alpha: float = typer.Option(0.9, help="Projection alpha."),
     out: Optional[Path] = typer.Option(None, help="JSON path for all metrics and gates."),
 ) -> None:
-    """Acceptance metrics of a reward model beside a random-weight one, with pass/fail."""
+    """Acceptance metrics of a reward model beside a random-weight one, with pass/fail (and per source: noise level, checkpoint)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -275,9 +298,15 @@ def reward_quality_cmd(
     console.print(table)
     for name, ok in gates.items():
         console.print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    from pipeline.gate_set import group_table, grouped_quality  # sources: noise levels, checkpoints
+
+    groups = grouped_quality(store, model, alpha)
+    if len(groups) > 1:
+        console.print(group_table(store, groups, model))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"store": store, "model": m, "against": r, "gates": gates}, indent=2, default=str))
+        out.write_text(json.dumps({"store": store, "model": m, "against": r, "gates": gates, "groups": groups},
+                                  indent=2, default=str))
         typer.echo(f"wrote {out}")
 
 
@@ -334,6 +363,51 @@ def bc_labels_cmd(
     res = bc_labels(out, policy=policy, episodes=episodes, noise_std=noise_std,
                     stages=tuple(_int_list(stages, "stages")), seed=seed, overwrite=overwrite)
     typer.echo(f"{res}\nwrote {out}")
+
+
+@app.command("return-ranking")
+def return_ranking_cmd(
+    store: str = typer.Option(..., help="Dataset store with embeddings (all six views for the multi-view variants)."),
+    model: Optional[str] = ModelOption,
+    variants: str = typer.Option("rmtl,single_prompt_multi_view,single_prompt_single_view,rmtl_phase_offset",
+                                 help="Comma-separated Stage-1 variants whose shaped return to rank."),
+    bounds: str = typer.Option("adapted", help="'adapted': bounds where long training leaves them; 'running': "
+                                               "start at 0.45/0.70 like a fresh env."),
+    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis/return_ranking)."),
+) -> None:
+    """ROC AUC of successful vs failed episodes for each reward variant's shaped return, from stored embeddings."""
+    from pipeline.return_ranking import return_ranking
+
+    res = return_ranking(store, model, [v.strip() for v in variants.split(",") if v.strip()], out_dir=out,
+                         bounds=bounds)
+    typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
+
+
+@app.command("gate-set")
+def gate_set_cmd(
+    out: Path = typer.Option(..., help="Directory for the gate stores."),
+    checkpoint: Optional[list[Path]] = typer.Option(None, help="Stage-1 checkpoint (or run dir) to roll out (repeatable)."),
+    noise_levels: str = typer.Option("0.1,0.3,0.6,1.0", help="Expert noise levels ('none': no noisy-expert store)."),
+    episodes: int = typer.Option(100, min=1, help="Episodes per store."),
+    model: str = typer.Option("rmtl-fetch-tiny", help="VLM spec to embed with and judge."),
+    against: str = typer.Option("rmtl-fetch-tiny@random", help="Comparison model embedded too ('none': skip)."),
+    resolution: Optional[int] = typer.Option(None, help="Frame size (px); default: the model's input size."),
+    workers: int = typer.Option(1, min=1, help="Render processes."),
+    seed: int = typer.Option(50_000, help="Base episode seed."),
+    alpha: float = typer.Option(0.9, help="Projection alpha."),
+) -> None:
+    """Off-expert gate set: noisy experts and learner checkpoints rendered and embedded; within-phase ranks per source."""
+    from rich.console import Console
+
+    from pipeline.gate_set import build_gate_set, gate_set_configs, group_table, grouped_quality
+
+    levels = None if noise_levels.strip().lower() == "none" else _float_list(noise_levels, "noise levels")
+    configs = gate_set_configs(out, checkpoints=checkpoint or [], noise_levels=levels, episodes=episodes,
+                               model=model, seed=seed, resolution=resolution, workers=workers)
+    build_gate_set(configs, against=None if against.lower() == "none" else against)
+    for cfg in configs:
+        Console().print(group_table(cfg.store_path(), grouped_quality(cfg.store_path(), model, alpha), model))
+        typer.echo(f"wrote {cfg.store_path()}")
 
 
 def _echo_result(dataset, plots, summary) -> None:

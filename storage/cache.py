@@ -51,6 +51,19 @@ class CacheLookup(NamedTuple):
         return float(self.hit.mean()) if len(self.hit) else 0.0
 
 
+def _extend(buf: np.ndarray | None, new: np.ndarray, start: int) -> np.ndarray:
+    """A buffer holding ``buf[:start]`` then ``new``, grown by doubling, so a cache extended a
+    few rows at a time (the live overlay) copies O(n) in total rather than O(n^2)."""
+    stop = start + len(new)
+    if buf is None or len(buf) < stop or buf.shape[1:] != new.shape[1:]:
+        grown = np.empty((max(stop, 2 * (len(buf) if buf is not None else 0)), *new.shape[1:]), new.dtype)
+        if buf is not None and start:
+            grown[:start] = buf[:start]
+        buf = grown
+    buf[start:stop] = new
+    return buf
+
+
 class StateCache:
     """The state cache of one store (and optionally one model); use `StateCache.open`."""
 
@@ -84,6 +97,7 @@ class StateCache:
         self._index = self._new_index()
         self._n = 0
         self._emb: np.ndarray | None = None
+        self._emb_buf: np.ndarray | None = None
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -165,7 +179,8 @@ class StateCache:
             faiss.downcast_index(index.index).hnsw.efSearch = self.hnsw_ef_search
         self._index, self._n = index, rows
         if self.preload:
-            self._emb = self.store.embeddings(self.model_id, slice(0, rows)) if self.model_id else None
+            self._emb_buf = self.store.embeddings(self.model_id, slice(0, rows)) if self.model_id else None
+            self._emb = self._emb_buf
         return None
 
     # -- building ------------------------------------------------------------------------
@@ -182,7 +197,8 @@ class StateCache:
         self._index.add_with_ids(np.ascontiguousarray(keys, dtype=np.float32), np.arange(start, start + len(keys), dtype=np.int64))
         if self.preload and self.model_id:
             new = self.store.embeddings(self.model_id, slice(start, start + len(keys)))
-            self._emb = new if self._emb is None else np.concatenate([self._emb, new])
+            self._emb_buf = _extend(self._emb_buf, new, start)
+            self._emb = self._emb_buf[:start + len(keys)]
         self._n = start + len(keys)
 
     def sync(self) -> int:
@@ -197,7 +213,7 @@ class StateCache:
 
     def rebuild(self) -> None:
         """Drop the index and build it from the store's keys."""
-        self._index, self._n, self._emb = self._new_index(), 0, None
+        self._index, self._n, self._emb, self._emb_buf = self._new_index(), 0, None, None
         self.sync()
         self.status = "rebuilt: on request"
 

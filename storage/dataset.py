@@ -198,6 +198,7 @@ class DatasetStore:
         provenance: Mapping[str, Any] | None = None,
         frames: bool = True,
         visual_domain: bool | str | None = None,
+        renderer: Mapping[str, Any] | None = None,
         seeds: Any = None,
         state_dim: int | None = None,
         key_dim: int | None = None,
@@ -212,6 +213,7 @@ class DatasetStore:
         resolution: frame side in pixels, or (height, width).
         provenance: free-form JSON-serialisable record (policy, stages, command line, ...).
         frames=False makes a store of states and embeddings only (no `frames` array).
+        renderer: the render settings and their ``renderer_id`` (frames of one renderer only).
         state_dim/key_dim default to rmtl.env.state's STATE_DIM/KEY_DIM, whose key layout and
         scaling are then recorded as `key_spec` (the state cache checks it).
         """
@@ -241,6 +243,7 @@ class DatasetStore:
             "resolution": [int(h), int(w)],
             "has_frames": bool(frames),
             "visual_domain": _json_ok("visual_domain", visual_domain),
+            "renderer": _json_ok("renderer", dict(renderer)) if renderer is not None else None,
             "seeds": _json_ok("seeds", seeds),
             "state_dim": int(state_dim),
             "key_dim": int(key_dim),
@@ -473,6 +476,12 @@ class DatasetStore:
     @property
     def views(self) -> list[str]:
         return list(self._info["views"])
+
+    @property
+    def renderer_id(self) -> str | None:
+        """Id of the renderer that drew this store's frames (None: written before renderer ids)."""
+        r = self._info.get("renderer") or {}
+        return r.get("renderer_id")
 
     @property
     def resolution(self) -> tuple[int, int]:

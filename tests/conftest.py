@@ -33,3 +33,18 @@ def random_tiny_vlm():
     torch.manual_seed(0)
     yield load_vlm("rmtl-fetch-tiny@random")
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tiny_dense_run(tmp_path_factory):
+    """A dense-reward Stage-1 run at smoke size (no rendering): 128 env steps of 2 envs x
+    16-step episodes, checkpoints every 32 steps, 2-episode evaluations every 16 steps."""
+    from rmtl.train.config import stage1_config
+    from rmtl.train.stage1 import train_stage1
+
+    cfg = stage1_config(
+        "dense_reference", n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=128,
+        checkpoint_every=32, eval_every=16, eval_episodes=2, progress_bar=False, torch_threads=1, vec_env="dummy",
+        output_dir=str(tmp_path_factory.mktemp("dense") / "run"), env={"max_episode_steps": 16},
+    )
+    return train_stage1(cfg)

@@ -178,3 +178,71 @@ def test_command_line_flags_parse_words_and_none_and_keep_unset_defaults():
     assert cfg.baseline_balance == TrainVLMConfig().baseline_balance  # not given: the default
     _, cfg = parse_args(["--out", "x", "--target-prompt-rate", "0.6", "--init", "rmtl-fetch-tiny", "--tune", "text"])
     assert cfg.target_prompt_rate == 0.6 and cfg.init == "rmtl-fetch-tiny"
+
+
+def _training_texts(vlm):
+    """Record every text tokenized while the model is in training mode (evaluation runs in eval mode)."""
+    seen = []
+    tokenize = vlm.tokenizer
+
+    def spy(texts):
+        if vlm.model.training:
+            seen.extend(texts)
+        return tokenize(texts)
+
+    vlm.tokenizer = spy
+    return seen
+
+
+def test_prompt_neutral_training_never_sees_an_evaluated_prompt(tmp_path, data):
+    import torch
+
+    from rmtl.errors import ConfigError
+    from rmtl.vlm import load_vlm
+    from rmtl.vlm.captions import evaluated_prompt_texts
+
+    prompts = [p.lower() for p in evaluated_prompt_texts()]
+    base = dict(steps=3, batch_size=16, warmup_steps=0, eval_every=3, holdout_fraction=0.5, device="cpu",
+                init="rmtl-fetch-tiny", tune="text")
+    for bad, match in (({}, "baseline_balance"), ({"baseline_balance": 0}, "keep_best"),
+                       ({"baseline_balance": 0, "keep_best": False}, "reset_text_tower")):
+        with pytest.raises(ConfigError, match=match):
+            TrainVLMConfig.make(**base, captions="neutral", **bad)
+    neutral = TrainVLMConfig.make(**base, captions="neutral", baseline_balance=0, keep_best=False, reset_text_tower=True)
+    runs = {}
+    for name, cfg in (("neutral", neutral), ("graded", TrainVLMConfig.make(**base, keep_best=False))):
+        vlm = load_vlm(cfg.init, device="cpu", precision="fp32")
+        seen = runs[name] = _training_texts(vlm)
+        train_reward_vlm(data, cfg, tmp_path / name, progress=False, vlm=vlm)
+        assert seen
+    assert not [t for t in runs["neutral"] if any(p in t.lower() for p in prompts)]
+    assert [t for t in runs["graded"] if any(p in t.lower() for p in prompts)]  # the spy does see prompts
+    # The neutral model's text tower started random: far from the shipped one; its image tower is the shipped one.
+    shipped = load_vlm("rmtl-fetch-tiny", device="cpu").model.state_dict()
+    trained = load_vlm(str(tmp_path / "neutral"), device="cpu").model.state_dict()
+    assert all(torch.equal(shipped[k], trained[k]) for k in shipped if k.startswith("visual."))
+    text = [k for k in shipped if not k.startswith("visual.") and shipped[k].is_floating_point() and shipped[k].numel() > 1000]
+    assert text and all(not torch.allclose(shipped[k], trained[k], atol=0.05) for k in text)
+    card = write_model_card(tmp_path / "neutral", neutral, "d", json.loads((tmp_path / "neutral" / "metrics.json").read_text()),
+                            "cmd").read_text()
+    assert "prompt-neutral" in card and "text tower trained from random weights" in card
+
+
+def test_reset_text_tower_keeps_the_image_tower():
+    import torch
+
+    from pipeline.train_vlm import reset_text_tower
+    from rmtl.vlm import load_vlm
+
+    vlm = load_vlm("rmtl-fetch-tiny", device="cpu", precision="fp32")
+    before = {k: v.clone() for k, v in vlm.model.state_dict().items()}
+    torch.manual_seed(3)
+    reset_text_tower(vlm, "rmtl-fetch-tiny", "cpu")
+    torch.manual_seed(3)
+    fresh = load_vlm("rmtl-fetch-tiny@random", device="cpu", precision="fp32").model.state_dict()
+    after = vlm.model.state_dict()
+    for k in before:
+        if k.startswith("visual."):
+            assert torch.equal(after[k], before[k])
+        else:
+            assert torch.equal(after[k], fresh[k])

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES
 from rmtl.reward.prompts import PromptConfig, TextEmbeddings, embed_prompts
 
 
@@ -17,7 +16,7 @@ def test_paper_prompts_verbatim():
     assert p.align == ("a robot gripper pinching a red cube between two fingers",)
     assert p.grasp == ("a robot gripper lifting a red cube between its fingers",)
     assert p.goals() == (p.approach, p.align, p.grasp)
-    assert p.goals(single_prompt=True) == (p.single,) * len(PHASES)
+    assert p.goals(single_prompt=True) == (p.single,)  # one goal: K = 1
 
 
 def test_strings_become_lists_and_empty_is_rejected():
@@ -56,7 +55,8 @@ def test_mean_of_phrasings_not_renormalised():
     assert back.goal_texts == te.goal_texts
 
 
-def test_single_prompt_repeats_the_global_goal():
-    te = embed_prompts(FakeEncoder(), PromptConfig(), single_prompt=True)
-    np.testing.assert_allclose(te.goals[0], te.goals[1])
-    np.testing.assert_allclose(te.goals[1], te.goals[2])
+def test_single_prompt_has_one_goal():
+    enc = FakeEncoder()
+    te = embed_prompts(enc, PromptConfig(), single_prompt=True)
+    assert te.goals.shape == (1, 8) and te.goal_texts == (PromptConfig().single,)
+    np.testing.assert_allclose(te.goals[0], enc(list(PromptConfig().single))[0], atol=1e-6)

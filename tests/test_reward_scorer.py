@@ -59,9 +59,13 @@ def test_single_prompt_variant_changes_only_the_goals(emb):
     single = PhasedScorer.from_config(RewardConfig.make(single_prompt=True), encoder)
     assert single.views == full.views and single.alpha == full.alpha
     np.testing.assert_allclose(single.text.baseline, full.text.baseline)
-    s = single(emb).aggregate
-    np.testing.assert_allclose(s[:, 0], s[:, 1], atol=1e-6)
-    np.testing.assert_allclose(s[:, 1], s[:, 2], atol=1e-6)
+    assert single.num_phases == 1 and full.num_phases == 3
+    s = single(emb)
+    assert s.aggregate.shape == (4, 1)
+    for phases in ([0, 0, 0, 0], [2, 1, 0, 2], None):  # one goal: every phase reads it
+        np.testing.assert_array_equal(s.active(phases), s.aggregate[:, 0])
+    with pytest.raises(ConfigError, match="active phase"):
+        full(emb).active(None)
 
 
 def test_view_errors(emb):

@@ -109,3 +109,57 @@ def test_sub_envs_must_keep_terminal_frames(config):
             VLMRewardVecEnv(venv, config, vlm=tiny_vlm(seed=0))
     finally:
         venv.close()
+
+
+class SequenceSource:
+    """The same pseudo-random embeddings on the n-th call of every instance (no rendering)."""
+
+    def __init__(self, views: int, dim: int = 8):
+        self.views, self.dim, self.calls = views, dim, 0
+
+    def __call__(self, states, render):
+        self.calls += 1
+        v = np.random.default_rng(self.calls).normal(size=(len(states), self.views, self.dim)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+
+class FixedPhases:
+    """A phase selector that ignores the state: the given phase for every env, or a cycle."""
+
+    def __init__(self, phase: int | None):
+        self.phase, self.t = phase, 0
+
+    def __call__(self, states, infos=()):
+        self.t += 1
+        return np.full(len(states), self.t % 3 if self.phase is None else self.phase, dtype=np.int64)
+
+
+def _rewards(config, scorer, selector, steps=8):
+    env = make_reward_vec_env(2, config, ENV_CFG, seed=0, source=SequenceSource(len(VIEWS)), scorer=scorer,
+                              phase_selector=selector)
+    try:
+        env.reset()
+        out = [env.step(np.zeros((2, 4), np.float32))[1] for _ in range(steps)]  # crosses 2 episode ends
+    finally:
+        env.close()
+    return np.array(out)
+
+
+def test_single_prompt_reward_is_invariant_to_the_rule_phase(config):
+    """Same VLM scores, different phases (the rule, fixed phases, a cycle): identical rewards."""
+
+    def encoder(texts):
+        v = np.stack([np.random.default_rng(sum(map(ord, t))).normal(size=8) for t in texts]).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    for shaping in ({}, {"phase_offset": True}):
+        cfg = config.replace(model="PE-Core-bigG-14-448:meta", single_prompt=True, shaping=shaping)
+        scorer = PhasedScorer.from_config(cfg, encoder)
+        assert scorer.num_phases == 1
+        runs = [_rewards(cfg, scorer, sel) for sel in (None, FixedPhases(0), FixedPhases(2), FixedPhases(None))]
+        for r in runs[1:]:
+            np.testing.assert_array_equal(r, runs[0])
+    # The check can fail: the micro-task reward (three goals, per-phase bounds) does see the phase.
+    cfg = config.replace(model="PE-Core-bigG-14-448:meta")
+    scorer = PhasedScorer.from_config(cfg, encoder)
+    assert not np.array_equal(_rewards(cfg, scorer, FixedPhases(0)), _rewards(cfg, scorer, FixedPhases(2)))

@@ -61,6 +61,9 @@ def test_table1_defaults_and_variants():
     assert stage1_config("dense_reference").reward_kind == "dense"
     assert not stage1_config("no_phase_input").phase_input
     assert not stage1_config("rmtl_no_trend_momentum").reward.shaping.trend
+    # RMTL's shaping is Table 1; the phase offset is a labelled variant only.
+    assert not c.reward.shaping.phase_offset and stage1_config("rmtl_phase_offset").reward.shaping.phase_offset
+    assert stage1_config("rmtl_no_phase_offset").reward == c.reward  # old name, now the default
     # later overrides win over the variant's, nested dicts merge
     v = stage1_config("single_prompt_multi_view", reward={"alpha": 0.5}, n_envs=4)
     assert v.reward.single_prompt and v.reward.alpha == 0.5 and v.n_envs == 4

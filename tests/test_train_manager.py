@@ -13,7 +13,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper
 from rmtl.env.state import CUBE_REL_POS, STATE_DIM
 from rmtl.phases import GRASP, PHASES, phase_one_hot, rule_phase
 from rmtl.reward.phase import RulePhaseSelector
-from rmtl.reward.shaping import RewardShaper
+from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.train.manager import (
     ManagerController,
     ManagerDecide,
@@ -142,12 +142,16 @@ def scores_of(states: np.ndarray) -> np.ndarray:
 
 
 class FakeVLMReward(VecEnvWrapper):
-    """The VLMRewardVecEnv contract without rendering: shaped score of the selector's phase + env reward."""
+    """The VLMRewardVecEnv contract without rendering: shaped score of the selector's phase + env reward.
+
+    The worker's shaping is the phase-offset variant: there the naive segment return (the
+    worker's reward under the chosen prompt) pays for choosing a later prompt, the exploit
+    the progress return must not have."""
 
     def __init__(self, venv, selector):
         super().__init__(venv)
         self.phase_selector = selector
-        self.shaper = RewardShaper(venv.num_envs)
+        self.shaper = RewardShaper(venv.num_envs, ShapingConfig(phase_offset=True))
 
     def reset(self):
         return self.venv.reset()

@@ -22,7 +22,7 @@ STEPS, FREEZE = 128, 64  # 4 rollouts of 2 envs x 16 steps; the first two PPO up
 def small_stage1(variant, out, **kw):
     return stage1_config(
         variant, n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=32, checkpoint_every=32,
-        eval_every=0, eval_episodes=1, progress_bar=False, torch_threads=1, output_dir=str(out),
+        eval_every=0, eval_episodes=1, progress_bar=False, torch_threads=1, output_dir=str(out), vec_env="dummy",
         env={"views": VIEWS, "resolution": 64, "max_episode_steps": 16},
         reward={"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16}, **kw)
 
@@ -154,3 +154,20 @@ def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
     assert info["bc_heldout_accuracy"] is not None and info["paper_agreement"] == 0.73
     assert (out / "phase_traces.png").stat().st_size > 1000 and "learned manager" in (out / "behaviour.md").read_text()
     assert np.isfinite(info["eval_decision_agreement_rule"])
+
+
+def test_single_prompt_worker_is_refused(tmp_path):
+    """One phase (single prompt): nothing for a manager to choose; refused before anything is built."""
+    from rmtl.train.stage2 import worker_stage1_config
+
+    ck = tmp_path / "checkpoints" / "step_000000032"
+    ck.mkdir(parents=True)
+    (ck / "model.zip").write_bytes(b"")
+    for variant, ok in (("single_prompt_multi_view", False), ("rmtl", True)):
+        cfg = small_stage1(variant, tmp_path)
+        (ck / "meta.json").write_text(json.dumps({"config": cfg.model_dump(mode="json")}))
+        if ok:
+            assert worker_stage1_config(small_stage2(ck, tmp_path / "s2")).variant == "rmtl"
+        else:
+            with pytest.raises(ConfigError, match="single-prompt worker"):
+                worker_stage1_config(small_stage2(ck, tmp_path / "s2"))

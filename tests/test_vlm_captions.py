@@ -116,3 +116,50 @@ def test_a_shorter_graded_scale_falls_faster_with_distance():
     sharp = graded_prompt_probabilities(near, CaptionConfig(graded_scales=(0.15, 0.03)))[:, 1]
     assert sharp[1] / sharp[0] < wide[1] / wide[0]
     np.testing.assert_allclose(sharp[1] / sharp[0], np.exp(-0.06 / 0.03), rtol=1e-6)
+
+
+def _own_leaks(captions, prompts):
+    """Independent of rmtl.vlm.captions.prompt_leaks: exact matches and case-insensitive substrings."""
+    exact = set(captions) & set(prompts)
+    sub = {(c, p) for c in set(captions) for p in prompts if p.lower() in c.lower()}
+    return exact, sub
+
+
+def test_neutral_training_captions_contain_none_of_the_evaluated_prompt_texts():
+    from rmtl.vlm.captions import evaluated_prompt_texts, neutral_vocabulary, prompt_leaks
+
+    paper = PromptConfig()
+    prompts = evaluated_prompt_texts()
+    assert set(prompts) == {paper.baseline[0], paper.approach[0], paper.align[0], paper.grasp[0], paper.single[0]}
+    rng = np.random.default_rng(0)
+    # Every situation, and many random states around the cube (all situations, all distances).
+    targets = [make_state([0, 0, 0.005], fingers=0.024, lift=0.05), make_state([0, 0, 0.005], fingers=0.024),
+               make_state([0, 0, 0.005]), make_state([0, 0, -0.05]), make_state([0.1, 0, -0.05]),
+               make_state([0.3, 0, 0]), make_state([0.5, 0.2, 0])]
+    rel = rng.uniform(-0.4, 0.4, size=(3000, 3)) * rng.uniform(0, 1, size=(3000, 1)) ** 2
+    rand = [make_state(r, fingers=f, lift=l) for r, f, l in zip(rel, rng.uniform(0.02, 0.05, 3000),
+                                                                  rng.choice([0.0, 0.05], 3000))]
+    states = np.stack(targets * 300 + rand)
+    assert set(situation_ids(states).tolist()) == set(range(len(SITUATION_NAMES)))
+    caps = sample_captions(states, rng, CaptionConfig(mode="neutral"))
+    vocabulary = neutral_vocabulary()
+    for texts in (caps, vocabulary):
+        exact, sub = _own_leaks(texts, prompts)
+        assert not exact and not sub, sub
+        assert prompt_leaks(texts, prompts) == []
+    assert set(caps) <= set(vocabulary) and len(set(caps)) > 20
+    # The same check catches the graded recipe, which trains on the prompts, and any letter case.
+    graded = sample_captions(states, np.random.default_rng(0), CaptionConfig())
+    assert _own_leaks(graded, prompts)[0] == {paper.baseline[0], paper.approach[0], paper.align[0], paper.grasp[0]}
+    assert prompt_leaks(["Seen: " + paper.single[0].upper() + "."], prompts) != []
+
+
+def test_neutral_mode_describes_every_situation_in_several_ways():
+    from rmtl.vlm.captions import NEUTRAL_SITUATIONS
+
+    assert set(NEUTRAL_SITUATIONS) == set(SITUATION_NAMES)
+    assert all(len(set(c)) >= 2 for c in NEUTRAL_SITUATIONS.values())
+    import pytest
+
+    with pytest.raises(ValueError, match="caption mode"):
+        CaptionConfig(mode="prompted")

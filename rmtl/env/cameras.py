@@ -108,30 +108,60 @@ Resolution = Annotated[int, AfterValidator(_resolution_field)]
 """Config field type: a validated square frame size in pixels."""
 
 
+def free_camera(spec: CameraSpec):
+    """A MuJoCo free camera placed as ``spec`` says."""
+    import mujoco
+
+    cam = mujoco.MjvCamera()
+    cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+    cam.azimuth, cam.elevation, cam.distance = spec.azimuth, spec.elevation, spec.distance
+    cam.lookat[:] = spec.lookat
+    return cam
+
+
 class CameraBankRenderer:
     """Renders named free cameras of one MuJoCo model to uint8 [V, H, W, 3].
 
     One ``mujoco.Renderer`` per resolution is created lazily and reused; the model's
     offscreen buffer is enlarged first when a frame is larger than it (MuJoCo's default
     offscreen buffer is 640x480).
+
+    ``culled``: geom ids left out of rendering (moved to the culled geom group, which
+    every view switches off; see rmtl.env.culling), applied only without shadows and
+    reflections and at resolutions up to ``cull_max_resolution``. ``mesh_reduction`` > 0
+    renders a copy of the model with decimated meshes that follows the simulation's
+    state (rmtl.env.mesh_lod); 0 renders the simulation's own model.
     """
 
-    def __init__(self, model, data, shadows: bool = True, reflections: bool = True):
+    def __init__(self, model, data, shadows: bool = True, reflections: bool = True,
+                 culled: Sequence[int] = (), cull_max_resolution: int = MAX_RESOLUTION,
+                 mesh_reduction: float = 0.0):
         import mujoco
 
+        from rmtl.env.culling import CULL_GROUP
+
         self._mujoco = mujoco
-        self.model = model
-        self.data = data
         self.shadows = shadows
         self.reflections = reflections
+        self._lod = None
+        if mesh_reduction > 0:
+            from rmtl.env.mesh_lod import RenderModel
+
+            self._lod = RenderModel(model, data, mesh_reduction)
+            model, data = self._lod.model, self._lod.data
+        self.model = model
+        self.data = data
+        self.culled = tuple(int(g) for g in culled) if not (shadows or reflections) else ()
+        self.cull_max_resolution = int(cull_max_resolution)
+        if self.culled:
+            model.geom_group[list(self.culled)] = CULL_GROUP  # only the visualiser reads geom groups
+        self._all_groups = mujoco.MjvOption()
+        self._culling = mujoco.MjvOption()
+        self._culling.geomgroup[CULL_GROUP] = 0
+        if self.culled and np.any(np.delete(np.asarray(model.geom_group), list(self.culled)) == CULL_GROUP):
+            self.culled = ()  # the model uses the group itself: culling would hide its geoms too
         self._renderers: dict[int, object] = {}
-        self._cameras: dict[str, object] = {}
-        for spec in CAMERA_BANK.values():
-            cam = mujoco.MjvCamera()
-            cam.type = mujoco.mjtCamera.mjCAMERA_FREE
-            cam.azimuth, cam.elevation, cam.distance = spec.azimuth, spec.elevation, spec.distance
-            cam.lookat[:] = spec.lookat
-            self._cameras[spec.name] = cam
+        self._cameras: dict[str, object] = {spec.name: free_camera(spec) for spec in CAMERA_BANK.values()}
 
     def _renderer(self, resolution: int):
         r = self._renderers.get(resolution)
@@ -152,8 +182,10 @@ class CameraBankRenderer:
         r = self._renderer(resolution)
         if out is None:
             out = np.empty((len(views), resolution, resolution, 3), dtype=np.uint8)
+        data = self._lod.sync() if self._lod is not None else self.data
+        option = self._culling if self.culled and resolution <= self.cull_max_resolution else self._all_groups
         for i, name in enumerate(views):
-            r.update_scene(self.data, camera=self._cameras[name])
+            r.update_scene(data, camera=self._cameras[name], scene_option=option)
             r.render(out=out[i])
         return out
 

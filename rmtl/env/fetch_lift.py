@@ -20,6 +20,7 @@ from pydantic import Field, model_validator
 import rmtl  # noqa: F401  (sets MUJOCO_GL before mujoco is imported)
 from rmtl.config import Config
 from rmtl.env.cameras import CameraBankRenderer, Resolution, ViewNames, check_resolution, resolve_views
+from rmtl.env.render_settings import RenderSettings
 from rmtl.env.visual_domain import apply_visual_domain, hide_markers
 from rmtl.errors import ConfigError
 from rmtl.phases import rule_phase
@@ -58,6 +59,12 @@ class EnvConfig(Config):
     """Render shadows: an extra pass that makes six views ~4x slower on CPU (measured in bench/render)."""
     reflections: bool = False
     """Render reflections: an extra pass; off by default for speed like shadows."""
+    render: RenderSettings = RenderSettings()
+    """Culling, mesh simplification and anti-aliasing of the renderer (rmtl.env.render_settings)."""
+
+    def render_profile(self) -> dict[str, Any]:
+        """The renderer's settings and id, as stores and state caches record them."""
+        return self.render.profile(self.visual_domain, self.shadows, self.reflections)
 
     @model_validator(mode="after")
     def _box(self) -> "EnvConfig":
@@ -188,8 +195,17 @@ class FetchPickAndLiftEnv(gym.Env):
         names = self.config.views if views is None else resolve_views(views)
         res = self.config.resolution if resolution is None else check_resolution(resolution)
         if self._cameras is None:
+            culled, max_res = (), 0
+            settings = self.config.render
+            self.model.vis.quality.offsamples = settings.msaa_samples
+            if settings.cull_invisible:
+                from rmtl.env.culling import geom_ids, shipped_culling
+
+                probe = shipped_culling()
+                culled, max_res = geom_ids(self.model, probe.geoms), probe.resolution
             self._cameras = CameraBankRenderer(
-                self.model, self.data, shadows=self.config.shadows, reflections=self.config.reflections
+                self.model, self.data, shadows=self.config.shadows, reflections=self.config.reflections,
+                culled=culled, cull_max_resolution=max_res, mesh_reduction=settings.mesh_reduction,
             )
         return self._cameras.render(names, res)
 

@@ -35,7 +35,7 @@ class RewardConfig(Config):
     """Images per model call."""
     prompts: PromptConfig = PromptConfig()
     single_prompt: bool = False
-    """Single-prompt baseline: the global goal prompt for every phase."""
+    """Single-prompt baseline: the global goal prompt as the only goal (one phase, no phase index)."""
     shaping: ShapingConfig = ShapingConfig()
     add_env_reward: bool = True
     """Add the environment's own reward (the +1 success bonus) to the shaped reward."""

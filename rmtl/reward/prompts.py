@@ -1,7 +1,7 @@
 """Prompt sets (paper App. A) and their text embeddings.
 
 A prompt is a list of phrasings; its embedding is the mean of the unit embeddings of
-the phrasings, not renormalised (VLM-RMs; DESIGN.md section 3).
+the phrasings, not renormalised (VLM-RMs; docs/reward.md).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ class PromptConfig(Config):
     grasp: tuple[str, ...] = ("a robot gripper lifting a red cube between its fingers",)
     """Goal of the grasp micro-task."""
     single: tuple[str, ...] = ("a robot gripper grasping a red cube and lifting it off the table",)
-    """Global goal of the single-prompt baseline, used for every phase when single_prompt is on."""
+    """Global goal of the single-prompt baseline: its only goal (one phase) when single_prompt is on."""
 
     @field_validator("baseline", "approach", "align", "grasp", "single", mode="before")
     @classmethod
@@ -48,9 +48,10 @@ class PromptConfig(Config):
         return _as_phrasings(v)
 
     def goals(self, single_prompt: bool = False) -> tuple[tuple[str, ...], ...]:
-        """Goal phrasings per phase in task order (PHASES); the global goal K times if single_prompt."""
+        """Goal phrasings per phase in task order (PHASES); with single_prompt the one global
+        goal alone (K = 1: a single-prompt reward has no phases)."""
         if single_prompt:
-            return tuple(self.single for _ in PHASES)
+            return (self.single,)
         return tuple(getattr(self, name) for name in PHASES)
 
 

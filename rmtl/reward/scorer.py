@@ -37,8 +37,16 @@ class Scores:
     per_view: np.ndarray
     aggregate: np.ndarray
 
-    def active(self, phases: np.ndarray) -> np.ndarray:
-        """Aggregate score of each row's active phase: [N]."""
+    def active(self, phases: np.ndarray | None = None) -> np.ndarray:
+        """Aggregate score of each row's active phase: [N].
+
+        One goal (single prompt) means no phases: its score is active whatever ``phases``
+        says, so a phase selector cannot change a single-prompt reward.
+        """
+        if self.aggregate.shape[-1] == 1:
+            return self.aggregate[:, 0]
+        if phases is None:
+            raise ConfigError(f"scores of {self.aggregate.shape[-1]} goals need the active phase of every row")
         p = np.asarray(phases, dtype=np.int64)
         return self.aggregate[np.arange(len(p)), p]
 

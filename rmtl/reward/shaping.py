@@ -1,7 +1,8 @@
-"""Reward shaping of the active micro-task score (DESIGN.md section 3, reconstructed).
+"""Reward shaping of the active micro-task score (paper Table 1; the formula is reconstructed).
 
 Per environment and step, with s the aggregate score of the active phase k (see
-docs/reward.md for the exact definition and the reasons behind each choice):
+docs/reward.md for the exact definition and the reasons behind each choice). The
+default is the paper's Table 1 shaping:
 
 1. bounds of phase k move toward s when s is outside them: lo += rate (s - lo) if s < lo,
    hi += rate (s - hi) if s > hi (start 0.45 / 0.70, rate 0.01);
@@ -9,8 +10,16 @@ docs/reward.md for the exact definition and the reasons behind each choice):
 3. trend = u - mean(previous <= window u of phase k this episode) (0 without history);
 4. momentum m_k <- decay m_k + (1 - decay) (u - previous u of phase k) (0 without history);
 5. delta = w_t trend + w_m momentum, times drop_multiplier when negative;
-6. level = (k + u) / K - 1 with the phase offset, else u - 1;
+6. level = u - 1;
 7. reward = clip(level + delta, -1, 0).
+
+The phase offset, level = (k + u) / K - 1, is a labelled variant (``phase_offset``),
+never the default: it writes the selector's phase index k, which the Stage-1 rule reads
+from the privileged gripper-cube distance, into the reward.
+
+With one phase (K = 1, the single-prompt baselines) there is one pair of bounds and one
+history, and the phase ids given with the scores are ignored: no phase index can reach
+the reward.
 
 Episode history (trend window, momentum, previous u) is reset with the episode; the
 bounds are running statistics over training and persist unless reset_bounds_on_episode.
@@ -47,8 +56,9 @@ class ShapingConfig(Config):
     """Restart the bounds at every episode (default: keep them as running statistics)."""
     level: bool = True
     """Include the level term (u - 1, or the phase-offset form)."""
-    phase_offset: bool = True
-    """Level = (k + u)/K - 1 so a switch to a later phase never looks like a loss."""
+    phase_offset: bool = False
+    """Variant, not the paper's shaping: level = (k + u)/K - 1, so a switch to a later phase
+    never looks like a loss, at the price of putting the phase index into the reward."""
     trend: bool = True
     """Include the trend term."""
     trend_weight: float = Field(0.3, ge=0)
@@ -115,11 +125,20 @@ class RewardShaper:
             self.low[idx] = self.config.initial_low
             self.high[idx] = self.config.initial_high
 
-    def __call__(self, scores: np.ndarray, phases: np.ndarray) -> ShapingOutput:
-        """Shape active-phase scores [N] given phase ids [N]; advances the episode state."""
+    def __call__(self, scores: np.ndarray, phases: np.ndarray | None = None) -> ShapingOutput:
+        """Shape active-phase scores [N] given phase ids [N]; advances the episode state.
+
+        With one phase the phase ids are ignored (and may be None): whatever selector the
+        caller runs, the reward of a one-phase shaper cannot depend on its phases.
+        """
         cfg = self.config
         s = np.asarray(scores, dtype=np.float64).reshape(-1)
-        k = np.asarray(phases, dtype=np.int64).reshape(-1)
+        if self.num_phases == 1:
+            k = np.zeros(s.shape[0], dtype=np.int64)
+        elif phases is None:
+            raise ConfigError(f"a {self.num_phases}-phase shaper needs the phase id of every env")
+        else:
+            k = np.asarray(phases, dtype=np.int64).reshape(-1)
         if s.shape[0] != self.num_envs or k.shape[0] != self.num_envs:
             raise ConfigError(f"expected {self.num_envs} scores and phases, got {s.shape[0]} and {k.shape[0]}")
         if np.any((k < 0) | (k >= self.num_phases)):

@@ -6,6 +6,8 @@ manager (section 3.6, Table 2).
 - :mod:`rmtl.train.callbacks`: curriculum, logging, periodic evaluation, checkpoints.
 - :mod:`rmtl.train.stage1`: :func:`train_stage1` (resumable).
 - :mod:`rmtl.train.evaluate`: :func:`evaluate_checkpoint` on the final (random-start) stage.
+- :mod:`rmtl.train.selection`: :func:`select_checkpoint` (best on validation seeds, reported
+  on disjoint test seeds; the final checkpoint; the mean of the last 5 evaluations).
 - :mod:`rmtl.train.report`: :func:`stage1_report` (paper Fig. 5, Fig. 6, final table),
   :func:`stage2_report` (Fig. 7 behavioural comparison).
 - :mod:`rmtl.train.manager`, :mod:`rmtl.train.stage2`: the manager, BC, REINFORCE,
@@ -20,7 +22,7 @@ _LAZY = {
     "VARIANTS": "rmtl.train.config", "CacheConfig": "rmtl.train.config", "DenseRewardConfig": "rmtl.train.config",
     "Stage1Config": "rmtl.train.config", "stage1_config": "rmtl.train.config",
     "train_stage1": "rmtl.train.stage1", "evaluate_checkpoint": "rmtl.train.evaluate",
-    "stage1_report": "rmtl.train.report",
+    "stage1_report": "rmtl.train.report", "select_checkpoint": "rmtl.train.selection",
     "Stage2Config": "rmtl.train.config", "train_stage2": "rmtl.train.stage2", "stage2_report": "rmtl.train.report",
 }
 

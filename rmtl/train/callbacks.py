@@ -2,7 +2,7 @@
 
 They hook into SB3's own PPO loop (no fork of it). Everything a resumed run needs is
 in a checkpoint directory: ``model.zip``, ``curriculum.json`` (curriculum state and the
-per-level statistics), ``vecnormalize.pkl`` when observations are normalised, and
+per-level statistics), ``vecnormalize.json`` when observations are normalised (JSON, never a pickle), and
 ``meta.json`` (step count and the run's config).
 """
 

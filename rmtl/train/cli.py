@@ -3,6 +3,7 @@
     app.add_typer(train_app, name="train")       # rmtl train stage1 --variant rmtl ...
     app.command("eval")(eval_cmd)                # rmtl eval CKPT --episodes 100
     app.command("report")(report_cmd)            # rmtl report RUN... --out DIR
+                                                 # rmtl train select RUN (best on validation, test seeds)
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1:
 @train_app.command("stage1")
 def stage1_cmd(
     variant: str = typer.Option("rmtl", help="Variant: rmtl, single_prompt_multi_view, single_prompt_single_view, "
-                                             "no_curriculum, no_phase_input, dense_reference, rmtl_no_phase_offset, "
-                                             "rmtl_no_trend_momentum, rmtl_level_only."),
+                                             "no_curriculum, no_phase_input, dense_reference, rmtl_phase_offset, "
+                                             "rmtl_no_trend_momentum (rmtl_no_phase_offset = rmtl, "
+                                             "rmtl_level_only = rmtl_no_trend_momentum)."),
     steps: Optional[int] = typer.Option(None, "--steps", help="Total env steps (default 600000)."),
     seed: Optional[int] = typer.Option(None, help="Seed (default 0)."),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML Stage1Config to start from (the variant is applied on top)."),
@@ -84,14 +86,40 @@ def eval_cmd(
 def report_cmd(
     runs: List[Path] = typer.Argument(..., help="Stage-1 run directories."),
     out: Path = typer.Option(Path("results/stage1"), help="Output directory for PNG/CSV/MD."),
+    select: bool = typer.Option(True, help="Evaluate checkpoints on validation/test seeds where selection.json "
+                                           "lacks them (--no-select: use what is there)."),
+    validation_episodes: int = typer.Option(100, min=1, help="Validation episodes per checkpoint."),
+    test_episodes: int = typer.Option(200, min=1, help="Test episodes of the best and the final checkpoint."),
 ) -> None:
-    """Paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels) and the final success table."""
+    """Paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels), and final / best-on-validation / last-5 success."""
     from rmtl.train.report import stage1_report
 
     check_output_dir(out, "--out")
-    paths = stage1_report(runs, out)
+    paths = stage1_report(runs, out, select=select, validation_episodes=validation_episodes,
+                          test_episodes=test_episodes)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
-    typer.echo(paths["final_success_md"].read_text())
+    typer.echo(paths["success_table_md"].read_text())
+
+
+@train_app.command("select")
+def select_cmd(
+    run: Path = typer.Argument(..., help="Stage-1 run directory."),
+    validation_episodes: int = typer.Option(100, min=1, help="Validation episodes per checkpoint (seeds from 2000000)."),
+    test_episodes: int = typer.Option(200, min=1, help="Test episodes of the best and final checkpoint (seeds from 3000000)."),
+) -> None:
+    """Best checkpoint on validation seeds, it and the final one on test seeds, mean of the last 5 evaluations."""
+    from rmtl.train.selection import SELECTION_FILE, select_checkpoint
+
+    sel = select_checkpoint(run, validation_episodes, test_episodes, verbose=True)
+    best, final, last = sel["best"], sel["final"], sel["last_periodic"]
+    typer.echo(f"best on validation: {best['checkpoint']} ({best['validation']['success_rate']:.3f}); test "
+               f"{best['test']['success_rate']:.3f} ({best['test']['ci_low']:.3f}-{best['test']['ci_high']:.3f})\n"
+               f"final {final['checkpoint']}: test {final['test']['success_rate']:.3f} "
+               f"({final['test']['ci_low']:.3f}-{final['test']['ci_high']:.3f})")
+    if last:
+        typer.echo(f"last {last['n']} periodic evaluations: mean {last['mean_success_rate']:.3f} "
+                   f"({last['ci_low']:.3f}-{last['ci_high']:.3f})")
+    typer.echo(f"wrote {run / SELECTION_FILE}")
 
 
 @train_app.command("stage2")

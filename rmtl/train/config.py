@@ -57,6 +57,12 @@ class CacheConfig(Config):
     """Append rendered misses (frames, states, embeddings) to the store and the index."""
     persist_every: int = Field(0, ge=0)
     """Persist the grown index every this many vec-env steps (0: only at checkpoints and the end)."""
+    atlas: tuple[str, ...] = ()
+    """Read-only atlas stores (storage.catalogue) looked up together with the run's overlay; replaces ``store``."""
+    overlay: str | None = None
+    """The run's own store of rendered misses (appended off the rollout path); None: <run dir>/overlay.zarr."""
+    audit_every: int = Field(50, ge=0)
+    """Every this many vec-env steps render one cache hit fresh and log its score error (0: never)."""
 
 
 class Stage1Config(Config):
@@ -106,8 +112,13 @@ class Stage1Config(Config):
     """Append the active phase one-hot to the observation (key 'phase')."""
 
     # ---------------------------------------------------------------- run management
-    vec_env: Literal["dummy", "subproc"] = "dummy"
-    """SB3 vec env class: 'subproc' renders the sub-envs in parallel processes."""
+    vec_env: Literal["workers", "dummy", "subproc"] = "workers"
+    """'workers': the sub-envs step and render in ``workers`` processes (rmtl.train.vec_env);
+    'dummy': all in the learner process; 'subproc': SB3's one process per env."""
+    workers: int | None = Field(None, ge=1)
+    """Worker processes for vec_env='workers'; None: one per available core (at most n_envs)."""
+    worker_threads: int = Field(1, ge=1)
+    """Threads of each worker's pools (OpenMP, MKL, torch, Mesa llvmpipe), set before they start."""
     checkpoint_every: int = Field(50_000, ge=1)
     """Env steps between checkpoints (model, curriculum state, VecNormalize)."""
     eval_every: int = Field(20_000, ge=0)
@@ -141,23 +152,27 @@ class Stage1Config(Config):
 
 
 VARIANTS: dict[str, dict[str, Any]] = {
-    # Section 4.2 (Fig. 5 and the baselines of DESIGN.md section 6).
+    # Section 4.2 (Fig. 5 and the baselines). RMTL's reward shaping is the paper's Table 1;
+    # the single-prompt variants have one phase (K = 1), so no phase index reaches their reward.
     "rmtl": {},
     "single_prompt_multi_view": {"reward": {"single_prompt": True}},
     "single_prompt_single_view": {"reward": {"single_prompt": True, "single_view": True}},
     "no_curriculum": {"curriculum": False},
     "no_phase_input": {"phase_input": False},
     "dense_reference": {"reward_kind": "dense"},
-    # Shaping ablations (reconstructed shaping, DESIGN.md section 3): RMTL with one switch flipped.
-    "rmtl_no_phase_offset": {"reward": {"shaping": {"phase_offset": False}}},
+    # Shaping variants (docs/reward.md), labelled: RMTL with one switch flipped.
+    "rmtl_phase_offset": {"reward": {"shaping": {"phase_offset": True}}},
     "rmtl_no_trend_momentum": {"reward": {"shaping": {"trend": False, "momentum": False}}},
+    # Names from before the default became Table 1; they now give the same configs as
+    # rmtl and rmtl_no_trend_momentum, and stay so that runs named with them still resolve.
+    "rmtl_no_phase_offset": {"reward": {"shaping": {"phase_offset": False}}},
     "rmtl_level_only": {"reward": {"shaping": {"phase_offset": False, "trend": False, "momentum": False}}},
 }
 """Named variants: overrides of :class:`Stage1Config` (nested dicts), nothing else."""
 
 PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "no_curriculum",
                   "no_phase_input", "dense_reference")
-SHAPING_VARIANTS = ("rmtl", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
+SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum")
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,11 @@
 - ``curriculum_levels.csv/.png`` (Fig. 6): env steps, episodes and successes per
   curriculum level per run, and the rolling window success rate vs env steps, coloured
   by level;
-- ``final_success.csv/.md``: last evaluation of every run (steps, rate, CI, wall time).
+- ``final_success.csv/.md``: last evaluation of every run (steps, rate, CI, wall time);
+- ``success_table.csv/.md``: per run, the final checkpoint and the best checkpoint on
+  validation seeds, both on the test seeds, and the mean of the last 5 periodic
+  evaluations, each with a 95% CI (rmtl.train.selection; with ``select`` the selection
+  is computed or brought up to date, else read from each run's ``selection.json``).
 """
 
 from __future__ import annotations
@@ -89,8 +93,11 @@ def _label(run: dict[str, Any]) -> str:
     return f"{run['variant']}/s{run['seed']}"
 
 
-def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[str, Path]:
-    """Write the report files (module docstring) into ``out_dir``; returns name -> path."""
+def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *, select: bool = False,
+                  validation_episodes: int = 100, test_episodes: int = 200) -> dict[str, Path]:
+    """Write the report files (module docstring) into ``out_dir``; returns name -> path.
+    ``select``: evaluate checkpoints for the success table (validation and test seeds,
+    ``validation_episodes`` / ``test_episodes``) where ``selection.json`` lacks them."""
     from matplotlib.figure import Figure  # object API: no pyplot, no global backend change
 
     if not run_dirs:
@@ -207,6 +214,59 @@ def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path) -> dict[s
         md.append(f"| {t['variant']} | {t['seed']} | {t['env_steps']} | {rate} | {ci} | {t['final_level']} | {wall} |")
     paths["final_success_md"] = out / "final_success.md"
     paths["final_success_md"].write_text("\n".join(md) + "\n")
+    paths.update(success_table(runs, out, select=select, validation_episodes=validation_episodes,
+                               test_episodes=test_episodes))
+    return paths
+
+
+def _ci(rate: Any, lo: Any, hi: Any) -> str:
+    return f"{rate:.3f} ({lo:.3f}-{hi:.3f})" if isinstance(rate, float) else "-"
+
+
+def success_table(runs: Sequence[dict[str, Any]], out: Path, *, select: bool, validation_episodes: int,
+                  test_episodes: int) -> dict[str, Path]:
+    """``success_table.csv/.md``: final and best-on-validation (both on test seeds) and last-5 success per run."""
+    from rmtl.train.selection import LAST_N, last_evaluations, load_selection, select_checkpoint
+
+    rows = []
+    for r in runs:
+        sel = (select_checkpoint(r["dir"], validation_episodes, test_episodes) if select
+               else load_selection(r["dir"])) or {}
+        final, best = sel.get("final", {}), sel.get("best", {})
+        ft, bt, bv = final.get("test", {}), best.get("test", {}), best.get("validation", {})
+        last = last_evaluations(r["eval"], LAST_N)
+        rows.append({
+            "variant": r["variant"], "seed": r["seed"], "run": str(r["dir"]),
+            "final_steps": final.get("num_timesteps", ""), "final_test_success": ft.get("success_rate", ""),
+            "final_test_ci_low": ft.get("ci_low", ""), "final_test_ci_high": ft.get("ci_high", ""),
+            "best_steps": best.get("num_timesteps", ""), "best_validation_success": bv.get("success_rate", ""),
+            "best_test_success": bt.get("success_rate", ""), "best_test_ci_low": bt.get("ci_low", ""),
+            "best_test_ci_high": bt.get("ci_high", ""), "test_episodes": ft.get("episodes", ""),
+            "test_seed": ft.get("seed", ""), "validation_episodes": bv.get("episodes", ""),
+            "validation_seed": bv.get("seed", ""),
+            "last5_n": last.get("n", ""), "last5_mean_success": last.get("mean_success_rate", ""),
+            "last5_ci_low": last.get("ci_low", ""), "last5_ci_high": last.get("ci_high", ""),
+            "last5_min": last.get("min", ""), "last5_max": last.get("max", ""),
+            "last5_steps": f"{last['first_step']}-{last['last_step']}" if last else "",
+        })
+    paths = {"success_table_csv": write_csv(out / "success_table.csv", rows)}
+    md = ["| variant | seed | final (test) | best on validation (test) | best step (validation) "
+          f"| mean of last {LAST_N} evals (min-max) |", "|---|---|---|---|---|---|"]
+    for t in rows:
+        bv = f"{t['best_steps']} ({t['best_validation_success']:.3f})" if isinstance(t["best_validation_success"], float) else "-"
+        spread = f" ({t['last5_min']:.2f}-{t['last5_max']:.2f})" if isinstance(t["last5_min"], float) else ""
+        md.append(f"| {t['variant']} | {t['seed']} | {_ci(t['final_test_success'], t['final_test_ci_low'], t['final_test_ci_high'])} "
+                  f"| {_ci(t['best_test_success'], t['best_test_ci_low'], t['best_test_ci_high'])} | {bv} "
+                  f"| {_ci(t['last5_mean_success'], t['last5_ci_low'], t['last5_ci_high'])}{spread} |")
+    first = next((t for t in rows if t["test_episodes"] != ""), None)
+    md += ["", "Final and best checkpoints on the test seeds"
+           + (f" ({first['test_episodes']} episodes from seed {first['test_seed']}; the best checkpoint chosen on "
+              f"{first['validation_episodes']} validation episodes from seed {first['validation_seed']})" if first else
+              " (not computed: `rmtl report --select` or `rmtl train select RUN`)")
+           + f"; last {LAST_N}: the mean of the last periodic evaluations (eval.csv), pooled Wilson 95% CI. "
+           "Every evaluation: final curriculum stage, deterministic actions."]
+    paths["success_table_md"] = out / "success_table.md"
+    paths["success_table_md"].write_text("\n".join(md) + "\n")
     return paths
 
 

@@ -49,7 +49,7 @@ SourceFactory = Callable[[Stage1Config, Any], Any]
 """(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
-                      "eval_episodes", "torch_threads", "vec_env", "device"}
+                      "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device"}
 """Fields a resumed run may change; any other difference is refused."""
 
 
@@ -68,6 +68,15 @@ def cache_source(config: Stage1Config, vlm: Any) -> Any:
     from pipeline.live_cache import CachedEmbeddingSource
 
     c = config.cache
+    if c.atlas:
+        from rmtl.reward.scorer import PhasedScorer
+
+        scorer = PhasedScorer.from_config(config.reward, vlm.encode_text)
+        overlay = c.overlay or str(config.run_dir() / "overlay.zarr")
+        return CachedEmbeddingSource.open_catalogue(
+            c.atlas, vlm, overlay, radius=c.radius, views=config.reward.active_views,
+            renderer_id=config.env.render_profile()["renderer_id"], batch_size=config.reward.batch_size,
+            audit_every=c.audit_every, audit_scorer=lambda e: scorer(e).aggregate)
     return CachedEmbeddingSource.open(c.store, vlm, radius=c.radius, views=config.reward.active_views,
                                       append=c.grow, batch_size=config.reward.batch_size, save_every=c.persist_every)
 
@@ -89,9 +98,13 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
     timings = timings or Timings()
-    vec_cls = SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv
     make = functools.partial(_make_env, config.env, config.uses_vlm)
-    raw = vec_cls([make for _ in range(config.n_envs)])
+    if config.vec_env == "workers":
+        from rmtl.train.vec_env import ProcessGroupVecEnv
+
+        raw = ProcessGroupVecEnv([make] * config.n_envs, config.workers, config.worker_threads)
+    else:
+        raw = (SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv)([make for _ in range(config.n_envs)])
     venv: Any = SimTimer(raw, timings)
     timed = None
     if config.uses_vlm:
@@ -104,7 +117,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
         if source is None:
             if source_factory is not None:
                 source = source_factory(config, vlm)
-            elif config.cache.store:
+            elif config.cache.store or config.cache.atlas:
                 source = cache_source(config, vlm)
             else:
                 source = VLMEmbeddingSource(vlm, config.reward.batch_size)
@@ -241,7 +254,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     def before_save(_: Path) -> None:
         meta["wall_seconds"] = wall_prev + time.perf_counter() - t_start
         meta["timings_seconds"] = timings.snapshot()
-        if config.cache.grow and env.source is not None and hasattr(env.source.inner, "save"):
+        if (config.cache.grow or config.cache.atlas) and env.source is not None and hasattr(env.source.inner, "save"):
             env.source.inner.save()  # persist the grown FAISS index with the checkpoint
 
     ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,

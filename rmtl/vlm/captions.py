@@ -1,9 +1,17 @@
-"""Captions written from simulator state, for training a domain VLM (issue 5).
+"""Captions written from simulator state, for training a domain VLM.
 
 The state is used only here, to write training captions; at reward time the model sees
-only pixels and the prompt. Each situation has several paraphrases, and the paper's exact
-micro-task prompts (App. A) are among the paraphrases of the situations they describe,
-so the trained model knows the words the reward will use.
+only pixels and the prompt. Two caption modes (``CaptionConfig.mode``):
+
+- ``graded`` (the shipped model's recipe): each situation has several paraphrases, and
+  the paper's exact micro-task prompts (App. A) are among the paraphrases of the
+  situations they describe, with progress-graded prompt captions and the baseline prompt
+  mixed in (below), so the trained model knows the words the reward will use;
+- ``neutral`` (the prompt-neutral stand-in): descriptive captions from state only that
+  contain none of the evaluated prompt texts (:func:`evaluated_prompt_texts`: baseline,
+  approach, align, grasp and the single prompt), not even as a substring in any letter
+  case; no baseline captions, no graded prompt captions. A comparison of prompt sets is
+  then not decided by which prompts the reward model was trained on.
 
 Situations, checked in this order (distances in metres, from the 25-D state):
 
@@ -38,6 +46,7 @@ within-phase signal a dense reward needs. ``rate = 0`` turns it off.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -84,6 +93,15 @@ SITUATIONS: dict[str, tuple[str, ...]] = {
 }
 SITUATION_NAMES: tuple[str, ...] = tuple(SITUATIONS)
 
+NEUTRAL_SITUATIONS: dict[str, tuple[str, ...]] = {
+    situation: tuple(c for c in captions if c not in (APPROACH_PROMPT, ALIGN_PROMPT, GRASP_PROMPT))
+    for situation, captions in SITUATIONS.items()
+}
+"""The situations' paraphrases without the paper prompts (the captions of the neutral mode)."""
+NEUTRAL_SITUATIONS["lifting"] += ("a red cube raised above the table in a closed robot gripper",)
+NEUTRAL_SITUATIONS["pinching"] += ("closed gripper fingers on both sides of a red cube on the table",)
+NEUTRAL_SITUATIONS["above"] += ("an open gripper hovering a few centimetres over a red cube",)
+
 PROMPT_SITUATION = {"approach": "above", "align": "pinching", "grasp": "lifting"}
 """The situation each micro-task prompt describes (its target state)."""
 
@@ -105,6 +123,8 @@ approach target, which lies in the align phase: without it the align caption rat
 monotone in distance over that phase). 'phase': each prompt only within its own rule
 phase's distance bin."""
 
+CAPTION_MODES = ("graded", "neutral")
+
 GRADED_PROMPT_RATE = 0.3
 """Probability of a graded prompt caption at distance 0 (see the module docstring)."""
 
@@ -122,8 +142,13 @@ class CaptionConfig:
     target_prompt_rate: float | None = 1.0
     """Probability that a target situation is captioned with its paper prompt rather than
     another paraphrase (None: uniform over the situation's paraphrases)."""
+    mode: str = "graded"
+    """'graded': the recipe above; 'neutral': captions free of every evaluated prompt text
+    (the graded, target and baseline settings do not apply)."""
 
     def __post_init__(self) -> None:
+        if self.mode not in CAPTION_MODES:
+            raise ValueError(f"caption mode {self.mode!r} is not one of {', '.join(CAPTION_MODES)}")
         if self.graded_band not in GRADED_BANDS:
             raise ValueError(f"graded_band {self.graded_band!r} is not one of {sorted(GRADED_BANDS)}")
         if min(self.graded_scales) <= 0:
@@ -172,17 +197,43 @@ _TARGET_PROMPTS = {situation: SITUATIONS[situation][0] for situation in PROMPT_S
 """Target situation -> its paper prompt (the first paraphrase)."""
 
 
+DISTANCE_CAPTION_RATE = 0.45
+"""Fraction of near, far and very far states captioned with their distance (both modes)."""
+
+
 def distance_caption(distance_m: float) -> str:
     cm = int(5 * round(distance_m * 100 / 5))
     return f"a robot gripper about {cm} centimetres from a red cube"
 
 
+def evaluated_prompt_texts(prompts: PromptConfig | None = None) -> tuple[str, ...]:
+    """Every phrasing of every prompt a reward is evaluated with: baseline, approach, align,
+    grasp and the single prompt (default: the paper's)."""
+    p = prompts or _PAPER
+    return tuple(dict.fromkeys(t for name in ("baseline", "approach", "align", "grasp", "single") for t in getattr(p, name)))
+
+
+def neutral_vocabulary(max_distance_m: float = 3.0) -> tuple[str, ...]:
+    """Every caption the neutral mode can write (distance captions up to ``max_distance_m``)."""
+    distances = {distance_caption(d / 100) for d in range(0, int(max_distance_m * 100) + 1)}
+    return tuple(dict.fromkeys([c for caps in NEUTRAL_SITUATIONS.values() for c in caps] + sorted(distances)))
+
+
+def prompt_leaks(captions: Sequence[str], prompts: Sequence[str]) -> list[tuple[str, str]]:
+    """(caption, prompt) pairs where a prompt text occurs in a caption, ignoring letter case."""
+    low = [p.lower() for p in prompts]
+    return [(c, p) for c in dict.fromkeys(captions) for p, q in zip(prompts, low) if q in c.lower()]
+
+
 def sample_captions(states: np.ndarray, rng: np.random.Generator, captions: CaptionConfig = CaptionConfig()) -> list[str]:
     """One training caption per state: a random paraphrase of its situation, sometimes a
-    progress-graded prompt, a distance caption (near/far states) or the neutral baseline."""
+    progress-graded prompt, a distance caption (near/far states) or the neutral baseline
+    (graded mode); a paraphrase or a distance caption only (neutral mode)."""
     s = np.atleast_2d(np.asarray(states, dtype=np.float64))
     sit = situation_ids(s)
     dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
+    if captions.mode == "neutral":
+        return _neutral_captions(sit, dist, rng)
     graded = _graded(sit, dist, captions)
     target_rate = captions.target_prompt_rate
     out = []
@@ -195,12 +246,24 @@ def sample_captions(states: np.ndarray, rng: np.random.Generator, captions: Capt
             out.append(APPROACH_PROMPT)
         elif g < graded[i, 0] + graded[i, 1]:
             out.append(ALIGN_PROMPT)
-        elif name in ("near", "far", "very_far") and r < 0.55:
+        elif name in ("near", "far", "very_far") and r < BASELINE_RATE + DISTANCE_CAPTION_RATE:
             out.append(distance_caption(dist[i]))
         elif target_rate is not None and name in _TARGET_PROMPTS:
             others = SITUATIONS[name][1:]
             out.append(_TARGET_PROMPTS[name] if rng.random() < target_rate else others[rng.integers(len(others))])
         else:
             choices = SITUATIONS[name]
+            out.append(choices[rng.integers(len(choices))])
+    return out
+
+
+def _neutral_captions(sit: np.ndarray, dist: np.ndarray, rng: np.random.Generator) -> list[str]:
+    out = []
+    for i, k in enumerate(sit):
+        name = SITUATION_NAMES[k]
+        if name in ("near", "far", "very_far") and rng.random() < DISTANCE_CAPTION_RATE:
+            out.append(distance_caption(dist[i]))
+        else:
+            choices = NEUTRAL_SITUATIONS[name]
             out.append(choices[rng.integers(len(choices))])
     return out

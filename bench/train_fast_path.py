@@ -1,0 +1,122 @@
+"""Stage-1 VLM-reward training speed: today's path against the fast path, side by side.
+
+Paths (the same RMTL config, the shipped model; only the machinery differs):
+
+- ``today``: full meshes, no culling, 4x MSAA, fp32 embedding, all envs in the learner
+  process (DummyVecEnv), no cache;
+- ``fast``: culled geometry, the fast renderer (``--render``), bf16 where the CPU has it,
+  ``ProcessGroupVecEnv`` workers (one per core), no cache;
+- ``fast_atlas``: ``fast`` plus the warm atlas catalogue (``--atlas``) at ``--radius``,
+  misses appended to a fresh overlay by the background writer.
+
+Each repeat runs every path once (alternating, so load drifts hit all alike) for
+``--rollouts`` PPO iterations of 16 envs x 40 steps after a warm-up; medians over repeats.
+
+    python bench/train_fast_path.py --atlas data/stores/atlas_*.zarr --radius 0.02 --repeats 3
+
+Writes ``results/bench/train_fast_path.json`` (``speedup_uncached``, ``speedup_warm_atlas``:
+median env steps/s with PPO updates over today's, same run) and prints a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PARTS = ("simulation", "rendering", "embedding", "cache_lookup", "policy_and_other", "ppo_update")
+TODAY_RENDER = {"cull_invisible": False, "mesh_reduction": 0.0, "msaa_samples": 4}
+
+
+def run_path(name: str, args, vlms: dict) -> dict:
+    from rmtl.train import stage1_config
+    from rmtl.train.report import read_csv
+    from rmtl.train.stage1 import train_stage1
+
+    fast = name != "today"
+    over = {
+        "n_envs": 16, "n_steps": 40, "total_timesteps": 16 * 40 * (args.rollouts + 1), "checkpoint_every": 10**9,
+        "eval_every": 0, "eval_episodes": 1, "progress_bar": False, "seed": args.seed,
+        "vec_env": "workers" if fast else "dummy",
+        "env": {"render": json.loads(args.render) if fast else TODAY_RENDER},
+        "reward": {"model": args.model, "precision": vlms[fast].precision},
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        if name == "fast_atlas":
+            over["cache"] = {"atlas": list(args.atlas), "radius": args.radius, "overlay": str(Path(tmp) / "overlay.zarr"),
+                             "audit_every": 10}
+        over["output_dir"] = str(Path(tmp) / name)
+        cfg = stage1_config("rmtl", **over)
+        t0 = time.perf_counter()
+        run = train_stage1(cfg, resume=False, vlm=vlms[fast])
+        wall = time.perf_counter() - t0
+        summary = json.loads((run / "summary.json").read_text())
+        rows = read_csv(run / "progress_000000000.csv")[1:]  # the first rollout warms GL contexts and the model up
+    steps_per_rollout = cfg.n_envs * cfg.n_steps
+    ms = {p: statistics.mean(float(r[f"time/ms_per_step_{p}"]) for r in rows) for p in PARTS if p != "ppo_update"}
+    ms["ppo_update"] = statistics.mean(1000 * float(r["time/update_s"]) / steps_per_rollout for r in rows
+                                       if r.get("time/update_s") not in (None, ""))
+    return {"path": name, "rollouts_timed": len(rows), "env_steps_per_s": round(1000 / sum(ms.values()), 2),
+            "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()},
+            "cache_stats": summary.get("cache_stats"), "wall_seconds": round(wall, 1),
+            "render": over["env"]["render"], "precision": vlms[fast].precision, "vec_env": over["vec_env"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="rmtl-fetch-tiny")
+    ap.add_argument("--render", default='{"cull_invisible": true, "mesh_reduction": 0.75, "msaa_samples": 0}',
+                    help="render settings of the fast path (JSON)")
+    ap.add_argument("--atlas", nargs="*", default=[])
+    ap.add_argument("--radius", type=float, default=0.02)
+    ap.add_argument("--rollouts", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=12345)
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "train_fast_path.json")
+    args = ap.parse_args(argv)
+
+    import torch
+
+    import rmtl  # noqa: F401
+    from rmtl.provenance import run_record
+    from rmtl.vlm import load_vlm
+
+    vlms = {False: load_vlm(args.model, precision="fp32"), True: load_vlm(args.model)}
+    paths = ["today", "fast"] + (["fast_atlas"] if args.atlas else [])
+    runs = []
+    for rep in range(args.repeats):
+        for name in paths:
+            r = run_path(name, args, vlms)
+            r["repeat"] = rep
+            runs.append(r)
+            print(f"repeat {rep} {name}: {r['env_steps_per_s']} env steps/s", flush=True)
+    med = {p: statistics.median(r["env_steps_per_s"] for r in runs if r["path"] == p) for p in paths}
+    breakdown = {p: {k: round(statistics.median(r["ms_per_env_step"][k] for r in runs if r["path"] == p), 3) for k in PARTS}
+                 for p in paths}
+    out = {
+        "speedup_uncached": round(med["fast"] / med["today"], 2),
+        "speedup_warm_atlas": round(med["fast_atlas"] / med["today"], 2) if "fast_atlas" in med else None,
+        "env_steps_per_s_median": med, "ms_per_env_step_median": breakdown,
+        "atlas": args.atlas, "radius": args.radius, "repeats": args.repeats, "rollouts_timed": args.rollouts,
+        "machine": {"host": platform.node(), "cpus": os.cpu_count(), "cuda": torch.cuda.is_available(),
+                    "load_avg_at_end": os.getloadavg()},
+        "run": run_record(), "runs": runs,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=1, default=str))
+    print(f"{'path':11s} {'steps/s':>8s} " + " ".join(f"{p[:10]:>10s}" for p in PARTS) + "  (ms per env step, medians)")
+    for p in paths:
+        print(f"{p:11s} {med[p]:8.1f} " + " ".join(f"{breakdown[p][k]:10.2f}" for k in PARTS))
+    print(f"speedup_uncached {out['speedup_uncached']}x, speedup_warm_atlas {out['speedup_warm_atlas']}x -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

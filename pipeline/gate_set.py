@@ -1,0 +1,138 @@
+"""The off-expert gate set: reward quality on the states a learning policy visits.
+
+An expert store shows the reward on the states an expert passes through. A learner visits
+others (hovering beside the cube, pushing it, closing the jaws too early), so the
+within-phase gates are also measured on
+
+- noisy experts at several noise levels: one store whose episodes cycle through the
+  levels (every curriculum stage meets every level), and
+- rollouts of learner checkpoints: one store per Stage-1 checkpoint, actions sampled as in
+  training.
+
+:func:`gate_set_configs` gives the render-and-embed jobs of such a set, :func:`build_gate_set`
+runs them (and embeds the comparison model the gates need), and :func:`grouped_quality`
+splits a store's within-phase metrics by source (noise level or checkpoint), using the
+rollout settings recorded in the store: the label of episode i is recomputed from
+``(seed, i)`` (pipeline.rollout.plan_episode), so no extra column is stored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+DEFAULT_NOISE_LEVELS: tuple[float, ...] = (0.1, 0.3, 0.6, 1.0)
+"""Expert action-noise standard deviations (actions lie in [-1, 1]); 1.0 is close to random."""
+
+GROUP_COLUMNS = (("approach rank", "approach_spearman", "approach_count"),
+                 ("align rank", "align_spearman", "align_count"),
+                 ("grasp AUC", "grasp_auc", "grasp_count"),
+                 ("right prompt", "right_prompt_accuracy", None))
+"""Per-source table columns: (header, metric, count of states it is measured on)."""
+
+
+def checkpoint_store_name(checkpoint: str | Path) -> str:
+    """``<run>_<step dir>`` of a Stage-1 checkpoint, the store name of its rollouts."""
+    from rmtl.train.evaluate import resolve_checkpoint
+
+    ck = resolve_checkpoint(checkpoint)
+    return f"{ck.parent.parent.name}_{ck.name}"
+
+
+def gate_set_configs(out_dir: str | Path, *, checkpoints: Sequence[str | Path] = (),
+                     noise_levels: Sequence[float] | None = DEFAULT_NOISE_LEVELS, episodes: int = 100,
+                     model: str = "rmtl-fetch-tiny", seed: int = 50_000, **common: Any) -> list:
+    """Render-and-embed configs: ``noisy_expert.zarr`` (skipped if ``noise_levels`` is None)
+    and ``<run>_<step>.zarr`` per checkpoint, all under ``out_dir``. ``common``: further
+    RenderAndEmbedConfig fields (views, stages, workers, batch_size...)."""
+    from pipeline.render_and_embed import RenderAndEmbedConfig
+    from rmtl.train.evaluate import resolve_checkpoint
+
+    out = Path(out_dir)
+    configs = []
+    if noise_levels is not None:
+        configs.append(RenderAndEmbedConfig.make(store=str(out / "noisy_expert.zarr"), policy="expert",
+                                                 noise_levels=tuple(noise_levels), episodes=episodes, model=model,
+                                                 seed=seed, **common))
+    for ck in checkpoints:
+        zip_path = resolve_checkpoint(ck) / "model.zip"
+        configs.append(RenderAndEmbedConfig.make(store=str(out / f"{checkpoint_store_name(ck)}.zarr"),
+                                                 policy=str(zip_path), episodes=episodes, model=model, seed=seed,
+                                                 **common))
+    return configs
+
+
+def build_gate_set(configs: Sequence[Any], against: str | None = "rmtl-fetch-tiny@random",
+                   progress: bool = True) -> list[dict]:
+    """Run each render-and-embed job (resumable), then embed ``against`` (the comparison
+    model of ``rmtl reward-quality``) too; returns the jobs' summaries."""
+    from pipeline.embed import embed_store
+    from pipeline.render_and_embed import render_and_embed
+
+    summaries = []
+    for cfg in configs:
+        summaries.append(render_and_embed(cfg, progress=progress))
+        if against is not None:
+            embed_store(cfg.store_path(), against, batch_size=cfg.batch_size, progress=progress)
+    return summaries
+
+
+def episode_groups(store: Any) -> dict[int, str]:
+    """Source label of every episode of a rendered store ('expert noise 0.3', 'random',
+    'checkpoint step_000560000'), from its recorded rollout settings."""
+    from pipeline.rollout import RolloutConfig, plan_episode, policy_label
+
+    rollout = store.info.get("provenance", {}).get("rollout")
+    episodes = [int(e) for e in store.episodes() if e >= 0]
+    if not rollout:
+        return {e: "unknown" for e in episodes}
+    # No validation: a checkpoint that produced the store may since have been deleted.
+    cfg = RolloutConfig.model_construct(**rollout)
+    return {e: policy_label(cfg, plan_episode(cfg, e)) for e in episodes}
+
+
+def grouped_quality(store_path: str, model: str, alpha: float = 0.9) -> dict[str, dict]:
+    """Within-phase reward-quality metrics (pipeline.quality.reward_quality) of each source
+    of a store, keyed by its label, in label order."""
+    from pipeline.analysis import resolve_model_id
+    from pipeline.embed import stored_text_embeddings
+    from pipeline.quality import QualityInputs, reward_quality
+    from rmtl.reward.prompts import PromptConfig
+    from storage.dataset import DatasetStore
+
+    with DatasetStore.open(store_path, "r") as store:
+        model_id = resolve_model_id(store, model)
+        n = store.embedded_rows(model_id)
+        cols = store.read(slice(0, n), fields=["state", "episode", "step"])
+        text = stored_text_embeddings(store, model_id, PromptConfig())
+        emb = store.embeddings(model_id, slice(0, n))
+        groups = episode_groups(store)
+        views = store.views
+    label = np.array([groups.get(int(e), "live") for e in cols["episode"]])
+    out = {}
+    for name in sorted(set(label.tolist())):
+        m = label == name
+        inputs = QualityInputs(emb[m], cols["state"][m], cols["episode"][m], cols["step"][m], views)
+        out[name] = reward_quality(inputs, text.goals, text.baseline, alpha)
+        out[name]["episodes"] = int(len(np.unique(cols["episode"][m])))
+    return out
+
+
+def group_table(store_path: str, groups: dict[str, dict], model: str):
+    """A rich table of the within-phase metrics per source (multi-view mean), each with the
+    number of states it is measured on."""
+    from rich.table import Table
+
+    from pipeline.quality import GATES
+
+    gates = ", ".join(f"{k} {v}" for k, v in GATES.items())
+    table = Table(title=f"{store_path}: {model} per source (multi-view mean)", caption=f"gates: {gates}")
+    for col in ("source", "episodes", *(c[0] for c in GROUP_COLUMNS)):
+        table.add_column(col)
+    for name, m in groups.items():
+        x = m["mean"]
+        cells = [f"{x[key]:.3f}" + (f" ({x[count]})" if count else "") for _, key, count in GROUP_COLUMNS]
+        table.add_row(name, str(m["episodes"]), *cells)
+    return table

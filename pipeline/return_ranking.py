@@ -1,0 +1,182 @@
+"""Offline return ranking: does a reward variant's shaped episode return rank successful
+episodes above failed ones (ROC AUC)? From stored embeddings only: no rendering, no model.
+
+A variant is a Stage-1 variant name; its RewardConfig gives the prompts (micro-task or
+single), views, alpha and shaping. For each one, the stored per-view embeddings of every
+episode's reward steps are scored with the store's text embeddings, and the real
+:class:`~rmtl.reward.shaping.RewardShaper` runs over the active scores in step order:
+
+- reward steps are the rows with step >= 1 (the states env steps ended in); the reset
+  row (step 0) earns no reward in training either;
+- the active phase is the distance rule of the row's state; a single-prompt reward has
+  one phase and ignores it (``Scores.active``, ``RewardShaper``);
+- one shaper env sees the episodes one after another in episode-id order; the
+  trend/momentum history restarts with each episode, the adaptive bounds carry over;
+- ``bounds="adapted"`` (default) starts each phase's bounds where the running bounds of a
+  long training run end up: they only ever widen toward scores outside them, so after
+  many visits of these states they are [min(0.45, lowest score), max(0.70, highest score)]
+  of the phase. ``bounds="running"`` starts them at 0.45 / 0.70, as a fresh training env
+  does; with a model whose scores sit above 0.70 most rewards are then 0 until the bounds
+  have moved (1% of the gap per step);
+- the shaped return is the sum of the shaped rewards, without the env's +1 success bonus
+  (which would separate the classes by itself).
+
+Successful episodes terminate early and every shaped reward lies in [-1, 0], so a shorter
+episode has the higher return whatever the reward says. Two references put the AUCs in
+scale: ``length_only`` (return = -length: what the episode length alone gives) and
+``dense_reference`` (the hand-written dense reward of the states); the mean reward per step
+(length-free) is ranked too.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from rmtl.errors import ConfigError
+
+DEFAULT_VARIANTS: tuple[str, ...] = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view",
+                                     "rmtl_phase_offset")
+"""RMTL micro-task prompts with the rule, single prompt on six views and on one, the phase-offset variant."""
+
+REFERENCES = ("length_only", "dense_reference")
+
+
+BOUNDS = ("adapted", "running")
+
+
+def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np.ndarray], shaping: Any,
+                   num_phases: int, bounds: str = "adapted") -> np.ndarray:
+    """Shaped reward of every row: one RewardShaper env fed ``episodes`` (row-index arrays in
+    step order) one after another, reset between them; ``bounds`` as in the module docstring."""
+    from rmtl.reward.shaping import RewardShaper
+
+    if bounds not in BOUNDS:
+        raise ConfigError(f"bounds must be one of {', '.join(BOUNDS)}, got {bounds!r}")
+    shaper = RewardShaper(1, shaping, num_phases)
+    if bounds == "adapted" and shaping.adaptive_bounds:
+        k = np.zeros(len(active), dtype=np.int64) if num_phases == 1 else np.asarray(phases, dtype=np.int64)
+        for p in np.unique(k):
+            shaper.low[0, p] = min(shaping.initial_low, float(active[k == p].min()))
+            shaper.high[0, p] = max(shaping.initial_high, float(active[k == p].max()))
+    out = np.zeros(len(active), dtype=np.float64)
+    for idx in episodes:
+        shaper.reset()
+        for i in idx:
+            out[i] = shaper(active[i : i + 1], phases[i : i + 1]).reward[0]
+    return out
+
+
+def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarray,
+                    episodes: Sequence[np.ndarray], variant: str, bounds: str = "adapted") -> np.ndarray:
+    """Shaped rewards [N] of store ``rows`` under a Stage-1 variant's reward config."""
+    from pipeline.analysis import per_view_scores, text_embeddings
+    from rmtl.reward.scorer import Scores
+    from rmtl.train.config import stage1_config
+
+    cfg = stage1_config(variant)
+    if not cfg.uses_vlm:
+        raise ConfigError(f"variant {variant!r} has no VLM reward to rank (the dense reward is a reference row)")
+    reward = cfg.reward
+    missing = [v for v in reward.active_views if v not in store.views]
+    if missing:
+        raise ConfigError(f"variant {variant!r} scores views {list(reward.active_views)}, but {store.path} "
+                          f"has no {missing}; render the store with these views")
+    text = text_embeddings(store, model_id, reward.prompts, reward.single_prompt)
+    per_view = per_view_scores(store, model_id, text, [reward.alpha], rows, views=reward.active_views)[0]
+    active = Scores(per_view, per_view.mean(axis=1)).active(phases)
+    return shaped_rewards(active.astype(np.float64), phases, episodes, reward.shaping, text.goals.shape[0], bounds)
+
+
+def _auc(values: np.ndarray, success: np.ndarray) -> float:
+    from pipeline.quality import roc_auc
+
+    return roc_auc(values[success], values[~success])
+
+
+def _row(name: str, ret: np.ndarray, length: np.ndarray, success: np.ndarray, **extra: Any) -> dict[str, Any]:
+    mean = ret / np.maximum(length, 1)
+    nan = float("nan")
+    return {
+        "variant": name, **extra,
+        "auc_return": _auc(ret, success), "auc_mean_reward": _auc(mean, success),
+        "mean_return_success": float(ret[success].mean()) if success.any() else nan,
+        "mean_return_failure": float(ret[~success].mean()) if (~success).any() else nan,
+    }
+
+
+def return_ranking(store: Any, model: str | None = None, variants: Sequence[str] = DEFAULT_VARIANTS,
+                   out_dir: str | os.PathLike[str] | None = None, bounds: str = "adapted",
+                   show: bool = True) -> dict[str, Any]:
+    """ROC AUC of successful vs failed episodes for each variant's shaped return (module
+    docstring), with the references. Writes ``return_ranking.json`` and
+    ``return_ranking_episodes.csv`` (per-episode returns) into ``out_dir`` (default
+    ``<store>.analysis/return_ranking``); prints a table when ``show``."""
+    from pipeline.analysis import default_out_dir, load_rows, open_store, resolve_model_id
+    from rmtl.train.config import DenseRewardConfig
+    from rmtl.train.wrappers import dense_reward
+
+    if not variants:
+        raise ConfigError("give at least one reward variant to rank")
+    if bounds not in BOUNDS:
+        raise ConfigError(f"bounds must be one of {', '.join(BOUNDS)}, got {bounds!r}")
+    with open_store(store) as st:
+        model_id = resolve_model_id(st, model)
+        labels = load_rows(st, model_id)
+        success_rows = st.read(fields=["success"])["success"][labels.rows]
+        keep = labels.step >= 1  # reward steps only
+        if not keep.any():
+            raise ConfigError(f"{st.path} has no reward steps (rows with step >= 1) to rank")
+        rows, state = labels.rows[keep], labels.state[keep]
+        phase, episode, step = labels.phase[keep], labels.episode[keep], labels.step[keep]
+        ids = np.unique(episode)
+        episodes = [np.flatnonzero(episode == e)[np.argsort(step[episode == e], kind="stable")] for e in ids]
+        # An episode succeeded when any of its rows (the reset row included) is a success.
+        success = np.array([bool(success_rows[labels.episode == e].any()) for e in ids])
+        length = np.array([len(idx) for idx in episodes])
+        per_variant = {v: variant_rewards(st, model_id, rows, phase, episodes, v, bounds) for v in variants}
+        out = Path(out_dir) if out_dir is not None else default_out_dir(st) / "return_ranking"
+        path = st.path
+    dense = dense_reward(state, DenseRewardConfig()).astype(np.float64)
+    returns = {v: np.array([r[idx].sum() for idx in episodes]) for v, r in per_variant.items()}
+    table = [_row(v, returns[v], length, success, kind="vlm") for v in variants]
+    table.append(_row("length_only", -length.astype(np.float64), length, success, kind="reference"))
+    table.append(_row("dense_reference", np.array([dense[idx].sum() for idx in episodes]), length, success,
+                      kind="reference"))
+    result: dict[str, Any] = {
+        "store": path, "model_id": model_id, "episodes": int(len(ids)), "successes": int(success.sum()),
+        "reward_steps": int(len(rows)), "bounds": bounds, "variants": table,
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "return_ranking_episodes.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["episode", "success", "length", *variants])
+        for j, e in enumerate(ids):
+            w.writerow([int(e), int(success[j]), int(length[j]), *(round(float(returns[v][j]), 5) for v in variants)])
+    result["files"] = {"json": str(out / "return_ranking.json"), "episodes_csv": str(out / "return_ranking_episodes.csv")}
+    strict = json.loads(json.dumps(result), parse_constant=lambda c: None)  # NaN (one class empty) -> null
+    (out / "return_ranking.json").write_text(json.dumps(strict, indent=1))
+    if show:
+        print_table(result)
+    return result
+
+
+def print_table(result: dict[str, Any]) -> None:
+    """The AUC table of :func:`return_ranking` (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{result['store']}: successful vs failed episodes ({result['successes']} of "
+                    f"{result['episodes']} succeeded), {result['model_id']}, {result['bounds']} bounds")
+    for col in ("variant", "ROC AUC of return", "ROC AUC of mean reward", "mean return success", "mean return failure"):
+        t.add_column(col)
+    f = lambda x: "n/a" if x is None or x != x else f"{x:.3f}"  # noqa: E731  (NaN: one class is empty)
+    for r in result["variants"]:
+        t.add_row(r["variant"] + (" (reference)" if r["kind"] == "reference" else ""), f(r["auc_return"]),
+                  f(r["auc_mean_reward"]), f(r["mean_return_success"]), f(r["mean_return_failure"]))
+    Console().print(t)
