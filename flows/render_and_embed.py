@@ -126,7 +126,7 @@ def render_and_embed_flow(
     seed: int = _D["seed"],
     cache_kind: str = _D["cache_kind"],
     alpha: float = _D["alpha"],
-    render: dict | None = None,
+    render: dict | None = _D["render"].model_dump(mode="json"),
 ) -> dict:
     """Render-and-embed (parameters: pipeline.render_and_embed.RenderAndEmbedConfig)."""
 
