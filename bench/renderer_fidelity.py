@@ -1,7 +1,7 @@
 """Does a lighter renderer change the reward? Gate-store quality and per-view score error.
 
-Renders the same held-out expert episodes (same seeds, so row i is the same state in
-every store) once per renderer setting, embeds them with the same model and precision,
+Renders the same held-out expert episodes (same seeds: rows are matched by episode and
+step, and their states checked equal) once per renderer setting, embeds them with the same model and precision,
 and reports for each setting: render ms per 6-view step (median of repeats, measured
 side by side in this run), the reward-quality gates of ``rmtl reward-quality``, and the
 absolute difference of every view's score (each micro-task prompt, alpha 0.9) and of the
@@ -34,6 +34,7 @@ SETTINGS = {
     "lod75": {"cull_invisible": True, "mesh_reduction": 0.75, "msaa_samples": 4},
     "lod75_noaa": {"cull_invisible": True, "mesh_reduction": 0.75, "msaa_samples": 0},
     "lod90_noaa": {"cull_invisible": True, "mesh_reduction": 0.9, "msaa_samples": 0},
+    "lod90": {"cull_invisible": True, "mesh_reduction": 0.9, "msaa_samples": 4},
 }
 TOL_ACTIVE_MEAN_ABS = 0.01
 TOL_RANK_DROP = 0.01
@@ -98,7 +99,8 @@ def main(argv=None) -> int:
             emb = store.embeddings(vlm.model_id, slice(0, n))
             q = reward_quality(QualityInputs(emb, cols["state"], cols["episode"], cols["step"], store.views),
                                text.goals, text.baseline, 0.9)
-        scores[name] = (goal_baseline_scores(emb, text.goals, text.baseline, 0.9), cols["state"])
+        order = np.lexsort((cols["step"], cols["episode"]))  # rows arrive in worker order: align by (episode, step)
+        scores[name] = (goal_baseline_scores(emb, text.goals, text.baseline, 0.9)[order], cols["state"][order])
         results[name] = {"settings": SETTINGS[name], "store": str(path), "rows": int(n),
                          "render_ms_6_views_96px": round(ms[name], 2), "seconds_render_embed": round(time.perf_counter() - t0, 1),
                          "quality_mean": q["mean"], "gates": gate_report(q)}

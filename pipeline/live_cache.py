@@ -163,7 +163,14 @@ class CachedEmbeddingSource:
         self._embedder = VLMEmbeddingSource(vlm, batch_size or (1 << 30))  # default: one model call per batch
         self._live_step = 0
         self._rng = np.random.default_rng(0)
-        self.stats = LiveStats()
+        self._stats = LiveStats()
+
+    @property
+    def stats(self) -> LiveStats:
+        """Counters so far (``appended`` counts rows the background writer has committed)."""
+        if self.appender is not None:
+            self._stats.appended = self.appender.appended
+        return self._stats
 
     @classmethod
     def open_catalogue(
@@ -250,7 +257,6 @@ class CachedEmbeddingSource:
             if self.appender is not None:
                 if not self.appender.submit(self._rows(states[miss], keys[miss]), fresh):
                     self.stats.dropped += len(miss)
-                self.stats.appended = self.appender.appended
             elif self.append:
                 rows[miss] = self._append(states[miss], keys[miss], frames, fresh)
         hits = np.flatnonzero(res.hit)
@@ -321,7 +327,6 @@ class CachedEmbeddingSource:
         try:
             if self.appender is not None:
                 self.appender.close()
-                self.stats.appended = self.appender.appended
             elif self.append and self.stats.appended:
                 self.cache.save()
         finally:

@@ -44,7 +44,7 @@ def tiny_dense_run(tmp_path_factory):
 
     cfg = stage1_config(
         "dense_reference", n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=128,
-        checkpoint_every=32, eval_every=16, eval_episodes=2, progress_bar=False, torch_threads=1,
+        checkpoint_every=32, eval_every=16, eval_episodes=2, progress_bar=False, torch_threads=1, vec_env="dummy",
         output_dir=str(tmp_path_factory.mktemp("dense") / "run"), env={"max_episode_steps": 16},
     )
     return train_stage1(cfg)

@@ -29,7 +29,7 @@ def small(variant: str, out, **kw):
     base = dict(
         n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=SMOKE_STEPS,
         checkpoint_every=64, eval_every=64, eval_episodes=2, progress_bar=False, torch_threads=1,
-        output_dir=str(out),
+        output_dir=str(out), vec_env="dummy",
         env={"views": VIEWS, "resolution": 64, "max_episode_steps": 16},
         reward={"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16},
     )
@@ -209,3 +209,33 @@ def test_cached_reward_path(random_tiny_vlm, tmp_path):
     assert stats["states"] == 32 and stats["appended"] == stats["rendered"] == 32 - stats["hits"] > 0
     keys = set().union(*read_csv(d / "progress_000000000.csv"))
     assert {"cache/hit_rate", "cache/rollout_hit_rate", "time/ms_per_step_cache_lookup"} <= keys
+
+
+def test_fast_path_with_atlas_workers_and_overlay(random_tiny_vlm, tmp_path):
+    """RMTL on the fast path at tiny size: worker processes, an atlas catalogue, misses
+    appended to the run's overlay off the rollout path, audits of hits; and a run refuses
+    an atlas rendered by another renderer."""
+    from pipeline.embed import embed_store
+    from pipeline.render import render_to_store
+    from pipeline.rollout import RolloutConfig
+    from rmtl.errors import StoreError
+    from rmtl.train.stage1 import train_stage1
+    from storage.dataset import DatasetStore
+
+    atlas = tmp_path / "atlas.zarr"
+    render_to_store(atlas, RolloutConfig.make(episodes=2, stages=(0,), views=VIEWS, resolution=64), progress=False)
+    embed_store(atlas, random_tiny_vlm, progress=False)
+    cfg = small("rmtl", tmp_path / "run", total_timesteps=64, eval_every=0, eval_episodes=1, vec_env="workers",
+                workers=2, cache={"atlas": [str(atlas)], "radius": 0.05, "audit_every": 1})
+    d = train_stage1(cfg, vlm=random_tiny_vlm)
+    stats = json.loads((d / "summary.json").read_text())["cache_stats"]
+    assert stats["states"] == 64 and stats["hits"] + stats["rendered"] == 64
+    assert 0 < stats["appended"] <= stats["rendered"]  # the summary is written while the writer may still run
+    with DatasetStore.open(d / "overlay.zarr") as ov:  # closed: every queued batch is in
+        assert ov.num_rows + stats["dropped"] == stats["rendered"]
+        assert ov.embedded_rows(random_tiny_vlm.model_id) == ov.num_rows
+    if stats["hits"]:
+        assert stats["audited_hits"] >= 1 and stats["audit_score_mae_on_hits"] >= 0
+    other = cfg.replace(output_dir=str(tmp_path / "run2"), env={**cfg.env.model_dump(), "render": {"msaa_samples": 0}})
+    with pytest.raises(StoreError, match="rendered by renderer .* but this run renders with"):
+        train_stage1(other, vlm=random_tiny_vlm)

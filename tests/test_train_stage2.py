@@ -22,7 +22,7 @@ STEPS, FREEZE = 128, 64  # 4 rollouts of 2 envs x 16 steps; the first two PPO up
 def small_stage1(variant, out, **kw):
     return stage1_config(
         variant, n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=32, checkpoint_every=32,
-        eval_every=0, eval_episodes=1, progress_bar=False, torch_threads=1, output_dir=str(out),
+        eval_every=0, eval_episodes=1, progress_bar=False, torch_threads=1, output_dir=str(out), vec_env="dummy",
         env={"views": VIEWS, "resolution": 64, "max_episode_steps": 16},
         reward={"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16}, **kw)
 
