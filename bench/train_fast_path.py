@@ -72,8 +72,7 @@ def run_path(name: str, args, vlms: dict) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="rmtl-fetch-tiny")
-    ap.add_argument("--render", default='{"cull_invisible": true, "mesh_reduction": 0.75, "msaa_samples": 0}',
-                    help="render settings of the fast path (JSON)")
+    ap.add_argument("--render", default=None, help="render settings of the fast path (JSON; default: the package's)")
     ap.add_argument("--atlas", nargs="*", default=[])
     ap.add_argument("--radius", type=float, default=0.02)
     ap.add_argument("--rollouts", type=int, default=2)
@@ -88,6 +87,10 @@ def main(argv=None) -> int:
     from rmtl.provenance import run_record
     from rmtl.vlm import load_vlm
 
+    if args.render is None:
+        from rmtl.env.render_settings import RenderSettings
+
+        args.render = json.dumps(RenderSettings().model_dump())
     vlms = {False: load_vlm(args.model, precision="fp32"), True: load_vlm(args.model)}
     paths = ["today", "fast"] + (["fast_atlas"] if args.atlas else [])
     runs = []

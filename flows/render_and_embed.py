@@ -4,8 +4,9 @@ Parameters are the fields of :class:`pipeline.render_and_embed.RenderAndEmbedCon
 (same names and defaults), validated by ``RenderAndEmbedConfig.make`` so a bad value
 fails the run with the same one-line error as the plain command. One task per pipeline
 step (load model, render, embed, build cache, quality summary), called in the order
-``pipeline.render_and_embed.render_and_embed`` calls them; the parallel work (Dask
-rendering, batched embedding) happens inside the steps, never one task per frame.
+``pipeline.render_and_embed.render_and_embed`` calls them, with the same checks first
+and the store's writer lock held across all of them; the parallel work (Dask rendering,
+batched embedding) happens inside the steps, never one task per frame.
 
 Render and embed are resumable (whole episodes / committed embedding runs), so they are
 retried once on an unexpected error; user errors (bad config, foreign store, missing
@@ -32,6 +33,7 @@ from pipeline.render_and_embed import (
     RenderAndEmbedConfig,
     build_cache,
     format_summary,
+    preflight,
     rollout_config,
     write_summary,
 )
@@ -65,29 +67,30 @@ def load_model(spec: str):
 
 
 @task(name="render", **_STEP, **_RETRY)
-def render(path: str, cfg: RenderAndEmbedConfig, resolution: int):
-    """Roll out and render the missing episodes into the store (Dask inside when workers > 1)."""
-    from pipeline.render import render_to_store
+def render(store: Any, cfg: RenderAndEmbedConfig, rollout: Any, resumed: bool):
+    """Roll out and render the missing episodes into the store (open as writer; Dask inside
+    when workers > 1)."""
+    from pipeline.render import render_into
 
-    result = render_to_store(path, rollout_config(cfg, resolution), workers=cfg.workers,
-                             dask_address=cfg.dask_address, progress=False)
+    result = render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
+                         progress=False)
     get_run_logger().info("rendered %d episodes; store has %d rows", result.episodes_rendered, result.rows)
     return result
 
 
 @task(name="embed", **_STEP, **_RETRY)
-def embed(path: str, vlm: Any, batch_size: int):
+def embed(store: Any, vlm: Any, batch_size: int):
     """Embed the store's rows not yet embedded by the model, in batches."""
     from pipeline.embed import embed_store
 
-    result = embed_store(path, vlm, batch_size=batch_size, progress=False)
+    result = embed_store(store, vlm, batch_size=batch_size, progress=False)
     copied = f" ({result.rows_copied} copied from {result.copied_from}: same image tower)" if result.rows_copied else ""
     get_run_logger().info("embedded %d rows with %s%s", result.rows_embedded, result.model_id, copied)
     return result
 
 
 @task(name="build-cache", **_STEP, **_RETRY)
-def build_cache_task(path: str, model_id: str, kind: str) -> dict:
+def build_cache_task(path: Any, model_id: str, kind: str) -> dict:
     """Load, extend or rebuild the FAISS state cache of the store (persisted next to it)."""
     out = build_cache(path, model_id, kind)
     get_run_logger().info("state cache %s: %d rows indexed", out["status"], out["indexed"])
@@ -95,7 +98,7 @@ def build_cache_task(path: str, model_id: str, kind: str) -> dict:
 
 
 @task(name="quality-summary", **_STEP)
-def quality(path: str, model_id: str, alpha: float) -> dict:
+def quality(path: Any, model_id: str, alpha: float) -> dict:
     """Reward-quality metrics of the store's embeddings."""
     from pipeline.render_and_embed import quality_summary
 
@@ -123,7 +126,7 @@ def render_and_embed_flow(
     seed: int = _D["seed"],
     cache_kind: str = _D["cache_kind"],
     alpha: float = _D["alpha"],
-    render: dict | None = None,
+    render: dict | None = _D["render"].model_dump(mode="json"),
 ) -> dict:
     """Render-and-embed (parameters: pipeline.render_and_embed.RenderAndEmbedConfig)."""
 
@@ -137,14 +140,22 @@ def render_and_embed_flow(
 
 def _run(cfg: RenderAndEmbedConfig) -> dict:
     # The same steps, in the same order, as pipeline.render_and_embed.render_and_embed.
+    from dataclasses import replace
+
+    from pipeline.render import open_for_render
+
     t0 = time.perf_counter()
+    preflight(cfg)
     vlm = load_model(cfg.model)
     path = cfg.store_path()
-    rendered = render(path, cfg, cfg.resolution or vlm.image_size)
-    embedded = embed(path, vlm, cfg.batch_size)
-    cache = build_cache_task(path, vlm.model_id, cfg.cache_kind)
-    summary = write_summary(cfg, rendered, embedded, cache, quality(path, vlm.model_id, cfg.alpha),
-                            time.perf_counter() - t0)
+    rollout = rollout_config(cfg, cfg.resolution or vlm.image_size)
+    store, resumed = open_for_render(path, rollout)
+    with store:  # one writer lock from render to summary
+        rendered = replace(render(store, cfg, rollout, resumed), store=path)
+        embedded = embed(store, vlm, cfg.batch_size)
+        cache = build_cache_task(store, vlm.model_id, cfg.cache_kind)
+        summary = write_summary(cfg, rendered, embedded, cache, quality(store, vlm.model_id, cfg.alpha),
+                                time.perf_counter() - t0)
     get_run_logger().info("render-and-embed summary\n%s", format_summary(summary))
     return summary
 
@@ -165,21 +176,22 @@ def flow_parameters(cfg: RenderAndEmbedConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m flows.render_and_embed --episodes 2 --views wide_view,close_up ...``"""
-    import argparse
-    import sys
+    """``python -m flows.render_and_embed --episodes 2 --views wide_view,close_up ...``; returns
+    the exit status (errors: one line on stderr, rmtl.console)."""
+    from rmtl.console import exit_code
 
-    p = argparse.ArgumentParser(prog="python -m flows.render_and_embed", description="Run the render-and-embed flow.")
+    return exit_code(_main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    from rmtl.console import ArgumentParser
+
+    p = ArgumentParser(prog="python -m flows.render_and_embed", description="Run the render-and-embed flow.")
     for k, f in RenderAndEmbedConfig.model_fields.items():
         p.add_argument(f"--{k.replace('_', '-')}", dest=k, default=None, help=f.description)
     raw = {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}
-    try:
-        params = {k: _parse(k, v) for k, v in raw.items()}
-        summary = run_render_and_embed(**params)
-    except RmtlError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    print(format_summary(summary))
+    params = {k: _parse(k, v) for k, v in raw.items()}
+    print(format_summary(run_render_and_embed(**params)))
     return 0
 
 
@@ -202,4 +214,6 @@ def _parse(key: str, value: str) -> Any:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from rmtl.console import finish
+
+    finish(main())

@@ -77,8 +77,18 @@ def serve(name: str = DEFAULT_DEPLOYMENT, flows: list[str] | None = None, limit:
     prefect.serve(*deployments(name, flows), limit=limit)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m flows.serve", description="Serve the rmtl flows as deployments.")
+def main(argv: list[str] | None = None, prog: str = "python -m flows.serve") -> int:
+    """``python -m flows.serve [--name N] [--flow F] ...``; returns the exit status (errors:
+    one line on stderr, 130 after Ctrl-C; rmtl.console)."""
+    from rmtl.console import exit_code
+
+    return exit_code(_main, argv, prog)
+
+
+def _main(argv: list[str] | None, prog: str) -> int:
+    from rmtl.console import ArgumentParser
+
+    p = ArgumentParser(prog=prog, description="Serve the rmtl flows as deployments.")
     p.add_argument("--name", default=DEFAULT_DEPLOYMENT, help="deployment name (default: %(default)s)")
     p.add_argument("--flow", action="append", dest="flows", help="serve only this flow (repeatable)")
     p.add_argument("--limit", type=int, default=None, help="max concurrent flow runs")
@@ -92,17 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(os.environ["PREFECT_HOME"], exist_ok=True)
     if a.api_url:
         os.environ["PREFECT_API_URL"] = a.api_url
-    from rmtl.errors import RmtlError
-
-    try:
-        serve(a.name, a.flows, a.limit)
-    except RmtlError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        pass
+    load_flows(a.flows)  # an unknown --flow fails before Prefect starts
+    serve(a.name, a.flows, a.limit)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rmtl.console import finish
+
+    finish(main())

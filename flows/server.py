@@ -354,7 +354,16 @@ def stop_temporary_server() -> None:
 
 # -- python -m flows.server ------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m flows.server", description=__doc__.splitlines()[0])
+    """``python -m flows.server ACTION``; returns the exit status (errors: one line, rmtl.console)."""
+    from rmtl.console import exit_code
+
+    return exit_code(_main, argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    from rmtl.console import ArgumentParser
+
+    p = ArgumentParser(prog="python -m flows.server", description=__doc__.splitlines()[0])
     p.add_argument("action", choices=["start", "stop", "status", "run"],
                    help="start/stop/status: a background server recorded in PREFECT_HOME; run: foreground")
     p.add_argument("--port", type=int, default=DEFAULT_PORT)
@@ -362,24 +371,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--home", default=None, help="PREFECT_HOME (default <data dir>/prefect)")
     p.add_argument("--no-ui", action="store_true")
     a = p.parse_args(argv)
-    try:
-        if a.action == "run":
-            return run_foreground(a.port, a.host, a.home, ui=not a.no_ui)
-        if a.action == "start":
-            info = start_background(a.port, a.host, a.home, ui=not a.no_ui)
-            print(f"Prefect server running: pid {info['pid']}, log {info['log']}\n"
-                  f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
-            return 0
-        if a.action == "stop":
-            print("stopped" if stop_background(a.home) else "no server running")
-            return 0
-        info = server_status(a.home)
-        print("no server running" if info is None else json.dumps(info))
-        return 0 if info is not None else 1
-    except RmtlError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    if a.action == "run":
+        return run_foreground(a.port, a.host, a.home, ui=not a.no_ui)
+    if a.action == "start":
+        info = start_background(a.port, a.host, a.home, ui=not a.no_ui)
+        print(f"Prefect server running: pid {info['pid']}, log {info['log']}\n"
+              f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
+        return 0
+    if a.action == "stop":
+        print("stopped" if stop_background(a.home) else "no server running")
+        return 0
+    info = server_status(a.home)
+    print("no server running" if info is None else json.dumps(info))
+    return 0 if info is not None else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from rmtl.console import finish
+
+    finish(main())

@@ -92,8 +92,11 @@ def resolve_model_id(store: Any, model: str | None) -> str:
     None when the store holds exactly one model's embeddings."""
     have = store.model_ids()
     if model is None:
+        if not have:
+            raise StoreError(f"{store.path} has no embeddings yet; make them with `rmtl embed --store {store.path}` "
+                             f"(or render and embed in one go with `rmtl render-and-embed --store {store.path}`)")
         if len(have) != 1:
-            raise ConfigError(f"{store.path} has embeddings of {have or 'no models'}; name one with --model")
+            raise ConfigError(f"{store.path} has embeddings of several models {have}; name one with --model")
         return have[0]
     try:
         from rmtl.vlm.spec import parse_spec
@@ -107,20 +110,22 @@ def resolve_model_id(store: Any, model: str | None) -> str:
         # e.g. 'rmtl-fetch-tiny': stored by a version whose ids did not name the weights,
         # so those embeddings may be of other weights than the ones the name loads now.
         raise StoreError(f"{store.path} has embeddings under '{model}' from before model ids named their weights "
-                         f"(the current weights are '{mid}'); re-embed: rmtl render-and-embed --model {model} --store {store.path}")
+                         f"(the current weights are '{mid}'); re-embed: rmtl embed --store {store.path} --model {model}")
     if model in have:
         return model
     raise StoreError(f"{store.path} has no embeddings of '{model}' (it has {have or 'none'}); "
-                     "embed it first (rmtl render-and-embed / pipeline.embed.embed_store)")
+                     f"embed it first: rmtl embed --store {store.path} --model {model}")
 
 
 def load_rows(store: Any, model_id: str, include_live: bool = False) -> StoreRows:
     """Labels of the rows with committed embeddings of ``model_id`` (episode rows only
     unless ``include_live``), in store order."""
+    from pipeline.embed import _spec_of
+
     n = store.embedded_rows(model_id)
     if n == 0:
         raise StoreError(f"{store.path} has no embeddings of model '{model_id}' (models: {store.model_ids() or 'none'}); "
-                         "embed it first (rmtl render-and-embed / pipeline.embed.embed_store)")
+                         f"embed it first: rmtl embed --store {store.path} --model {_spec_of(store, model_id)}")
     cols = store.read(slice(0, n), fields=["state", "episode", "step"])
     keep = np.ones(n, bool) if include_live else cols["episode"] >= 0
     rows = np.flatnonzero(keep)

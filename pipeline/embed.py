@@ -50,9 +50,12 @@ def prompt_texts(prompts: PromptConfig) -> list[str]:
     return list(seen)
 
 
-def embed_store(path: str | Path, model: str | object, batch_size: int = 64, prompts: PromptConfig | None = None,
-                device: str | None = None, progress: bool = True) -> EmbedResult:
+def embed_store(path: str | Path | object, model: str | object, batch_size: int = 64,
+                prompts: PromptConfig | None = None, device: str | None = None, progress: bool = True) -> EmbedResult:
     """Embed rows [embedded, committed) of the store with ``model`` (a spec or a loaded VLM).
+
+    ``path``: a store path (opened as its writer for the call) or a DatasetStore already
+    open as writer (the caller keeps the lock, e.g. for a whole render-and-embed job).
 
     Frames are read in runs of whole frame chunks and embedded ``batch_size`` images per
     model call; each run is committed before the next, so a killed run resumes where it
@@ -65,11 +68,18 @@ def embed_store(path: str | Path, model: str | object, batch_size: int = 64, pro
     from storage.dataset import DatasetStore
     from storage.schema import Chunking
 
+    import contextlib
+
     vlm = model if isinstance(model, VLM) else load_vlm(str(model), device=device)
     prompts = prompts or PromptConfig()
-    with DatasetStore.open(path, "a") as store:
+    if isinstance(path, DatasetStore):
+        opened, path = contextlib.nullcontext(path), path.path
+    else:
+        opened = DatasetStore.open(path, "a")
+    with opened as store:
         if not store.has_frames:
-            raise StoreError(f"{path} holds no frames to embed; render episodes into it first (rmtl render-and-embed)")
+            raise StoreError(f"{path} holds no frames to embed; render episodes into it first "
+                             f"(rmtl render-and-embed --store {path})")
         n, views = store.num_rows, len(store.views)
         start = store.embedded_rows(vlm.model_id)
         chunk_rows = Chunking(**store.info["chunking"]).frame_rows_for(*store.resolution)
@@ -106,6 +116,14 @@ def embed_store(path: str | Path, model: str | object, batch_size: int = 64, pro
         return EmbedResult(str(path), vlm.model_id, n - start, n, vlm.embed_dim, copied, donor if copied else None)
 
 
+def _spec_of(store, model_id: str) -> str:
+    """The spec a stored model was embedded from (its id if not recorded)."""
+    try:
+        return str(store.embedding_info(model_id)["meta"].get("spec") or model_id)
+    except Exception:
+        return model_id
+
+
 def stored_text_embeddings(store, model_id: str, prompts: PromptConfig, single_prompt: bool = False):
     """TextEmbeddings of a prompt config from the store (each prompt = mean of its phrasings)."""
     from rmtl.reward.prompts import embed_prompts
@@ -113,6 +131,7 @@ def stored_text_embeddings(store, model_id: str, prompts: PromptConfig, single_p
     table = store.text_embeddings(model_id)
     missing = [t for t in prompt_texts(prompts) if t not in table]
     if missing:
-        raise StoreError(f"{store.path} has no text embedding of {missing[0]!r} for {model_id}; "
-                         f"re-run embed with these prompts (rmtl embed --prompts ...)")
+        raise StoreError(f"{store.path} has no text embedding of {missing[0]!r} for {model_id}; embed the prompts "
+                         f"into the store: `rmtl embed --store {store.path} --model {_spec_of(store, model_id)}` adds "
+                         f"the default prompts, pipeline.embed.embed_store(..., prompts=...) a custom prompt set")
     return embed_prompts(lambda texts: np.stack([table[t] for t in texts]), prompts, single_prompt)

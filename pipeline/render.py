@@ -56,26 +56,38 @@ def renderer_profile(config: RolloutConfig) -> dict:
     return EnvConfig(render=config.render).render_profile()
 
 
+def check_settings(store, config: RolloutConfig, render: bool = True, kind: str = "rollout",
+                   resolution: bool = True) -> None:
+    """Raise one StoreError line if ``store`` was rendered with other settings than
+    ``config`` (resolution=False: the resolution is not known yet and is not compared)."""
+    provenance = store.info.get("provenance", {})
+    rollout = provenance.get("rollout", {})
+    wanted = config.model_dump(mode="json")
+    # A key missing from an older store's provenance had its field's default then.
+    diff = [k for k in RESUME_KEYS if rollout.get(k, RolloutConfig.model_fields[k].default) != wanted[k]]
+    if render and (list(store.views) != list(config.views) or (resolution and store.resolution[0] != config.resolution)):
+        diff.append("views/resolution")
+    if render and (store.renderer_id or LEGACY_RENDERER_ID) != renderer_profile(config)["renderer_id"]:
+        diff.append(f"renderer {store.renderer_id or LEGACY_RENDERER_ID} vs {renderer_profile(config)['renderer_id']}")
+    if provenance.get("kind", "rollout") != kind or store.has_frames != render:
+        diff.append(f"kind (not a {kind} store)")
+    if diff:
+        shown = ", ".join(f"{k} {rollout.get(k, RolloutConfig.model_fields[k].default)!r} there, {wanted[k]!r} now"
+                          if k in wanted else k for k in diff)
+        raise StoreError(f"{store.path} was rendered with different settings ({shown}); "
+                         "use a new store path, or pass the settings it was made with")
+
+
 def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: bool, kind: str):
     from storage.dataset import DatasetStore
 
     if path.exists() and not overwrite and any(path.iterdir()):
         store = DatasetStore.open(path, "a")
-        provenance = store.info.get("provenance", {})
-        rollout = provenance.get("rollout", {})
-        wanted = config.model_dump(mode="json")
-        # A key missing from an older store's provenance had its field's default then.
-        diff = [k for k in RESUME_KEYS if rollout.get(k, RolloutConfig.model_fields[k].default) != wanted[k]]
-        if render and (list(store.views) != list(config.views) or store.resolution[0] != config.resolution):
-            diff.append("views/resolution")
-        if render and (store.renderer_id or LEGACY_RENDERER_ID) != renderer_profile(config)["renderer_id"]:
-            diff.append(f"renderer {store.renderer_id or LEGACY_RENDERER_ID} vs {renderer_profile(config)['renderer_id']}")
-        if provenance.get("kind", "rollout") != kind or store.has_frames != render:
-            diff.append(f"kind (not a {kind} store)")
-        if diff:
+        try:
+            check_settings(store, config, render, kind)
+        except BaseException:
             store.close()
-            raise StoreError(f"{path} was rendered with different settings ({', '.join(diff)}); "
-                             "use a new store path or pass overwrite to replace it")
+            raise
         return store, True
     from rmtl.provenance import run_record
 
@@ -88,6 +100,30 @@ def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: 
     return store, False
 
 
+def open_for_render(path: str | Path, config: RolloutConfig, overwrite: bool = False, render: bool = True,
+                    kind: str = "rollout"):
+    """(store open as its writer, resumed?) for rendering ``config`` into ``path``: an
+    existing store whose settings match, or a new one. The caller closes it (``with``)."""
+    return _open_or_create(Path(path), config, overwrite, render, kind)
+
+
+def render_into(store, config: RolloutConfig, resumed: bool, workers: int = 1, dask_address: str | None = None,
+                chunk: int = 2, progress: bool = True, render: bool = True, kind: str = "rollout") -> RenderResult:
+    """Roll out the episodes of ``config`` missing from ``store`` (open as writer) into it."""
+    from rich.progress import Progress
+
+    done = set(store.episodes())
+    todo = [e for e in range(config.episodes) if e not in done]
+    name = Path(store.path).name
+    with dask_client(workers, dask_address) as client, Progress(disable=not progress) as bar:
+        task = bar.add_task(f"{'render' if render else kind} {name}", total=config.episodes,
+                            completed=config.episodes - len(todo))
+        for batch in map_rollouts(config, todo, workers=1, chunk=chunk, client=client, render=render):
+            store.append(batch)
+            bar.advance(task, len(set(batch["episode"].tolist())))
+    return RenderResult(str(store.path), store.num_rows, len(todo), config.episodes, resumed)
+
+
 def render_to_store(path: str | Path, config: RolloutConfig, workers: int = 1, dask_address: str | None = None,
                     chunk: int = 2, overwrite: bool = False, progress: bool = True, render: bool = True,
                     kind: str = "rollout") -> RenderResult:
@@ -96,17 +132,8 @@ def render_to_store(path: str | Path, config: RolloutConfig, workers: int = 1, d
     render=False writes a frames-free store (states and labels only); ``kind`` is recorded
     in the provenance and must match to resume.
     """
-    from rich.progress import Progress
-
-    path = Path(path)
-    store, resumed = _open_or_create(path, config, overwrite, render, kind)
+    store, resumed = open_for_render(path, config, overwrite, render, kind)
     with store:
-        done = set(store.episodes())
-        todo = [e for e in range(config.episodes) if e not in done]
-        with dask_client(workers, dask_address) as client, Progress(disable=not progress) as bar:
-            task = bar.add_task(f"{'render' if render else kind} {path.name}", total=config.episodes,
-                                completed=config.episodes - len(todo))
-            for batch in map_rollouts(config, todo, workers=1, chunk=chunk, client=client, render=render):
-                store.append(batch)
-                bar.advance(task, len(set(batch["episode"].tolist())))
-        return RenderResult(str(path), store.num_rows, len(todo), config.episodes, resumed)
+        res = render_into(store, config, resumed, workers=workers, dask_address=dask_address, chunk=chunk,
+                          progress=progress, render=render, kind=kind)
+    return RenderResult(str(path), res.rows, res.episodes_rendered, res.episodes_total, resumed)

@@ -1,5 +1,11 @@
 """The main job: roll out and render episodes into a store, embed them, build the state
-cache, and summarise reward quality. Each step is resumable and skipped when done."""
+cache, and summarise reward quality. Each step is resumable and skipped when done.
+
+The job holds the store's writer lock from rendering to the written summary, so a second
+job on the same store fails at once ("locked by writer ...") instead of getting in
+between its steps. Everything that needs neither the model nor rendering (the store path,
+the rollout settings, whether the store opens and is free) is checked first
+(:func:`preflight`)."""
 
 from __future__ import annotations
 
@@ -69,16 +75,27 @@ class RenderAndEmbedConfig(Config):
         return self.store or str(data_dir() / "stores" / f"{self.name}.zarr")
 
 
-def quality_summary(store_path: str, model: str, alpha: float = 0.9) -> dict:
-    """Reward-quality metrics of a store's embeddings (all views); ``model`` is a stored
-    model id or a model spec (pipeline.analysis.resolve_model_id)."""
+def _opened(store_or_path):
+    """A context giving a DatasetStore: an open one as is (the caller closes it), a path opened for reading."""
+    import contextlib
+
+    from storage.dataset import DatasetStore
+
+    if isinstance(store_or_path, DatasetStore):
+        return contextlib.nullcontext(store_or_path)
+    return DatasetStore.open(store_or_path, "r")
+
+
+def quality_summary(store_path, model: str, alpha: float = 0.9) -> dict:
+    """Reward-quality metrics of a store's embeddings (all views); ``store_path``: a path or
+    an open DatasetStore; ``model``: a stored model id or a model spec
+    (pipeline.analysis.resolve_model_id)."""
     from pipeline.analysis import resolve_model_id
     from pipeline.embed import stored_text_embeddings
     from pipeline.quality import QualityInputs, reward_quality
     from rmtl.reward.prompts import PromptConfig
-    from storage.dataset import DatasetStore
 
-    with DatasetStore.open(store_path, "r") as store:
+    with _opened(store_path) as store:
         model_id = resolve_model_id(store, model)
         n = store.embedded_rows(model_id)
         cols = store.read(slice(0, n), fields=["state", "episode", "step"])
@@ -98,12 +115,32 @@ def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):
                               render=cfg.render)
 
 
-def build_cache(path: str, model_id: str, kind: str) -> dict:
-    """Load, extend or rebuild the store's FAISS state cache (persisted next to it)."""
-    from storage.cache import StateCache
+def preflight(cfg: RenderAndEmbedConfig) -> None:
+    """Checks before the model loads or anything renders, each failing with one line: the
+    rollout settings (stages, policy), that the store path can be written, and that an
+    existing store opens and has no live writer."""
+    from pipeline.render import check_settings
+    from rmtl.console import check_store_path
     from storage.dataset import DatasetStore
+    from storage.location import Location
+    from storage.lock import WriterLock
 
-    with DatasetStore.open(path, "r") as store:
+    rollout = rollout_config(cfg, cfg.resolution or 64)  # the model picks the real resolution later
+    path = cfg.store_path()
+    check_store_path(path, "store")
+    loc = Location(path)
+    if loc.exists() and not loc.is_empty_dir():
+        with DatasetStore.open(path, "r") as store:
+            WriterLock(loc).check_free()
+            check_settings(store, rollout, resolution=cfg.resolution is not None)
+
+
+def build_cache(path, model_id: str, kind: str) -> dict:
+    """Load, extend or rebuild the store's FAISS state cache (persisted next to it);
+    ``path``: a store path or an open DatasetStore."""
+    from storage.cache import StateCache
+
+    with _opened(path) as store:
         cache = StateCache.open(store, model_id, kind=kind)
         return {"files": [str(cache.index_location), str(cache.sidecar_location)], "status": cache.status,
                 "indexed": cache.num_indexed}
@@ -130,19 +167,25 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
 
 def render_and_embed(cfg: RenderAndEmbedConfig, progress: bool = True) -> dict:
     """Run the job; returns a summary with the paths of what it wrote."""
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from rmtl.vlm import load_vlm
+    from dataclasses import replace
 
     t0 = time.perf_counter()
-    vlm = load_vlm(cfg.model)  # first: a bad model spec fails before any rendering
+    preflight(cfg)  # before the heavy imports and the model
+    from pipeline.embed import embed_store
+    from pipeline.render import open_for_render, render_into
+    from rmtl.vlm import load_vlm
+
+    vlm = load_vlm(cfg.model)  # before any rendering: a bad model spec fails first
     path = cfg.store_path()
-    rendered = render_to_store(path, rollout_config(cfg, cfg.resolution or vlm.image_size), workers=cfg.workers,
-                               dask_address=cfg.dask_address, progress=progress)
-    embedded = embed_store(path, vlm, batch_size=cfg.batch_size, progress=progress)
-    cache = build_cache(path, vlm.model_id, cfg.cache_kind)
-    quality = quality_summary(path, vlm.model_id, cfg.alpha)
-    return write_summary(cfg, rendered, embedded, cache, quality, time.perf_counter() - t0)
+    rollout = rollout_config(cfg, cfg.resolution or vlm.image_size)
+    store, resumed = open_for_render(path, rollout)
+    with store:  # one writer lock for the whole job
+        rendered = replace(render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
+                                       progress=progress), store=path)
+        embedded = embed_store(store, vlm, batch_size=cfg.batch_size, progress=progress)
+        cache = build_cache(store, vlm.model_id, cfg.cache_kind)
+        quality = quality_summary(store, vlm.model_id, cfg.alpha)
+        return write_summary(cfg, rendered, embedded, cache, quality, time.perf_counter() - t0)
 
 
 def format_summary(summary: dict) -> str:

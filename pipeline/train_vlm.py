@@ -344,7 +344,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     start, log, metrics, best = 0, [], {}, None  # best: (gate margin, step, state dict)
     ckpt = out / "checkpoint.pt"
     if ckpt.is_file():
-        state = torch.load(ckpt, map_location=device, weights_only=False)
+        state = load_checkpoint(ckpt, device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start, log, metrics, best = state["step"], state["log"], state["metrics"], state.get("best")
@@ -435,8 +435,9 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
             if best is None or gate_margin(m) > best[0]:
                 best = (gate_margin(m), done, {k: v.detach().clone() for k, v in model.state_dict().items()})
         if done % cfg.checkpoint_every == 0 or last:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": done, "log": log,
-                        "metrics": metrics, "rng": rng.bit_generator.state, "best": best}, ckpt)
+            # plain containers, numbers and tensors only: loadable with weights_only=True
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": done, "log": _plain(log),
+                        "metrics": _plain(metrics), "rng": _plain(rng.bit_generator.state), "best": _plain(best)}, ckpt)
         if last:
             break
     metrics["steps_done"] = done if start < cfg.steps else start
@@ -531,11 +532,36 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
     return path
 
 
-def parse_args(argv: list[str] | None = None):
+def _plain(obj):
+    """``obj`` with numpy scalars and arrays turned into Python numbers and lists (tensors,
+    dicts, lists and tuples kept): what ``torch.load(weights_only=True)`` accepts."""
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_plain(v) for v in obj)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj
+
+
+def load_checkpoint(path: str | Path, device="cpu") -> dict:
+    """The resume state in ``checkpoint.pt``, loaded with ``weights_only=True``: tensors and
+    plain Python values only, so loading a checkpoint never runs code from it."""
+    from rmtl.train.artifacts import load_torch_state
+
+    return load_torch_state(path, "VLM training checkpoint", "delete it to train from the start, or choose "
+                            "another --out", map_location=device)
+
+
+def parse_args(argv: list[str] | None = None, prog: str | None = None):
     """Command-line arguments and the TrainVLMConfig they give (flags left out keep its defaults)."""
     import argparse
 
-    ap = argparse.ArgumentParser(description="Train the domain reward VLM (see module docstring).")
+    from rmtl.console import ArgumentParser
+
+    ap = ArgumentParser(prog=prog or "python -m pipeline.train_vlm", description="Train the domain reward VLM (see module docstring).")
     ap.add_argument("--store", action="append", default=[], help="dataset store(s) with frames")
     ap.add_argument("--render-episodes", type=int, default=0, help="render this many expert episodes instead")
     ap.add_argument("--random-episodes", type=int, default=0, help="and this many random-action episodes")
@@ -544,7 +570,14 @@ def parse_args(argv: list[str] | None = None):
     ap.add_argument("--out", type=Path, required=True)
     def arg_type(field):
         if isinstance(field.default, bool):  # bool("false") is True: parse the word instead
-            return lambda text: {"true": True, "1": True, "false": False, "0": False}[text.lower()]
+            def boolean(text: str) -> bool:
+                words = {"true": True, "1": True, "false": False, "0": False}
+                if text.lower() not in words:
+                    raise ValueError(text)  # argparse: "invalid boolean value"
+                return words[text.lower()]
+
+            boolean.__name__ = "boolean"
+            return boolean
         base = type(field.default) if field.default is not None else str
         if type(None) in typing.get_args(field.annotation):  # optional: "none" sets None
             return lambda text: None if text.lower() == "none" else base(text)
@@ -557,11 +590,24 @@ def parse_args(argv: list[str] | None = None):
     return args, cfg
 
 
-def main(argv: list[str] | None = None) -> None:
-    """``python -m pipeline.train_vlm``: train from stores, or render the data first."""
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``python -m pipeline.train_vlm``: train from stores, or render the data first; returns
+    the exit status (errors: one line on stderr, rmtl.console)."""
+    from rmtl.console import exit_code
+
+    return exit_code(_main, argv, prog)
+
+
+def _main(argv: list[str] | None, prog: str | None) -> None:
     import sys
 
-    args, cfg = parse_args(argv)
+    from rmtl.console import check_output_dir
+    from storage.dataset import DatasetStore
+
+    args, cfg = parse_args(argv, prog)
+    check_output_dir(args.out, "--out")  # before any model or data loads
+    for path in args.store:
+        DatasetStore.open(path, "r")  # a missing or foreign store fails now
     parts, desc = [], []
     init_vlm = None
     if args.store:
@@ -595,4 +641,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from rmtl.console import finish
+
+    finish(main())

@@ -1,15 +1,17 @@
 """The ``rmtl`` command. Each group lives with the package that owns the work; this
-module only wires them together and turns user errors into one line."""
+module only wires them together. Every way a command can end goes through
+:mod:`rmtl.console` (one error line and status 2, 130 for Ctrl-C; docs/errors.md)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, NoReturn, Optional
 
 import typer
 
+from rmtl.console import check_output_dir, check_output_file, check_store_path, exit_code, finish
 from rmtl.errors import ConfigError, RmtlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RMTL: phased multi-view VLM rewards for Fetch.")
@@ -22,6 +24,8 @@ app.command("eval")(eval_cmd)
 app.command("report")(report_cmd)
 server_app = typer.Typer(no_args_is_help=True, help="A local Prefect server (PREFECT_HOME under the data dir).")
 app.add_typer(server_app, name="server")
+store_app = typer.Typer(no_args_is_help=True, help="Dataset stores: check their integrity.")
+app.add_typer(store_app, name="store")
 
 DataDirOption = typer.Option(None, "--data-dir", help="Data directory (default $RMTL_DATA_DIR or ./data).")
 
@@ -45,12 +49,13 @@ def env_preview(
 
     check_difficulty(difficulty)
     cfg = EnvConfig.make(views=views, resolution=resolution, visual_domain=visual_domain, shadows=shadows)
+    if out is None:
+        out = resolve_data_dir(data_dir) / "preview" / f"preview_d{difficulty:.2f}_s{seed}_{resolution}px.png"
+    check_output_file(out, "--out")  # before rendering
     env = FetchPickAndLiftEnv(cfg)
     _, info = env.reset(seed=seed, options={"difficulty": difficulty})
     frames = env.render_views()
     env.close()
-    if out is None:
-        out = resolve_data_dir(data_dir) / "preview" / f"preview_d{difficulty:.2f}_s{seed}_{resolution}px.png"
     out.parent.mkdir(parents=True, exist_ok=True)
     montage(frames, list(cfg.views)).save(out)
     typer.echo(
@@ -73,6 +78,8 @@ def env_check(
     from rmtl.env import FetchPickAndLiftEnv
     from rmtl.env.check import expert_policy, random_policy, success_rate
 
+    if out is not None:
+        check_output_file(out, "--out")
     env = FetchPickAndLiftEnv()
     rows = [
         success_rate(env, expert_policy(noise, seed), "expert", episodes, 1.0, seed),
@@ -134,7 +141,7 @@ def render_and_embed_cmd(
     """Render episodes into a Zarr store, embed them, build the FAISS cache, summarise reward quality."""
     import os
 
-    from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, render_and_embed
+    from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, preflight, render_and_embed
     from rmtl.provenance import DATA_DIR_ENV
 
     if data_dir is not None:
@@ -147,6 +154,7 @@ def render_and_embed_cmd(
         **({} if render is None else {"render": _json_object(render, "render")}),
     )
     if prefect:
+        preflight(cfg)  # the store path and settings, before a server and a model are started
         from flows.local import render_and_embed_deployment
 
         run, summary = render_and_embed_deployment(cfg)
@@ -155,6 +163,41 @@ def render_and_embed_cmd(
         typer.echo(format_summary(summary))
         return
     typer.echo(format_summary(render_and_embed(cfg)))
+
+
+@app.command("embed")
+def embed_cmd(
+    store: str = typer.Option(..., help="Dataset store with frames (made by render-and-embed)."),
+    model: str = typer.Option("rmtl-fetch-tiny", help="VLM spec (name, name:tag, hf-hub:..., local dir or file)."),
+    batch_size: int = typer.Option(64, min=1, help="Images per VLM call."),
+) -> None:
+    """Embed a store's rows not yet embedded by a model, and the prompts' text (no rendering)."""
+    from pipeline.embed import embed_store
+    from rmtl.vlm import load_vlm
+    from storage.dataset import DatasetStore
+
+    DatasetStore.open(store, "r")  # a missing or foreign store fails before the model loads
+    res = embed_store(store, load_vlm(model), batch_size=batch_size)
+    copied = f" ({res.rows_copied} copied from {res.copied_from}: same image tower)" if res.rows_copied else ""
+    typer.echo(f"store {res.store}: embedded {res.rows_embedded} rows{copied}; {res.rows_total} rows have "
+               f"embeddings of {res.model_id}")
+
+
+@store_app.command("verify")
+def store_verify_cmd(store: str = typer.Argument(..., help="Dataset store path or URL.")) -> None:
+    """Read every committed chunk of a store and name the damaged ones (array, chunk, rows); status 2 if any."""
+    from storage.dataset import DatasetStore
+
+    with DatasetStore.open(store, "r") as st:
+        rep = st.verify()
+    kind = "checksummed" if rep.checksums else "no checksums (an older store: changed bytes go unnoticed)"
+    for d in rep.damage:
+        typer.echo(f"DAMAGED {d.describe()}")
+    typer.echo(f"{rep.store}: {rep.arrays} arrays, {rep.chunks} chunks read, {kind}; "
+               f"{len(rep.damage) or 'no'} damaged")
+    if rep.damage:
+        raise RmtlError(f"store {rep.store} has {len(rep.damage)} damaged part(s), listed above; restore the store "
+                        f"from a copy, or re-create it (rmtl render-and-embed --store NEW_PATH)")
 
 
 @server_app.command("start")
@@ -189,7 +232,7 @@ def serve_cmd(ctx: typer.Context) -> None:
     """Serve the flows as deployments (options: rmtl serve --help)."""
     from flows.serve import main as serve_main
 
-    raise typer.Exit(serve_main(list(ctx.args)))
+    raise typer.Exit(serve_main(list(ctx.args), prog=ctx.command_path))
 
 
 @app.command(
@@ -200,7 +243,7 @@ def train_reward_vlm_cmd(ctx: typer.Context) -> None:
     """Train the domain reward VLM (options: rmtl train-reward-vlm --help)."""
     from pipeline.train_vlm import main as train_main
 
-    train_main(list(ctx.args))
+    raise typer.Exit(train_main(list(ctx.args), prog=ctx.command_path))
 
 
 ModelOption = typer.Option(None, "--model", help="Stored model id or spec (default: the store's only model).")
@@ -218,6 +261,8 @@ def query_cmd(
     """Reward-quality questions over a store: tables, JSON and PNG plots."""
     from pipeline.query import run_queries
 
+    if out is not None:
+        check_output_dir(out, "--out")
     run_queries(store, model, out_dir=out, alpha=alpha, radii=_float_list(radii, "radii"), holdout=holdout)
 
 
@@ -236,6 +281,8 @@ def reward_quality_cmd(
     from pipeline.quality import GATES, gate_report
     from pipeline.render_and_embed import quality_summary
 
+    if out is not None:
+        check_output_file(out, "--out")
     m, r = quality_summary(store, model, alpha), quality_summary(store, against, alpha)
     gates = gate_report(m, r)
     table = Table(title=f"{store}: within-phase reward quality, multi-view mean, alpha {alpha}")
@@ -274,6 +321,8 @@ def alpha_sweep_cmd(
     """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
     from pipeline.analysis import alpha_sweep
 
+    if out is not None:
+        check_output_dir(out, "--out")
     res = alpha_sweep(store, model, _float_list(alphas, "alphas"), out_dir=out, episode=episode)
     _echo_result(res.dataset, res.plots, res.summary)
 
@@ -290,6 +339,8 @@ def per_view_cmd(
     """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
     from pipeline.analysis import per_view_analysis
 
+    if out is not None:
+        check_output_dir(out, "--out")
     eps = _int_list(episodes, "episodes") if episodes else None
     res = per_view_analysis(store, model, alpha, out_dir=out, episodes=eps, row=row)
     _echo_result(res.dataset, res.plots, res.summary)
@@ -308,6 +359,7 @@ def bc_labels_cmd(
     """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
     from pipeline.analysis import bc_labels
 
+    check_store_path(out, "--out")
     res = bc_labels(out, policy=policy, episodes=episodes, noise_std=noise_std,
                     stages=tuple(_int_list(stages, "stages")), seed=seed, overwrite=overwrite)
     typer.echo(f"{res}\nwrote {out}")
@@ -383,25 +435,24 @@ def _int_list(text: str, what: str) -> list[int]:
         raise ConfigError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app; user errors print one line and exit with status 2."""
-    try:
-        app(args=argv, standalone_mode=False)
-    except RmtlError as err:
-        typer.echo(f"error: {err}", err=True)
-        sys.exit(2)
-    except (typer.Exit, SystemExit) as ex:
-        code = getattr(ex, "exit_code", getattr(ex, "code", 0))
-        sys.exit(code)
-    except Exception as err:  # click usage errors
-        import click
+def _invoke(argv: list[str] | None) -> Any:
+    """Parse and run one command line; exceptions are left to :func:`rmtl.console.exit_code`
+    (typer's own standalone handling would turn Ctrl-C and ``typer.Exit`` into return
+    values and usage errors into multi-line panels)."""
+    cmd = typer.main.get_command(app)
+    args = sys.argv[1:] if argv is None else list(argv)
+    with cmd.make_context("rmtl", args) as ctx:
+        return cmd.invoke(ctx)
 
-        if isinstance(err, click.exceptions.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        if isinstance(err, click.exceptions.Abort):
-            sys.exit(130)
-        raise
+
+def run(argv: list[str] | None = None) -> int:
+    """Run ``rmtl ARGV`` in this process and return its exit status (errors: one line on stderr)."""
+    return exit_code(_invoke, argv)
+
+
+def main(argv: list[str] | None = None) -> NoReturn:
+    """Console entry point: run the command and exit with its status (docs/errors.md)."""
+    finish(run(argv))
 
 
 if __name__ == "__main__":

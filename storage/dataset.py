@@ -19,12 +19,14 @@ import subprocess
 import time
 import uuid as uuidlib
 import warnings
+from dataclasses import dataclass, field
+from itertools import product
 from pathlib import Path
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np
 import zarr
-from zarr.codecs import BloscCodec
+from zarr.codecs import BloscCodec, Crc32cCodec
 
 from rmtl.errors import StoreError
 from storage.location import Location
@@ -61,6 +63,78 @@ Rows = int | slice | Sequence[int] | np.ndarray | None
 
 # zstd through blosc: fast enough to not slow rendering, and byte-shuffle helps the float arrays.
 _COMPRESSOR = BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")
+# Then a CRC-32C of the compressed bytes (zarr's crc32c codec): a flipped or truncated chunk
+# fails its checksum on read instead of decoding to garbage.
+_CODECS = (_COMPRESSOR, Crc32cCodec())
+INTEGRITY = {"checksum": "crc32c", "all_chunks_written": True}
+"""Recorded as `rmtl.integrity` by create: every chunk carries a CRC-32C and every chunk of
+the committed rows is written, even when it holds only fill values, so a missing chunk file
+is damage (older stores have no such record: `verify` then checks what it can)."""
+_WRITE_ALL = {"write_empty_chunks": True}
+
+MAKERS = "`rmtl render-and-embed` (or `rmtl bc-labels`)"
+"""The commands that make dataset stores, for messages."""
+VERIFY_HINT = "run `rmtl store verify {store}` to list every damaged chunk"
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One damaged part of a store found by `DatasetStore.verify` or a failing read."""
+
+    array: str
+    """Node path of the array ('frames', 'embeddings/<node>', ...)."""
+    problem: str
+    chunk: tuple[int, ...] | None = None
+    """Chunk grid coordinates (None: the array's metadata)."""
+    rows: tuple[int, int] | None = None
+    """Store rows [start, stop) the chunk holds (text embeddings: prompt rows)."""
+    view: str | None = None
+
+    def describe(self) -> str:
+        where = "metadata" if self.chunk is None else f"chunk {'.'.join(map(str, self.chunk))}"
+        unit = "prompts" if self.array.startswith((TEXT_GROUP + "/", PROMPT_SETS_GROUP + "/")) else "rows"
+        rows = f" {unit} {self.rows[0]}-{self.rows[1] - 1}" if self.rows else ""
+        view = f" view {self.view}" if self.view else ""
+        return f"{self.array} {where}{rows}{view}: {self.problem}"
+
+
+@dataclass
+class VerifyReport:
+    """What `DatasetStore.verify` checked and the damage it found."""
+
+    store: str
+    arrays: int = 0
+    chunks: int = 0
+    checksums: bool = False
+    """Whether the store was created with checksums and all chunks written (see INTEGRITY)."""
+    damage: list[Damage] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.damage
+
+
+def _reason(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    if "checksum do not match" in text:
+        return "checksum mismatch (the chunk's bytes changed or it was truncated)"
+    return f"{type(err).__name__}: {text[:160]}" if text else type(err).__name__
+
+
+def _row_list(rows: np.ndarray, n: int = 4) -> str:
+    shown = ", ".join(str(int(r)) for r in rows[:n])
+    return shown + (f", ... ({len(rows)} rows)" if len(rows) > n else "")
+
+
+def _blosc_truncated(raw: bytes) -> str | None:
+    """For a chunk ending in blosc (no checksum): a problem if its size disagrees with the
+    compressed size in its blosc header (bytes 12-15), else None."""
+    if len(raw) < 16:
+        return f"chunk file is truncated ({len(raw)} bytes, shorter than a blosc header)"
+    cbytes = int.from_bytes(raw[12:16], "little")
+    if cbytes != len(raw):
+        return f"chunk file has {len(raw)} bytes but its blosc header says {cbytes} (truncated or overwritten)"
+    return None
 
 
 def _consolidate(store: Any) -> None:
@@ -205,6 +279,7 @@ class DatasetStore:
             "code_version": code_version,
             **_git_commit(),
             "provenance": _json_ok("provenance", dict(provenance or {})),
+            "integrity": dict(INTEGRITY),
         }
 
         lock = WriterLock(loc, lock_ttl_s)
@@ -213,8 +288,7 @@ class DatasetStore:
             if not loc.is_empty_dir():
                 if not overwrite:
                     raise StoreError(
-                        f"{loc} already exists; open it with DatasetStore.open(path, mode='a') to append, "
-                        f"pass overwrite=True to replace it, or choose a new path"
+                        f"{loc} already exists and is not empty; choose a new path, delete it first, or pass overwrite=True to replace it"
                     )
                 loc.fs.rm(loc.path, recursive=True)
             zstore = loc.zarr_store(read_only=False)
@@ -222,13 +296,13 @@ class DatasetStore:
             rows = chunking.rows
             for name, dtype in {**ROW_FIELDS, **STEP_FIELDS}.items():
                 tail = {"state": (int(state_dim),), "key": (int(key_dim),), "action": (ACTION_DIM,)}.get(name, ())
-                g.create_array(name, shape=(0, *tail), chunks=(rows, *tail), dtype=dtype, compressors=_COMPRESSOR,
-                               **_described(name))
+                g.create_array(name, shape=(0, *tail), chunks=(rows, *tail), dtype=dtype, compressors=_CODECS,
+                               config=_WRITE_ALL, **_described(name))
             if frames:
                 fr = chunking.frame_rows_for(int(h), int(w))
                 g.create_array(
                     FRAMES, shape=(0, len(views), int(h), int(w), 3), chunks=(fr, 1, int(h), int(w), 3),
-                    dtype=FRAMES_DTYPE, compressors=_COMPRESSOR, **_described(FRAMES),
+                    dtype=FRAMES_DTYPE, compressors=_CODECS, config=_WRITE_ALL, **_described(FRAMES),
                 )
             g.create_group(EMBEDDINGS_GROUP)
             g.create_group(TEXT_GROUP)
@@ -273,22 +347,58 @@ class DatasetStore:
     def _fail(self, what: str, fix: str) -> StoreError:
         return StoreError(f"{self._loc} {what}; {fix}")
 
+    def _check_root_metadata(self) -> None:
+        """Tell a foreign directory, a Zarr v2 store and a corrupt root ``zarr.json`` apart
+        (zarr reports all three as 'no group here')."""
+        loc = self._loc
+        meta = f"{loc.path}/zarr.json"
+        if not loc.fs.exists(meta):
+            if loc.fs.isfile(loc.path):
+                raise self._fail("is a file, not a dataset store (a directory)", f"point at a store made by {MAKERS}")
+            if loc.fs.exists(f"{loc.path}/.zgroup") or loc.fs.exists(f"{loc.path}/.zarray"):
+                raise self._fail("is a Zarr v2 store, not an rmtl dataset store (Zarr v3)", f"point at a store made by {MAKERS}")
+            raise self._fail("is not a dataset store (no zarr.json in it)", f"point at a store made by {MAKERS}")
+        try:
+            root = json.loads(loc.fs.cat_file(meta))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise self._fail(f"has corrupt metadata: its root {meta} is not valid JSON ({_reason(e)}; truncated?)",
+                             "restore the store from a copy, or re-create it") from None
+        except OSError as e:
+            raise self._fail(f"cannot be read: {meta}: {e.strerror or e}", "check the path and its permissions") from None
+        if not isinstance(root, dict) or root.get("node_type") != "group" or root.get("zarr_format") != 3:
+            raise self._fail(f"has corrupt metadata: its root {meta} does not describe a Zarr v3 group",
+                             "restore the store from a copy, or re-create it")
+
+    def _node(self, g: Any, node: str) -> Any:
+        """Array ``node`` of group ``g``; KeyError if absent, a one-line StoreError if its
+        metadata cannot be parsed."""
+        try:
+            return g[node]
+        except KeyError:
+            raise
+        except Exception as e:
+            raise self._fail(f"has corrupt metadata: array '{node}' ({self._loc.path}/{node}/zarr.json) cannot be "
+                             f"read ({_reason(e)})", "restore the store from a copy, or re-create it") from None
+
     def _load(self) -> None:
         """(Re)read metadata and the commit record, validating the store."""
         loc = self._loc
         if not loc.exists():
-            raise StoreError(f"no dataset store at {loc}; create one with DatasetStore.create (or check the path)")
+            raise StoreError(f"no dataset store at {loc}; make one with `rmtl render-and-embed --store {loc}` "
+                             f"(or check the path)")
+        self._check_root_metadata()
         try:
             # The writer needs the true array shapes; readers use the consolidated copy.
             g = zarr.open_group(self._zstore, mode="r" if self._mode == "r" else "r+",
                                 use_consolidated=False if self._mode == "a" else None)
         except Exception as e:  # zarr raises many types for "not a group here"
-            raise self._fail(f"is not a Zarr v3 group ({type(e).__name__})", "point at a store made by DatasetStore.create") from None
+            raise self._fail(f"is not a readable Zarr v3 group ({_reason(e)})",
+                             f"point at a store made by {MAKERS}, or restore it from a copy") from None
         attrs = g.attrs.asdict()
         schema = attrs.get(SCHEMA_ATTR)
         if not isinstance(schema, dict) or schema.get("name") != SCHEMA_NAME:
             raise self._fail("is a Zarr group but not an rmtl dataset store (no rmtl_schema attribute)",
-                             "point at a store made by DatasetStore.create")
+                             f"point at a store made by {MAKERS}")
         version = schema.get("version")
         if not isinstance(version, int) or version < 1:
             raise self._fail(f"has an invalid schema version {version!r}", "the store is corrupt; re-create it")
@@ -308,7 +418,7 @@ class DatasetStore:
         missing = []
         for name in names:
             try:
-                arrays[name] = g[name]
+                arrays[name] = self._node(g, name)
             except KeyError:
                 missing.append(name)
                 continue
@@ -327,7 +437,7 @@ class DatasetStore:
         for model_id, n in emb_commit.items():
             node = f"{EMBEDDINGS_GROUP}/{model_node_name(model_id)}"
             try:
-                a = g[node]
+                a = self._node(g, node)
             except KeyError:
                 raise self._fail(f"is corrupt: embeddings of model '{model_id}' are committed but array '{node}' is missing",
                                  "re-create it or restore it from a copy") from None
@@ -335,6 +445,8 @@ class DatasetStore:
                 raise self._fail(f"is corrupt: {n} rows of '{model_id}' embeddings are committed but the array holds "
                                  f"{a.shape[0]} and the store {rows} rows", "re-create it or restore it from a copy")
             arrays[node] = a
+        if self._mode == "a" and (info.get("integrity") or {}).get("all_chunks_written"):
+            arrays = {k: a.with_config(_WRITE_ALL) for k, a in arrays.items()}
         self._group = g
         self._arrays = arrays
         self._info = info
@@ -441,6 +553,9 @@ class DatasetStore:
         return self._rows
 
     # -- writing -------------------------------------------------------------------------
+    def _write_config(self) -> dict[str, Any] | None:
+        return _WRITE_ALL if (self._info.get("integrity") or {}).get("all_chunks_written") else None
+
     def _require_writer(self) -> WriterLock:
         if self._mode != "a" or self._lock is None:
             raise StoreError(f"{self._loc} is open read-only; open it with DatasetStore.open(path, mode='a') to write")
@@ -578,7 +693,8 @@ class DatasetStore:
             rows = int(self._info["chunking"]["embedding_rows"])
             self._arrays[node] = self._group.create_array(
                 node, shape=(0, len(self.views), e.shape[2]), chunks=(rows, len(self.views), e.shape[2]),
-                dtype=EMBEDDING_DTYPE, compressors=_COMPRESSOR, fill_value=float("nan"), overwrite=True,
+                dtype=EMBEDDING_DTYPE, compressors=_CODECS, fill_value=float("nan"), overwrite=True,
+                config=self._write_config(),
                 attributes={"model_id": model_id, "embed_dim": int(e.shape[2]), "views": self.views,
                             "meta": _json_ok("meta", dict(meta or {})),
                             "description": EMBEDDING_DESCRIPTION.format(model_id=model_id)},
@@ -621,8 +737,8 @@ class DatasetStore:
         record = _json_ok("prompt_set", dict(prompt_set))
         group = self._group.require_group(f"{PROMPT_SETS_GROUP}/{model_node_name(model_id)}")
         a = group.create_array(
-            str(set_id), shape=mat.shape, chunks=mat.shape, dtype=TEXT_EMBEDDING_DTYPE, compressors=_COMPRESSOR,
-            fill_value=float("nan"), overwrite=True, dimension_names=PROMPT_SET_DIMS,
+            str(set_id), shape=mat.shape, chunks=mat.shape, dtype=TEXT_EMBEDDING_DTYPE, compressors=_CODECS,
+            config=self._write_config(), fill_value=float("nan"), overwrite=True, dimension_names=PROMPT_SET_DIMS,
             attributes={"model_id": model_id, "prompt_set_id": str(set_id), "roles": list(roles), "texts": list(texts),
                         "prompt_set": record, "description": PROMPT_SET_DESCRIPTION.format(
                             name=record.get("name", set_id), set_id=set_id, model_id=model_id)},
@@ -642,8 +758,12 @@ class DatasetStore:
         """{"roles", "texts", "embeddings" (float32 [R, D]), "prompt_set", "model_id"} of a stored set."""
         if set_id not in self.prompt_set_ids(model_id):
             raise StoreError(f"{self._loc} has no text embeddings of prompt set {set_id} for '{model_id}'")
-        a = self._group[f"{PROMPT_SETS_GROUP}/{model_node_name(model_id)}/{set_id}"]
-        mat = a[...]
+        node = f"{PROMPT_SETS_GROUP}/{model_node_name(model_id)}/{set_id}"
+        a = self._group[node]
+        try:
+            mat = a[...]
+        except Exception as e:
+            raise self._damaged(node, a, (0, a.shape[0]), e) from None
         attrs = a.attrs.asdict()
         if mat.shape[0] != len(attrs["texts"]) or np.isnan(mat).any():
             raise StoreError(f"text embeddings of prompt set {set_id} for '{model_id}' in {self._loc} are incomplete; "
@@ -660,7 +780,14 @@ class DatasetStore:
         """float16 [rows, V, D] image embeddings of model_id (only rows with committed embeddings)."""
         a = self._emb_array(model_id)
         idx, squeeze = self._index(rows, self.embedded_rows(model_id), f"embedded rows of '{model_id}'")
-        out = _take(a, idx, self._view_index(views))
+        node = self._emb_node(model_id)
+        out = self._take(node, idx, self._view_index(views))
+        if out.size and np.isnan(out).any():  # committed embeddings are never NaN (the fill value)
+            bad = np.flatnonzero(np.isnan(out).reshape(len(out), -1).any(axis=1))
+            rows = np.arange(idx.start, idx.stop)[bad] if isinstance(idx, slice) else idx[bad]
+            raise StoreError(f"store {self._loc} is damaged: embeddings of '{model_id}' ({node}) read back as NaN at "
+                             f"committed rows {_row_list(rows)} (a chunk file is missing); "
+                             f"{VERIFY_HINT.format(store=self._loc)}, then re-embed or restore the store from a copy")
         return out[0] if squeeze else out
 
     def set_text_embeddings(self, model_id: str, prompts: Mapping[str, Any]) -> None:
@@ -679,7 +806,8 @@ class DatasetStore:
         # text_embeddings() rejects, instead of as plausible zeros.
         a = self._group.create_array(
             f"{TEXT_GROUP}/{model_node_name(model_id)}", shape=mat.shape, chunks=mat.shape,
-            dtype=TEXT_EMBEDDING_DTYPE, fill_value=float("nan"), overwrite=True,
+            dtype=TEXT_EMBEDDING_DTYPE, compressors=_CODECS, fill_value=float("nan"), overwrite=True,
+            config=self._write_config(),
             attributes={"model_id": model_id, "prompts": list(merged),
                         "description": TEXT_DESCRIPTION.format(model_id=model_id)},
             dimension_names=TEXT_DIMS,
@@ -704,12 +832,119 @@ class DatasetStore:
             raise StoreError(f"{self._loc} has no text embeddings of model '{model_id}'; "
                              f"store them with set_text_embeddings()") from None
         prompts = list(a.attrs["prompts"])
-        mat = a[...]
+        try:
+            mat = a[...]
+        except Exception as e:
+            raise self._damaged(node, a, (0, a.shape[0]), e) from None
         if mat.shape[0] != len(prompts) or np.isnan(mat).any():
-            raise StoreError(f"text embeddings of '{model_id}' in {self._loc} are incomplete; set them again")
+            spec = (self.embedding_info(model_id).get("meta") or {}).get("spec", model_id) \
+                if model_id in self._emb_rows else model_id
+            raise StoreError(f"text embeddings of '{model_id}' in {self._loc} are incomplete (a write was cut short, "
+                             f"or a chunk file is missing: {VERIFY_HINT.format(store=self._loc)}); embed them again: "
+                             f"rmtl embed --store {self._loc} --model {spec}")
         return {p: mat[i] for i, p in enumerate(prompts)}
 
     # -- reading -------------------------------------------------------------------------
+    def _take(self, node: str, idx: slice | np.ndarray, view_idx: np.ndarray | None = None) -> np.ndarray:
+        """`_take` on array `node`; a read that fails names the store, array and rows."""
+        a = self._arrays[node]
+        try:
+            return _take(a, idx, view_idx)
+        except Exception as e:
+            if isinstance(idx, slice):
+                span = (idx.start or 0, idx.stop)
+            else:
+                span = (int(idx.min()), int(idx.max()) + 1)
+            raise self._damaged(node, a, span, e) from None
+
+    def _check_chunks(self, node: str, a: Any, start: int, stop: int, limit: int, missing: bool,
+                      report: VerifyReport | None = None) -> Iterator[Damage]:
+        """Read and decode every chunk of array `node` holding rows [start, stop); yield the
+        damaged ones (rows reported up to `limit`). missing: a missing chunk file is damage
+        (stores that write every chunk); else it reads as fill values, as zarr means it."""
+        if stop <= start:
+            return
+        c0 = int(a.chunks[0])
+        rest = [range(-(-int(n) // int(c))) for n, c in zip(a.shape[1:], a.chunks[1:])]
+        crc = any(isinstance(c, Crc32cCodec) for c in a.compressors)
+        blosc = bool(a.compressors) and isinstance(a.compressors[-1], BloscCodec)
+        fs = self._loc.fs
+        for i in range(start // c0, -(-stop // c0)):
+            rows = (i * c0, min((i + 1) * c0, limit))
+            for tail in product(*rest):
+                coords = (i, *tail)
+                view = self.views[tail[0]] if node == FRAMES and tail and tail[0] < len(self.views) else None
+                key = f"{self._loc.path}/{node}/{a.metadata.encode_chunk_key(coords)}"
+                if report is not None:
+                    report.chunks += 1
+                if crc:
+                    if missing and not fs.exists(key):
+                        yield Damage(node, "chunk file is missing", coords, rows, view)
+                        continue
+                else:  # no checksum: at least catch a truncated blosc chunk before decoding it
+                    try:
+                        raw = fs.cat_file(key)
+                    except FileNotFoundError:
+                        if missing:
+                            yield Damage(node, "chunk file is missing", coords, rows, view)
+                        continue
+                    problem = _blosc_truncated(raw) if blosc else None
+                    if problem:
+                        yield Damage(node, problem, coords, rows, view)
+                        continue
+                try:
+                    a.get_block_selection(coords)
+                except Exception as e:
+                    yield Damage(node, _reason(e), coords, rows, view)
+
+    def verify(self) -> VerifyReport:
+        """Read and decode every chunk of the committed rows of every array (frames, per-row
+        fields, each model's embeddings, text embeddings) and check each array's metadata;
+        returns a report naming each damaged chunk (array, chunk, rows). Stores made with
+        `INTEGRITY` (checksums) detect any changed or truncated chunk and missing chunk
+        files; older stores detect what fails to decode and truncated blosc chunks."""
+        integrity = self._info.get("integrity") or {}
+        report = VerifyReport(str(self._loc), checksums=bool(integrity.get("checksum")))
+        missing = bool(integrity.get("all_chunks_written"))
+        targets = [(n, a, self._rows) for n, a in self._arrays.items() if not n.startswith(EMBEDDINGS_GROUP + "/")]
+        targets += [(self._emb_node(m), self._arrays[self._emb_node(m)], n) for m, n in sorted(self._emb_rows.items())]
+        for name, a in sorted(self._group[TEXT_GROUP].arrays()):
+            targets.append((f"{TEXT_GROUP}/{name}", a, int(a.shape[0])))
+        if PROMPT_SETS_GROUP in self._group:
+            for model, group in sorted(self._group[PROMPT_SETS_GROUP].groups()):
+                for name, a in sorted(group.arrays()):
+                    targets.append((f"{PROMPT_SETS_GROUP}/{model}/{name}", a, int(a.shape[0])))
+        for node, a, n in targets:
+            report.arrays += 1
+            meta = f"{self._loc.path}/{node}/zarr.json"
+            try:
+                own = json.loads(self._loc.fs.cat_file(meta))
+                shape = own["shape"]
+            except FileNotFoundError:
+                report.damage.append(Damage(node, f"metadata file {meta} is missing"))
+                continue
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+                report.damage.append(Damage(node, f"metadata file {meta} is corrupt ({_reason(e)})"))
+                continue
+            if not shape or int(shape[0]) < n:
+                report.damage.append(Damage(node, f"metadata file {meta} lists shape {shape} but {n} rows are committed"))
+            report.damage.extend(self._check_chunks(node, a, 0, n, n, missing, report))
+        return report
+
+    def _damaged(self, node: str, a: Any, span: tuple[int, int], err: BaseException) -> StoreError:
+        """The one-line error for a failed read of rows [span) of `node`: names the first
+        damaged chunk found among those rows (or the rows, if every chunk reads alone)."""
+        if node.startswith((TEXT_GROUP + "/", PROMPT_SETS_GROUP + "/")):
+            limit = int(a.shape[0])
+        elif node.startswith(EMBEDDINGS_GROUP + "/"):
+            limit = max((n for m, n in self._emb_rows.items() if self._emb_node(m) == node), default=span[1])
+        else:
+            limit = self._rows
+        bad = next(iter(self._check_chunks(node, a, span[0], span[1], max(limit, span[1]), missing=False)), None)
+        what = bad.describe() if bad else f"{node} rows {span[0]}-{span[1] - 1}: {_reason(err)}"
+        return StoreError(f"store {self._loc} is damaged: cannot read {what}; "
+                          f"{VERIFY_HINT.format(store=self._loc)}, then restore the store from a copy or re-create it")
+
     def _index(self, rows: Rows, n: int, what: str = "committed rows") -> tuple[slice | np.ndarray, bool]:
         if rows is None:
             return slice(0, n), False
@@ -747,7 +982,7 @@ class DatasetStore:
             raise StoreError(f"unknown fields {unknown}; this store has {sorted(self._shapes())}")
         idx, squeeze = self._index(rows, self._rows)
         vidx = self._view_index(views)
-        out = {f: _take(self._arrays[f], idx, vidx if f == FRAMES else None) for f in fields}
+        out = {f: self._take(f, idx, vidx if f == FRAMES else None) for f in fields}
         return {f: v[0] for f, v in out.items()} if squeeze else out
 
     def episodes(self) -> dict[int, np.ndarray]:

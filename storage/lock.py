@@ -82,6 +82,16 @@ class WriterLock:
             f"or if that process is gone delete {self.loc} (or open with break_lock=True)"
         )
 
+    def check_free(self) -> None:
+        """Fail now, with the same line as `acquire`, if a live writer holds the lock (a
+        check before long work; `acquire` still decides who gets it)."""
+        try:
+            held = self.holder()
+        except (ValueError, TypeError):
+            return
+        if held is not None and not self._is_stale(held):
+            raise self._locked_error(held)
+
     # -- writing -----------------------------------------------------------------------
     def _try_create(self, info: LockInfo) -> bool:
         data = json.dumps(asdict(info)).encode()

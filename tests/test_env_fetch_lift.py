@@ -132,7 +132,7 @@ def test_large_frames_raise_offscreen_buffer(small_env):
     small_env.reset(seed=0)
     frames = small_env.render_views(["front"], resolution=720)
     assert frames.shape == (1, 720, 720, 3)
-    assert small_env.model.vis.global_.offwidth >= 720
+    assert small_env._cameras.model.vis.global_.offwidth >= 720  # the render model (a decimated copy by default)
 
 
 def test_importing_open_clip_after_rendering_does_not_crash():

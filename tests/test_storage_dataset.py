@@ -245,7 +245,7 @@ def test_bad_stores_fail_with_one_line(tmp_path):
     (foreign / "notes.txt").write_text("hi")
     with pytest.raises(StoreError) as e:
         DatasetStore.open(foreign, mode="a")
-    assert "is not a Zarr v3 group" in one_line(e)
+    assert "is not a dataset store (no zarr.json in it)" in one_line(e)
     assert not (tmp_path / "foreign.lock").exists()
 
     plain = tmp_path / "plain.zarr"

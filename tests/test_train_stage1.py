@@ -5,6 +5,7 @@ load, evaluation runs, a resumed run continues from its checkpoint, the report r
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -239,3 +240,36 @@ def test_fast_path_with_atlas_workers_and_overlay(random_tiny_vlm, tmp_path):
     other = cfg.replace(output_dir=str(tmp_path / "run2"), env={**cfg.env.model_dump(), "render": {"msaa_samples": 0}})
     with pytest.raises(StoreError, match="rendered by renderer .* but this run renders with"):
         train_stage1(other, vlm=random_tiny_vlm)
+
+
+def test_normalised_run_checkpoints_statistics_as_json_and_refuses_pickles(tmp_path):
+    """VecNormalize statistics are saved as vecnormalize.json (never a pickle), used by
+    evaluation and restored on resume; a legacy vecnormalize.pkl is refused, not loaded."""
+    import pickle
+
+    from rmtl.errors import ConfigError
+    from rmtl.train.evaluate import evaluate_checkpoint, load_checkpoint, resolve_checkpoint
+    from rmtl.train.stage1 import train_stage1
+
+    kw = dict(total_timesteps=64, checkpoint_every=64, eval_every=64, normalize_observations=True)
+    d = train_stage1(small("dense_reference", tmp_path / "r", **kw))
+    ck = resolve_checkpoint(d)
+    assert (ck / "vecnormalize.json").is_file() and not list(ck.glob("*.pkl"))
+    _, _, norm = load_checkpoint(d)
+    assert norm is not None and norm.obs_rms and all(r.count > 1 for r in norm.obs_rms.values())
+    assert evaluate_checkpoint(d, episodes=1).episodes == 1
+    d = train_stage1(small("dense_reference", tmp_path / "r", **{**kw, "total_timesteps": 96}))  # resume
+    ck = resolve_checkpoint(d)
+    assert (ck / "vecnormalize.json").is_file()
+
+    class Crafted:
+        def __reduce__(self):
+            return (os.mkdir, (str(tmp_path / "PWNED"),))
+
+    (ck / "vecnormalize.json").unlink()
+    (ck / "vecnormalize.pkl").write_bytes(pickle.dumps(Crafted()))
+    with pytest.raises(ConfigError, match="is a pickle"):
+        load_checkpoint(d)
+    with pytest.raises(ConfigError, match="is a pickle"):
+        train_stage1(small("dense_reference", tmp_path / "r", **{**kw, "total_timesteps": 128}))
+    assert not (tmp_path / "PWNED").exists()

@@ -102,7 +102,7 @@ def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm,
 
     d = tmp_path / "copy"
     shutil.copytree(runs["run"], d)
-    before = torch.load(_ck(d, 128) / "manager.pt", weights_only=False)
+    before = torch.load(_ck(d, 128) / "manager.pt", weights_only=True)
     r = CliRunner().invoke(app, ["train", "stage2", "--worker", str(runs["worker"]), "--config", str(d / "config.yaml"),
                                  "--out", str(d), "--steps", "160", "--no-progress"])
     assert r.exit_code == 0, (r.output, r.exception)
@@ -110,7 +110,7 @@ def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm,
     assert (d / "run_resume_000000128.json").is_file() and (d / "progress_000000128.csv").is_file()
     m = read_csv(d / "manager.csv")
     assert [r["timesteps"] for r in m] == [32, 64, 96, 128, 160] and m[-1]["updates"] == 5
-    after = torch.load(_ck(d, 160) / "manager.pt", weights_only=False)
+    after = torch.load(_ck(d, 160) / "manager.pt", weights_only=True)
     assert after["updates"] == 5
     assert not torch.equal(before["net"]["net.0.weight"], after["net"]["net.0.weight"])
     torch.testing.assert_close(before["net"]["mean"], after["net"]["mean"])  # BC normalisation kept

@@ -108,7 +108,9 @@ def test_shipped_default_model_loads_its_weights():
 def test_device_and_precision_choice():
     dev = select_device()
     assert dev.type == ("cuda" if torch.cuda.is_available() else "cpu")
-    assert select_precision(torch.device("cpu")) == "fp32"
+    from rmtl.vlm.loader import cpu_has_bf16
+
+    assert select_precision(torch.device("cpu")) == ("bf16" if cpu_has_bf16() else "fp32")
     assert select_precision(torch.device("cuda")) == "amp_bf16"
     with pytest.raises(ModelLoadError, match="not supported"):
         select_precision(torch.device("cpu"), "int3")
@@ -118,7 +120,7 @@ def test_random_load_and_spec_attributes():
     vlm = tiny_vlm(seed=0)
     assert vlm.model_id == f"{TINY_NAME}__random"
     assert vlm.embed_dim == TINY_CONFIG["embed_dim"] and vlm.image_size == 64
-    assert vlm.device.type == "cpu" and vlm.precision == "fp32"
+    assert vlm.device.type == "cpu" and vlm.precision == select_precision(torch.device("cpu"))
 
 
 def test_local_dir_and_local_file_round_trip(tmp_path):

@@ -2,7 +2,7 @@
 
 They hook into SB3's own PPO loop (no fork of it). Everything a resumed run needs is
 in a checkpoint directory: ``model.zip``, ``curriculum.json`` (curriculum state and the
-per-level statistics), ``vecnormalize.pkl`` when observations are normalised, and
+per-level statistics), ``vecnormalize.json`` when observations are normalised (JSON, never a pickle), and
 ``meta.json`` (step count and the run's config).
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
-import pickle
 import time
 from collections import deque
 from pathlib import Path
@@ -309,22 +308,15 @@ def save_checkpoint(run_dir: Path, model: Any, curriculum_cb: CurriculumCallback
     if curriculum_cb is not None:
         (ck / "curriculum.json").write_text(json.dumps(curriculum_cb.state_dict(), indent=1))
     if normalizer is not None:
-        with open(ck / "vecnormalize.pkl", "wb") as f:
-            pickle.dump(_detached(normalizer), f)
+        from rmtl.train.artifacts import save_normalizer
+
+        save_normalizer(normalizer, ck)  # JSON, never a pickle (rmtl.train.artifacts)
     (ck / "meta.json").write_text(json.dumps({**meta, "num_timesteps": step,
                                                "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1, default=str))
     tmp = root / (LATEST + ".tmp")
     tmp.write_text(ck.name)
     tmp.replace(root / LATEST)
     return ck
-
-
-def _detached(normalizer: Any) -> Any:
-    """VecNormalize without its wrapped env (what VecNormalize.save pickles)."""
-    state = normalizer.__getstate__()
-    obj = object.__new__(type(normalizer))
-    obj.__dict__.update(state)
-    return obj
 
 
 class CheckpointCallback(BaseCallback):

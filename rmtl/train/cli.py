@@ -14,6 +14,8 @@ from typing import List, Optional
 
 import typer
 
+from rmtl.console import check_output_dir, check_output_file
+
 train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1: PPO worker).")
 
 
@@ -52,6 +54,7 @@ def stage1_cmd(
     if cache:
         direct["cache"] = cache
     cfg = stage1_config(variant, base, **deep_merge(direct, ov))
+    check_output_dir(cfg.run_dir(), "--out" if out else "run directory")  # before the reward model loads
     run = train_stage1(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
@@ -71,6 +74,8 @@ def eval_cmd(
     """Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."""
     from rmtl.train.evaluate import evaluate_checkpoint
 
+    if out is not None:
+        check_output_file(out, "--out")
     res = evaluate_checkpoint(checkpoint, episodes, seed, deterministic=not stochastic)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +94,7 @@ def report_cmd(
     """Paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels), and final / best-on-validation / last-5 success."""
     from rmtl.train.report import stage1_report
 
+    check_output_dir(out, "--out")
     paths = stage1_report(runs, out, select=select, validation_episodes=validation_episodes,
                           test_episodes=test_episodes)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
@@ -139,6 +145,7 @@ def stage2_cmd(
     if bc_labels is not None:
         direct["bc"] = {"labels": bc_labels}
     cfg = Stage2Config.make(**deep_merge(deep_merge(data, direct), parse_overrides(set_ or [])))
+    check_output_dir(cfg.run_dir(), "--out" if out else "run directory")  # before the reward model loads
     run = train_stage2(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev, bc = summary.get("final_eval") or {}, summary.get("bc") or {}
@@ -162,10 +169,30 @@ def stage2_report_cmd(
     """Paper Fig. 7: random-start success (95% CI) of PPO without phase input, worker + rule, worker + manager, single prompt."""
     from rmtl.train.report import stage2_report
 
+    check_output_dir(out, "--out")
+    _check_stage2_run(run)
     paths = stage2_report(run, out, no_phase=no_phase, single_prompt=single_prompt, episodes=episodes, seed=seed,
                           traces=traces)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["behaviour_md"].read_text())
+
+
+def _check_stage2_run(run: Path) -> None:
+    """A Stage-2 run directory or checkpoint, with the files the report reads (one line if not)."""
+    from rmtl.errors import ConfigError
+    from rmtl.train.evaluate import resolve_checkpoint
+
+    ck = resolve_checkpoint(run)
+    fix = "pass a run directory (or checkpoint) written by rmtl train stage2"
+    try:
+        meta = json.loads((ck / "meta.json").read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{ck} has no meta.json, so it is not a Stage-2 checkpoint; {fix}") from None
+    except ValueError as e:
+        raise ConfigError(f"{ck / 'meta.json'} is not valid JSON ({e}); {fix}") from None
+    if not isinstance(meta, dict) or "env" not in (meta.get("config") or {}) or not (ck / "manager.pt").is_file():
+        raise ConfigError(f"{ck} is not a Stage-2 checkpoint (its meta.json has no Stage-1 config, or it has no "
+                          f"manager.pt); {fix}")
 
 
 def _run_fields(steps: int | None, seed: int | None, out: Path | None, progress: bool) -> dict:

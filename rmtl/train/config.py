@@ -50,9 +50,10 @@ class CacheConfig(Config):
 
     store: str | None = None
     """Dataset store (path or fsspec URL) whose FAISS cache answers lookups; None renders and embeds every step."""
-    radius: float = Field(0.002, ge=0)
+    radius: float = Field(0.01, ge=0)
     """Key-space radius (m, see rmtl.env.state) within which a stored state counts as a hit
-    (pipeline.live_cache.DEFAULT_RADIUS; bench/cache.py measures hit rate and reward error per radius)."""
+    (pipeline.live_cache.DEFAULT_RADIUS; bench/cache_accuracy.py measures hit rate and the score and
+    shaped-reward error per radius)."""
     grow: bool = False
     """Append rendered misses (frames, states, embeddings) to the store and the index."""
     persist_every: int = Field(0, ge=0)

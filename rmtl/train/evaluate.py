@@ -9,7 +9,6 @@ state: no rendering and no VLM are needed, for any variant.
 from __future__ import annotations
 
 import json
-import pickle
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -123,14 +122,12 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     """(PPO model, checkpoint meta, VecNormalize or None) of a checkpoint (see :func:`resolve_checkpoint`)."""
     from stable_baselines3 import PPO
 
+    from rmtl.train.artifacts import load_normalizer
+
     ck = resolve_checkpoint(path)
     meta = json.loads((ck / "meta.json").read_text()) if (ck / "meta.json").is_file() else {}
+    normalizer = load_normalizer(ck)  # vecnormalize.json; a legacy pickle is refused, never loaded
     model = PPO.load(ck / "model.zip", device=device)
-    normalizer = None
-    if (ck / "vecnormalize.pkl").is_file():
-        with open(ck / "vecnormalize.pkl", "rb") as f:
-            normalizer = pickle.load(f)
-        normalizer.training = False
     return model, meta, normalizer
 
 

@@ -217,11 +217,10 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         model.set_random_seed(config.seed + start)
         if (ck / "curriculum.json").is_file():
             curriculum_cb.load_state_dict(json.loads((ck / "curriculum.json").read_text()))
-        if env.normalizer is not None and (ck / "vecnormalize.pkl").is_file():
-            import pickle
+        if env.normalizer is not None:
+            from rmtl.train.artifacts import restore_normalizer
 
-            with open(ck / "vecnormalize.pkl", "rb") as f:
-                env.normalizer.obs_rms = pickle.load(f).obs_rms
+            restore_normalizer(env.normalizer, ck)  # vecnormalize.json; a legacy pickle is refused
         for name in ("eval.csv", "curriculum.csv"):
             truncate_csv(run_dir / name, start)
         write_run_record(run_dir, config, config.seed, name=f"run_resume_{start:09d}.json",

@@ -37,6 +37,7 @@ from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.phases import PHASES, phase_one_hot
 from rmtl.reward.phase import RulePhaseSelector
+from rmtl.train.artifacts import load_torch_state
 from rmtl.train.callbacks import (
     CHECKPOINTS,
     CheckpointCallback,
@@ -66,6 +67,7 @@ RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoi
 ACTOR_PREFIXES = ("features_extractor.", "pi_features_extractor.", "mlp_extractor.policy_net.", "action_net.", "log_std")
 """Worker parameters frozen during the first freeze_steps (paper App. A); the critic trains."""
 MANAGER_FILE = "manager.pt"
+_FRESH = "start over with --fresh, or use another --out"
 
 
 # ============================================================================ worker
@@ -307,14 +309,12 @@ class ManagerCallback(BaseCallback):
 
 def load_manager(path: str | Path) -> tuple[ManagerNet, int]:
     """(manager net, horizon) from a manager .pt file, a Stage-2 checkpoint dir or a Stage-2 run dir (latest)."""
-    import torch
-
     p = Path(path).expanduser().resolve()
     if p.is_dir():
         p = (p if (p / MANAGER_FILE).is_file() else resolve_checkpoint(p)) / MANAGER_FILE
     if not p.is_file():
         raise ConfigError(f"no manager at {p}")
-    state = torch.load(p, map_location="cpu", weights_only=False)
+    state = load_torch_state(p, "Stage-2 manager", "pass a manager written by rmtl train stage2")
     net = ManagerNet(state.get("hidden", (128, 128)))
     net.load_state_dict(state["net"])
     net.eval()
@@ -500,7 +500,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     bc_info: dict[str, Any] = {}
     if ck is None:
         if (run_dir / "manager_bc.pt").is_file() and (run_dir / "bc.json").is_file():
-            net.load_state_dict(torch.load(run_dir / "manager_bc.pt", map_location="cpu")["net"])
+            net.load_state_dict(load_torch_state(run_dir / "manager_bc.pt", "behaviour-cloned manager", _FRESH)["net"])
             bc_info = json.loads((run_dir / "bc.json").read_text())
         elif config.bc.enabled:
             data = bc_dataset(config, s1, run_dir)
@@ -525,15 +525,14 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     ppo_kw = dict(n_steps=s1.n_steps, batch_size=s1.batch_size, n_epochs=s1.n_epochs)
     src = ck if ck is not None else worker_ck
     model = PPO.load(src / "model.zip", env=env.venv, device=config.device, **ppo_kw)
-    if env.normalizer is not None and (src / "vecnormalize.pkl").is_file():
-        import pickle
+    if env.normalizer is not None:
+        from rmtl.train.artifacts import restore_normalizer
 
-        with open(src / "vecnormalize.pkl", "rb") as f:
-            env.normalizer.obs_rms = pickle.load(f).obs_rms
+        restore_normalizer(env.normalizer, src)  # vecnormalize.json; a legacy pickle is refused
     if ck is not None:
         start = int(meta_prev["num_timesteps"])
         model.set_random_seed(config.seed + start)
-        manager_cb.load_state_dict(torch.load(ck / MANAGER_FILE, map_location="cpu", weights_only=False))
+        manager_cb.load_state_dict(load_torch_state(ck / MANAGER_FILE, "Stage-2 manager checkpoint", _FRESH))
         if (ck / "curriculum.json").is_file():
             curriculum_cb.load_state_dict(json.loads((ck / "curriculum.json").read_text()))
         for name in ("eval.csv", "curriculum.csv", "manager.csv"):

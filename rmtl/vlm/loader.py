@@ -81,6 +81,72 @@ def hf_offline() -> bool:
     return bool(constants.HF_HUB_OFFLINE)
 
 
+@contextlib.contextmanager
+def _no_random_init_warning():
+    """Drop OpenCLIP's root-logger warning that a model is initialised randomly: '@random'
+    asks for exactly that, and the warning would be a stray line on stderr."""
+    import logging
+
+    class Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "No pretrained weights loaded" not in record.getMessage()
+
+    f = Drop()
+    logging.getLogger().addFilter(f)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(f)
+
+
+HUB_PROBE_TIMEOUT_S = 3.0
+"""How long a check that the Hugging Face hub can be reached may take before a download."""
+
+
+def hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
+    """Why the Hugging Face hub cannot be reached (None if a TCP connection to it, or to
+    the HTTPS proxy, opens within ``timeout``): checked before any download, so that a
+    machine without a network fails at once instead of after the hub client's retries."""
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    proxy = next((os.environ[k] for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy") if os.environ.get(k)),
+                 None)
+    url = urlparse(proxy if proxy and "://" in proxy else (f"http://{proxy}" if proxy else constants.ENDPOINT))
+    host = url.hostname or "huggingface.co"
+    port = url.port or (443 if url.scheme == "https" else 80)
+    result: list[str | None] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, port), timeout=timeout).close()
+            result.append(None)
+        except OSError as e:
+            result.append(e.strerror or str(e) or type(e).__name__)
+
+    t = threading.Thread(target=probe, daemon=True)  # name resolution ignores the socket timeout
+    t.start()
+    t.join(timeout + 0.5)
+    if not result:
+        return f"no answer from {host}:{port} within {timeout:.0f} s"
+    return None if result[0] is None else f"cannot connect to {host}:{port}: {result[0]}"
+
+
+def _offline_error(spec: ModelSpec, looked: str, how: str) -> ModelLoadError | None:
+    """The one-line error when weights are not cached and cannot be downloaded now
+    (HF_HUB_OFFLINE set, or no connection to the hub); None if a download may work."""
+    if hf_offline():
+        return _missing_weights(spec, looked, how)
+    reason = hub_unreachable()
+    if reason:
+        return ModelLoadError(f"weights for model spec {spec.text!r} not found: looked in {looked}, and the hub cannot "
+                              f"be reached to download them ({reason}); {how}")
+    return None
+
+
 def hf_cache_dir(cache_dir: str | Path | None = None) -> str:
     from huggingface_hub import constants
 
@@ -172,8 +238,9 @@ def _resolve_tag(spec: ModelSpec, cache_dir: str | Path | None) -> BuildPlan:
         looked = f"{target} (download cache of {url})"
         how = f"run once with a network connection to download it, or give {spec.arch}:/path/to/weights"
     if cached is None:
-        if hf_offline():
-            raise _missing_weights(spec, looked, how)
+        offline = _offline_error(spec, looked, how) if hub else (_missing_weights(spec, looked, how) if hf_offline() else None)
+        if offline is not None:
+            raise offline
         try:
             cached = open_clip.download_pretrained(cfg, cache_dir=cache_dir)
         except Exception as err:  # network, auth, missing file: all one line for the user
@@ -194,8 +261,9 @@ def _resolve_hf_hub(spec: ModelSpec, cache_dir: str | Path | None) -> BuildPlan:
         f"e.g. `huggingface-cli download {repo}`, or pass a local directory holding {OPEN_CLIP_CONFIG} and {HF_WEIGHT_FILES[0]}"
     )
     if config_file is None or weights is None:
-        if hf_offline():
-            raise _missing_weights(spec, looked, how)
+        offline = _offline_error(spec, looked, how)
+        if offline is not None:
+            raise offline
         try:
             config_file = open_clip.pretrained.download_pretrained_from_hf(repo, filename=OPEN_CLIP_CONFIG, cache_dir=cache_dir)
             weights = open_clip.pretrained.download_pretrained_from_hf(repo, cache_dir=cache_dir)
@@ -295,8 +363,9 @@ def load_vlm(
     # Random weights are seeded, so the same '@random' spec (one model id) is the same
     # model in every process: a store embedded in one and a live cache in another agree.
     seeded = torch.random.fork_rng(devices=[]) if s.kind == "random" else contextlib.nullcontext()
+    quiet = _no_random_init_warning() if s.kind == "random" else contextlib.nullcontext()
     try:
-        with seeded:
+        with seeded, quiet:
             if s.kind == "random":
                 torch.manual_seed(RANDOM_WEIGHTS_SEED)
             model, _, preprocess = open_clip.create_model_and_transforms(

@@ -1,0 +1,454 @@
+"""Bad inputs as a new user gives them: every command ends with exactly one line on stderr
+saying what is wrong and how to fix it, and exit status 2 (130 after Ctrl-C); damaged
+stores are detected by ``rmtl store verify`` and named on read; run-directory files that
+could run code are refused, never loaded (docs/errors.md).
+
+Most cases run the real ``rmtl.cli.run`` in this process (what ``rmtl`` runs, without
+the interpreter start-up); a few run the console entry points as subprocesses, including
+a real SIGINT during ``render-and-embed``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rmtl.cli import run
+from rmtl.errors import ConfigError, StoreError
+
+VIEWS = "wide_view"
+
+
+# ------------------------------------------------------------------------------ fixtures
+class Crafted:
+    """A pickle that would create ``marker`` if anything unpickled it."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+@pytest.fixture(scope="module")
+def fx(tmp_path_factory):
+    """One tiny store (1 episode, 1 view, 64 px, embedded with the default model) and
+    the other things the cases point at."""
+    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from storage.dataset import DatasetStore
+
+    d = tmp_path_factory.mktemp("bad_inputs")
+    store = d / "s.zarr"
+    render_and_embed(RenderAndEmbedConfig.make(store=str(store), episodes=1, views=[VIEWS], resolution=64),
+                     progress=False)
+    DatasetStore.create(d / "empty.zarr", views=[VIEWS], resolution=64).close()
+    (d / "afile").write_text("not a directory")
+    (d / "foreign").mkdir()
+    (d / "foreign" / "notes.txt").write_text("hi")
+    root = d / "root.zarr"
+    shutil.copytree(store, root)
+    (root / "zarr.json").write_bytes((root / "zarr.json").read_bytes()[:200])
+    emb = d / "emb.zarr"
+    shutil.copytree(store, emb)
+    _damage(next((emb / "embeddings").glob("*/c/0/0/0")), "flip")
+    # a Stage-1 style run directory whose files are crafted pickles
+    ck = d / "run" / "checkpoints" / "step_000000064"
+    ck.mkdir(parents=True)
+    (d / "run" / "checkpoints" / "latest.txt").write_text(ck.name)
+    (ck / "model.zip").write_bytes(b"PK\x05\x06" + b"\0" * 18)
+    (ck / "meta.json").write_text(json.dumps({"num_timesteps": 64, "config": {"env": {}}}))
+    (ck / "vecnormalize.pkl").write_bytes(pickle.dumps(Crafted(d / "PWNED_vecnormalize")))
+    import torch
+
+    torch.save({"net": Crafted(d / "PWNED_manager")}, ck / "manager.pt")
+    return {"dir": d, "S": str(store), "E": str(d / "empty.zarr"), "F": str(d / "afile"), "D": str(d / "foreign"),
+            "ROOT": str(root), "EMB": str(emb), "RUN": str(d / "run"), "W": str(d / "work")}
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path, monkeypatch):
+    """Commands set environment variables (--data-dir): restore them after each case."""
+    saved = dict(os.environ)
+    monkeypatch.setenv("RMTL_DATA_DIR", str(tmp_path / "data"))
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+def _damage(path: Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "flip":
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif how == "truncate":
+        path.write_bytes(bytes(data[: len(data) // 2]))
+    else:
+        path.unlink()
+
+
+def one_error_line(capsys, rc: int, code: int = 2) -> str:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == code, err[-3000:]
+    assert len(lines) == 1, err[-3000:]
+    assert lines[0].startswith("error: ") and "Traceback" not in err
+    return lines[0]
+
+
+def fill(args: list[str], fx: dict) -> list[str]:
+    return [a.format(**fx) for a in args]
+
+
+# --------------------------------------------------------- usage, values, paths, stores
+CASES = [
+    # usage errors (typer's vendored click)
+    (["nosuchcmd"], ["No such command 'nosuchcmd'", "rmtl --help"]),
+    (["render-and-embed", "--episods", "2"], ["No such option: --episods", "--episodes", "rmtl render-and-embed --help"]),
+    (["render-and-embed", "--episodes", "0"], ["'--episodes'", "greater than or equal to 1"]),
+    (["render-and-embed", "--resolution", "abc"], ["'--resolution'", "valid integer"]),
+    (["render-and-embed", "--batch-size", "0"], ["'--batch-size'"]),
+    (["render-and-embed", "--workers", "0"], ["'--workers'"]),
+    (["render-and-embed", "--noise-std", "-1"], ["'--noise-std'"]),
+    (["query"], ["Missing option '--store'", "rmtl query --help"]),
+    (["env", "nosuch"], ["No such command 'nosuch'", "rmtl env --help"]),
+    (["env", "preview", "--seed", "abc"], ["'--seed'"]),
+    (["env", "check", "--episodes", "0"], ["'--episodes'"]),
+    (["server", "nosuch"], ["No such command 'nosuch'"]),
+    (["train", "stage1", "--steps", "abc"], ["'--steps'"]),
+    (["train", "stage2"], ["Missing option '--worker'"]),
+    (["eval", "{RUN}", "--episodes", "0"], ["'--episodes'"]),
+    (["store", "verify"], ["Missing argument", "rmtl store verify --help"]),
+    (["bc-labels", "--out", "{W}/bc.zarr", "--episodes", "0"], ["'--episodes'"]),
+    # invalid values, checked before the model loads
+    (["render-and-embed", "--stages", "0,9", "--store", "{W}/r.zarr"], ["stages", "0..4"]),
+    (["render-and-embed", "--stages", "0,x"], ["stages must be comma-separated integers"]),
+    (["render-and-embed", "--views", "top"], ["unknown camera view 'top'", "choose from"]),
+    (["render-and-embed", "--policy", "{W}/missing.zip", "--store", "{W}/r.zarr"], ["policy checkpoint", "does not exist"]),
+    (["render-and-embed", "--model", "no-such-model", "--store", "{W}/r.zarr"], ["unknown model 'no-such-model'"]),
+    (["env", "preview", "--difficulty", "2"], ["difficulty 2.0 is outside [0, 1]"]),
+    (["env", "preview", "--resolution", "5000"], ["resolution 5000 is out of range"]),
+    (["train", "stage1", "--variant", "nope"], ["unknown Stage-1 variant 'nope'", "choose from"]),
+    (["train", "stage1", "--set", "foo=1"], ["Stage1Config.foo"]),
+    (["train", "stage1", "--set", "noequals"], ["must look like key.subkey=value"]),
+    (["train", "stage1", "--config", "{W}/missing.yaml"], ["does not exist"]),
+    (["query", "--store", "{S}", "--radii", "a"], ["radii must be comma-separated numbers"]),
+    (["query", "--store", "{S}", "--holdout", "2"], ["holdout must be a fraction"]),
+    (["query", "--store", "{S}", "--alpha", "5"], ["alpha must be in [0, 1]"]),
+    (["alpha-sweep", "--store", "{S}", "--alphas", "0,x"], ["alphas must be comma-separated numbers"]),
+    (["per-view-analysis", "--store", "{S}", "--row", "99999", "--out", "{W}/pv"], ["row 99999 is not an analysed row"]),
+    (["per-view-analysis", "--store", "{S}", "--episodes", "a"], ["episodes must be comma-separated integers"]),
+    # output paths that cannot be written: named before any work
+    (["render-and-embed", "--store", "/proc/x.zarr"], ["/proc/x.zarr", "cannot be written"]),
+    (["render-and-embed", "--data-dir", "/proc/rmtl-x", "--episodes", "1"], ["/proc/rmtl-x/stores/default.zarr", "cannot be written"]),
+    (["render-and-embed", "--store", "{F}"], ["is a file, not a store directory"]),
+    (["query", "--store", "{S}", "--out", "{F}/q"], ["{F}", "is a file, not a directory"]),
+    (["alpha-sweep", "--store", "{S}", "--out", "/proc/x"], ["--out /proc/x", "cannot be written"]),
+    (["reward-quality", "--store", "{S}", "--against", "rmtl-fetch-tiny", "--out", "/proc/x.json"], ["--out /proc/x.json"]),
+    (["env", "preview", "--out", "/proc/nope/x.png"], ["--out /proc/nope/x.png", "cannot be written"]),
+    (["env", "check", "--episodes", "1", "--out", "/proc/x.json"], ["--out /proc/x.json"]),
+    (["bc-labels", "--out", "/proc/x.zarr", "--episodes", "1"], ["--out /proc/x.zarr"]),
+    (["train", "stage1", "--out", "/proc/x", "--steps", "64"], ["--out /proc/x", "cannot be written"]),
+    (["report", "{RUN}", "--out", "{F}/x"], ["is a file, not a directory"]),
+    (["train-reward-vlm", "--store", "{S}", "--out", "/proc/x"], ["--out /proc/x"]),
+    # stores that are missing, foreign, empty, damaged, of other settings
+    (["query", "--store", "/nonexistent/store.zarr"], ["no dataset store at /nonexistent/store.zarr", "rmtl render-and-embed"]),
+    (["query", "--store", "{D}"], ["is not a dataset store", "rmtl render-and-embed"]),
+    (["query", "--store", "{E}"], ["has no embeddings yet", "rmtl embed --store"]),
+    (["alpha-sweep", "--store", "{E}"], ["has no embeddings yet"]),
+    (["query", "--store", "{ROOT}"], ["corrupt metadata", "zarr.json is not valid JSON"]),
+    (["query", "--store", "{EMB}"], ["is damaged", "embeddings/", "rows 0-7", "rmtl store verify {EMB}"]),
+    (["query", "--store", "{S}", "--model", "nosuch"], ["no embeddings of 'nosuch'", "rmtl embed --store"]),
+    (["reward-quality", "--store", "{S}"], ["rmtl-fetch-tiny@random", "rmtl embed --store {S} --model rmtl-fetch-tiny@random"]),
+    (["render-and-embed", "--store", "{S}", "--views", "wide_view,close_up", "--resolution", "64"], ["different settings", "views/resolution"]),
+    (["render-and-embed", "--store", "{D}"], ["is not a dataset store"]),
+    (["bc-labels", "--out", "{S}", "--episodes", "1"], ["different settings", "not a bc_labels store"]),
+    (["embed", "--store", "/nonexistent"], ["no dataset store at /nonexistent"]),
+    (["store", "verify", "/nonexistent"], ["no dataset store at /nonexistent"]),
+    (["store", "verify", "{ROOT}"], ["corrupt metadata"]),
+    (["train-reward-vlm", "--store", "/nonexistent", "--out", "{W}/v"], ["no dataset store at /nonexistent"]),
+    # argparse-based commands behind rmtl
+    (["train-reward-vlm"], ["required: --out", "rmtl train-reward-vlm --help"]),
+    (["train-reward-vlm", "--bogus", "--out", "{W}/v"], ["unrecognized arguments: --bogus"]),
+    (["train-reward-vlm", "--steps", "abc", "--out", "{W}/v"], ["--steps", "invalid int value"]),
+    (["train-reward-vlm", "--keep-best", "maybe", "--out", "{W}/v"], ["--keep-best"]),
+    # checkpoints and runs
+    (["eval", "/nonexistent"], ["is not a Stage-1 checkpoint"]),
+    (["train", "stage2", "--worker", "/nonexistent"], ["is not a Stage-1 checkpoint"]),
+    (["train", "stage2-report", "/nonexistent"], ["is not a Stage-1 checkpoint"]),
+    (["report", "/nonexistent"], ["is not a Stage-1 run directory"]),
+]
+
+
+@pytest.mark.parametrize("args, words", CASES, ids=[" ".join(a)[:60] for a, _ in CASES])
+def test_bad_input_is_one_line_and_status_2(fx, capsys, args, words):
+    line = one_error_line(capsys, run(fill(args, fx)))
+    for w in fill(words, fx):
+        assert w in line, line
+
+
+def test_group_without_command_shows_help_and_one_line(capsys):
+    rc = run(["env"])
+    out = capsys.readouterr()
+    assert rc == 2 and "preview" in out.out
+    lines = [ln for ln in out.err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "missing command" in lines[0] and "rmtl env --help" in lines[0]
+
+
+def test_help_and_success_exit_0(fx, capsys):
+    assert run(["--help"]) == 0
+    assert run(["store", "verify", fx["S"]]) == 0
+    out = capsys.readouterr().out
+    assert "checksummed; no damaged" in out
+
+
+def test_locked_store_fails_before_the_model_loads(fx, capsys):
+    lock = Path(fx["S"] + ".lock")
+    lock.write_text(json.dumps({"pid": 1, "host": socket.gethostname(), "since": time.time(),
+                                "heartbeat": time.time(), "token": uuid.uuid4().hex}))
+    try:
+        t = time.perf_counter()
+        line = one_error_line(capsys, run(["render-and-embed", "--store", fx["S"], "--views", VIEWS,
+                                           "--resolution", "64", "--model", "rmtl-fetch-tiny@random"]))
+        assert "is locked by writer pid 1" in line and time.perf_counter() - t < 5
+    finally:
+        lock.unlink()
+
+
+def test_offline_hub_model_fails_fast_with_one_line(capsys, monkeypatch):
+    """No HF_HUB_OFFLINE, no cached weights, a hub that cannot be reached: one line within
+    seconds (the hub client's retries used to take 26 s and print 11 lines)."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # discard port: refused at once
+    for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(k, raising=False)
+    t = time.perf_counter()
+    line = one_error_line(capsys, run(["render-and-embed", "--model", "hf-hub:timm/rmtl-no-such-model",
+                                       "--store", str(Path(os.environ["RMTL_DATA_DIR"]) / "h.zarr")]))
+    assert time.perf_counter() - t < 10
+    assert "the hub cannot be reached" in line and "127.0.0.1:9" in line
+
+
+# ------------------------------------------------------------------ console scripts
+def _console(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "HF_HUB_OFFLINE": "1"}
+    env.pop("PREFECT_API_URL", None)
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+
+
+@pytest.mark.parametrize("args, words", [
+    (["-m", "rmtl.cli", "render-and-embed", "--episods", "2"], ["No such option: --episods"]),
+    (["-m", "rmtl.cli", "serve"], ["no Prefect API to serve to"]),  # typer.Exit(2) from serve's main
+    (["-m", "rmtl.cli", "serve", "--limit", "x"], ["--limit", "rmtl serve --help"]),
+    (["-m", "flows.serve", "--limit", "x"], ["--limit", "python -m flows.serve --help"]),
+    (["-m", "flows.server", "nosuch"], ["invalid choice", "python -m flows.server --help"]),
+], ids=["rmtl usage", "rmtl serve no API", "rmtl serve usage", "flows.serve usage", "flows.server usage"])
+def test_console_entry_points(args, words):
+    r = _console(*args)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-3000:]
+    assert lines[0].startswith("error: ") and all(w in lines[0] for w in words), lines[0]
+
+
+def test_module_mains_return_status_2(tmp_path, capsys):
+    from flows.render_and_embed import main as flow_main
+    from pipeline.train_vlm import main as train_main
+
+    assert train_main(["--bogus", "--out", str(tmp_path)]) == 2
+    assert "python -m pipeline.train_vlm --help" in one_error_line(capsys, 2)
+    assert flow_main(["--episodes", "0"]) == 2
+    assert "episodes" in one_error_line(capsys, 2)
+
+
+def test_sigint_during_render_and_embed_exits_130_and_keeps_the_store(tmp_path):
+    from storage.dataset import DatasetStore
+
+    store = tmp_path / "sigint.zarr"
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "HF_HUB_OFFLINE": "1"}
+    p = subprocess.Popen([sys.executable, "-m", "rmtl.cli", "render-and-embed", "--episodes", "40", "--views", VIEWS,
+                          "--resolution", "64", "--store", str(store)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                         cwd=str(Path(__file__).resolve().parent.parent))
+    try:
+        deadline = time.time() + 120
+        while not (store / "zarr.json").exists() and p.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # rendering
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert p.returncode == 130, err[-3000:]
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted") and "run the same command again" in lines[0]
+    assert not Path(f"{store}.lock").exists()
+    with DatasetStore.open(store) as ds:  # what was committed is intact
+        assert ds.verify().ok
+
+
+# ------------------------------------------------------------------------ corruption
+KINDS = {
+    "frames": "frames/c/0/0/0/0/0",
+    "state": "state/c/0/0",
+    "episode": "episode/c/0",
+    "embeddings": "embeddings/*/c/1/0/0",
+    "text_embeddings": "text_embeddings/*/c/0/0",
+}
+
+
+def _read_kind(ds, kind: str) -> None:
+    if kind in ("frames", "state", "episode"):
+        ds.read(fields=[kind])
+    elif kind == "embeddings":
+        ds.embeddings(ds.model_ids()[0])
+    else:
+        ds.text_embeddings(ds.model_ids()[0])
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate", "delete"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_damage_of_each_array_kind_is_found_by_verify_and_named_on_read(fx, tmp_path, capsys, kind, how):
+    from storage.dataset import DatasetStore
+
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    _damage(next(store.glob(KINDS[kind])), how)
+    line = one_error_line(capsys, run(["store", "verify", str(store)]))
+    assert f"store {store} has 1 damaged part" in line
+    with DatasetStore.open(store) as ds:
+        rep = ds.verify()
+        assert len(rep.damage) == 1 and rep.damage[0].array.split("/")[0] == kind, rep.damage
+        assert ("missing" if how == "delete" else "checksum mismatch") in rep.damage[0].problem
+        if how == "delete" and kind in ("frames", "state", "episode"):
+            return  # a missing chunk reads as fill values, as Zarr means it: verify is the check
+        with pytest.raises(StoreError) as e:
+            _read_kind(ds, kind)
+    msg = str(e.value)
+    assert "\n" not in msg and str(store) in msg and f"rmtl store verify {store}" in msg
+    if how != "delete":
+        assert kind in msg and ("rows" in msg or "prompts" in msg)
+
+
+def test_verify_lists_each_damaged_chunk_on_stdout(fx, tmp_path, capsys):
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    _damage(store / "frames/c/0/0/0/0/0", "truncate")
+    _damage(next(store.glob("embeddings/*/c/0/0/0")), "flip")
+    rc = run(["store", "verify", str(store)])
+    out = capsys.readouterr()
+    assert rc == 2 and len([ln for ln in out.err.splitlines() if ln.strip()]) == 1
+    damaged = [ln for ln in out.out.splitlines() if ln.startswith("DAMAGED ")]
+    assert len(damaged) == 2
+    assert any(ln.startswith("DAMAGED frames chunk 0.0.0.0.0 rows 0-") and "view wide_view" in ln for ln in damaged)
+    assert any(ln.startswith("DAMAGED embeddings/") and "chunk 0.0.0 rows 0-7" in ln for ln in damaged)
+
+
+def test_damaged_frames_are_named_when_a_command_reads_them(fx, tmp_path, capsys):
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    _damage(store / "frames/c/0/0/0/0/0", "truncate")
+    line = one_error_line(capsys, run(["embed", "--store", str(store), "--model", "rmtl-fetch-tiny@random"]))
+    assert "is damaged: cannot read frames chunk 0.0.0.0.0" in line and f"rmtl store verify {store}" in line
+
+
+def test_old_stores_without_checksums_still_open_and_verify(tmp_path, monkeypatch):
+    """A store written before checksums: opens, reads, appends; verify still finds a
+    truncated blosc chunk from its header."""
+    import storage.dataset as sd
+
+    monkeypatch.setattr(sd, "_CODECS", (sd._COMPRESSOR,))
+    monkeypatch.setattr(sd, "INTEGRITY", {})
+    monkeypatch.setattr(sd, "_WRITE_ALL", {"write_empty_chunks": False})
+    path = tmp_path / "old.zarr"
+    with sd.DatasetStore.create(path, views=["a"], resolution=8, frames=False, state_dim=3, key_dim=2) as ds:
+        n = 50
+        ds.append({"state": np.random.rand(n, 3), "key": np.random.rand(n, 2), "episode": np.arange(n) // 10 + 1,
+                   "step": np.arange(n) % 10, "phase_rule": np.zeros(n, np.int8), "success": np.zeros(n, bool),
+                   "difficulty": np.ones(n)})
+    monkeypatch.undo()
+    assert "crc32c" not in (path / "state" / "zarr.json").read_text()
+    with sd.DatasetStore.open(path, "a") as ds:
+        assert ds.info.get("integrity") == {} and len(ds.read()["state"]) == 50
+        rep = ds.verify()
+        assert rep.ok and not rep.checksums
+    _damage(path / "state/c/0/0", "truncate")
+    with sd.DatasetStore.open(path) as ds:
+        rep = ds.verify()
+    assert len(rep.damage) == 1 and "truncated" in rep.damage[0].problem
+
+
+# ----------------------------------------------------------------- crafted run files
+def test_crafted_pickle_in_a_run_directory_is_refused_and_never_run(fx, capsys):
+    d = Path(fx["dir"])
+    line = one_error_line(capsys, run(["eval", fx["RUN"]]))
+    assert "vecnormalize.pkl is a pickle" in line and "does not load pickles" in line
+    line = one_error_line(capsys, run(["train", "stage2-report", fx["RUN"], "--out", fx["W"] + "/rep"]))
+    assert "manager.pt" in line and "rmtl does not load it" in line
+    assert not list(d.glob("PWNED*"))
+
+
+def test_crafted_torch_checkpoints_are_refused(tmp_path):
+    import torch
+
+    from pipeline.train_vlm import load_checkpoint
+    from rmtl.train.stage2 import load_manager
+
+    marker = tmp_path / "PWNED"
+    torch.save({"model": {}, "step": Crafted(marker)}, tmp_path / "checkpoint.pt")
+    with pytest.raises(ConfigError, match="holds Python objects besides tensors"):
+        load_checkpoint(tmp_path / "checkpoint.pt")
+    (tmp_path / "manager.pt").write_bytes(pickle.dumps(Crafted(marker), protocol=2))  # a plain pickle, not torch's zip
+    with pytest.raises(ConfigError, match="manager.pt"):
+        load_manager(tmp_path / "manager.pt")
+    assert not marker.exists()
+
+
+def test_vecnormalize_statistics_round_trip_as_json(tmp_path):
+    """vecnormalize.json restores what the pickle held: the same normalised observations."""
+    import gymnasium as gym
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from rmtl.train.artifacts import NORMALIZER_FILE, load_normalizer, restore_normalizer, save_normalizer
+
+    class DictEnv(gym.Env):
+        observation_space = gym.spaces.Dict({"a": gym.spaces.Box(-5, 5, (3,)), "b": gym.spaces.Box(0, 1, (2,))})
+        action_space = gym.spaces.Box(-1, 1, (1,))
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            return self.observation_space.sample(), {}
+
+        def step(self, action):
+            return self.observation_space.sample(), 0.0, False, False, {}
+
+    vn = VecNormalize(DummyVecEnv([DictEnv]), norm_obs=True, norm_reward=False, norm_obs_keys=["a"])
+    vn.reset()
+    for _ in range(20):
+        vn.step(np.zeros((1, 1)))
+    save_normalizer(vn, tmp_path)
+    assert json.loads((tmp_path / NORMALIZER_FILE).read_text())["format"] == "rmtl.vecnormalize"
+    obs = {"a": np.array([[1.0, -2.0, 3.0]], np.float32), "b": np.array([[0.2, 0.4]], np.float32)}
+    frozen = load_normalizer(tmp_path).normalize_obs(obs)
+    ref = vn.normalize_obs(obs)
+    for k in obs:
+        np.testing.assert_array_equal(frozen[k], ref[k])
+    fresh = VecNormalize(DummyVecEnv([DictEnv]), norm_obs=True, norm_reward=False, norm_obs_keys=["a"])
+    assert restore_normalizer(fresh, tmp_path)
+    np.testing.assert_array_equal(fresh.obs_rms["a"].mean, vn.obs_rms["a"].mean)
+    assert fresh.obs_rms["a"].count == vn.obs_rms["a"].count
