@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pipeline.embed import _spec_of
 from rmtl.errors import ModelLoadError, StoreError
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig, TextEmbeddings, embed_prompts
@@ -30,11 +31,6 @@ class EmbedTextResult:
     prompt_set_id: str
     texts: int
     """Rows written: one per (role, phrasing)."""
-
-
-def recorded_spec(store: Any, model_id: str) -> str:
-    """The model spec a stored model's image embeddings were made with (its id if not recorded)."""
-    return str(store.embedding_info(model_id)["meta"].get("spec") or model_id)
 
 
 def check_text_tower(vlm: Any) -> None:
@@ -64,7 +60,7 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
             model_id, spec = model.model_id, None
         else:
             model_id = resolve_model_id(st, model)
-            spec = str(model) if model is not None else recorded_spec(st, model_id)
+            spec = str(model) if model is not None else _spec_of(st, model_id)
     vlm = model if isinstance(model, VLM) else load_vlm(spec, device=device)
     if vlm.model_id != model_id:
         raise StoreError(f"model {spec!r} loads as {vlm.model_id}, but the store's embeddings are of {model_id}; "
@@ -101,7 +97,7 @@ def text_for(store: Any, model_id: str, prompts: PromptConfig, single_prompt: bo
     if missing:
         raise StoreError(f"{store.path} has no text embedding of {missing[0]!r} ({what}) for {model_id}; add it "
                          f"without rendering: rmtl embed-text --store {store.path} --prompts {prompts_file} "
-                         f"--model {recorded_spec(store, model_id)}")
+                         f"--model {_spec_of(store, model_id)}")
     return embed_prompts(lambda texts: np.stack([table[t] for t in texts]), prompts, single_prompt)
 
 

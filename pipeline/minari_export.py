@@ -93,7 +93,7 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
                   model: str | None = None, reward: str = "vlm", alpha: float = 0.9, env_reward: bool = True,
                   overwrite: bool = False, data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Write the store's episodes as the Minari dataset ``dataset_id(name)`` (module docstring);
-    returns ``{"dataset_id", "path", "episodes", "steps", "reward", "model_id", "prompt_set"}``."""
+    returns ``{"dataset_id", "path", "root", "episodes", "steps", "reward", "model_id", "prompt_set"}``."""
     import gymnasium as gym
     import minari
 
@@ -192,5 +192,5 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
             )
     finally:
         env.close()
-    return {"dataset_id": ds_id, "path": str(target), "episodes": int(ds.total_episodes),
+    return {"dataset_id": ds_id, "path": str(target), "root": str(root), "episodes": int(ds.total_episodes),
             "steps": int(ds.total_steps), "reward": reward, "model_id": model_id, "prompt_set": pset.to_dict()}

@@ -186,6 +186,14 @@ def shipped_prompt_sets() -> list[PromptSet]:
     return load_prompt_sets(PROMPT_SETS_DIR)
 
 
+def config_prompt_sets(prompts: PromptConfig) -> tuple[PromptSet, PromptSet]:
+    """The micro-task set and the single-prompt set of a PromptConfig: ``paper`` and ``single``
+    for the defaults (the shipped files' ids), else ``custom`` and ``custom-single``."""
+    default = prompts == PromptConfig()
+    return (PromptSet("paper" if default else "custom", prompts, False),
+            PromptSet("single" if default else "custom-single", prompts, True))
+
+
 def default_prompt_sets() -> list[PromptSet]:
     """The paper's micro-task set and the single-prompt set (their texts are PromptConfig's defaults)."""
     return [load_prompt_set(PROMPT_SETS_DIR / "paper.yaml"), load_prompt_set(PROMPT_SETS_DIR / "single.yaml")]
