@@ -117,7 +117,7 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     if target.exists() and not overwrite:
         raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass --overwrite")
     with open_store(store) as st:
-        st.require_actions("export it as a Minari dataset")
+        st.require_actions("be exported as a Minari dataset")
         cols = st.read(fields=["state", "episode", "step", "phase_rule", "success", "difficulty", "action",
                                "terminated", "truncated"])
         keep = np.flatnonzero(cols["episode"] >= 0)

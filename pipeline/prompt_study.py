@@ -183,7 +183,8 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
         r["rank"] = i
     result: dict[str, Any] = {
         **source, "alpha": float(alpha), "bounds": bounds, "rows": len(rows), "episodes": int(len(ids)),
-        "successes": int(success.sum()), "reward_steps": int(len(reward_rows)), "sets": results,
+        "successes": int(success.sum()), "reward_steps": int(len(reward_rows)),
+        "references": references(rows, reward_rows, episodes, success), "sets": results,
         "seconds": {"read_and_score": round(t_score - t_read, 3), "total": None},
     }
     out.mkdir(parents=True, exist_ok=True)
@@ -198,6 +199,21 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
     if show:
         print_table(result)
     return result
+
+
+def references(rows: Any, reward_rows: np.ndarray, episodes: list[np.ndarray], success: np.ndarray) -> dict[str, Any]:
+    """The AUCs that put the sets' in scale (as pipeline.return_ranking): episode length alone
+    (successes end early and every shaped reward is <= 0) and the dense reference reward."""
+    from pipeline.quality import roc_auc
+    from rmtl.train.config import DenseRewardConfig
+    from rmtl.train.wrappers import dense_reward
+
+    length = np.array([len(idx) for idx in episodes], dtype=np.float64)
+    dense = dense_reward(rows.state[reward_rows], DenseRewardConfig()).astype(np.float64)
+    ret = np.array([dense[idx].sum() for idx in episodes])
+    auc = lambda x: roc_auc(x[success], x[~success])  # noqa: E731
+    return {"length_only": {"auc_return": auc(-length)},
+            "dense_reference": {"auc_return": auc(ret), "auc_mean_reward": auc(ret / np.maximum(length, 1))}}
 
 
 def write_csv(path: Path, results: list[dict[str, Any]]) -> Path:
@@ -235,6 +251,10 @@ def print_table(result: dict[str, Any]) -> None:
                   *(_fmt(m[key]) for _, key in COLUMNS))
     c = Console(width=None if sys.stdout.isatty() else 200)  # a log or pipe gets every column
     c.print(t)
+    ref = result["references"]
+    c.print(f"references: return AUC of episode length alone {_fmt(ref['length_only']['auc_return'])}; dense "
+            f"reference reward: return AUC {_fmt(ref['dense_reference']['auc_return'])}, mean-reward AUC "
+            f"{_fmt(ref['dense_reference']['auc_mean_reward'])}")
     c.print(f"scored in {result['seconds']['read_and_score']} s, {result['seconds']['total']} s in all; "
             "wrote " + ", ".join(result.get("files", {}).values()))
 

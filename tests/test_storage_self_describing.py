@@ -135,7 +135,7 @@ def test_v1_stores_open_and_say_what_they_lack(tmp_path):
         assert st.schema_version == 1 and not st.has_actions and len(st) == 4
         assert "action" not in st.read()
         with pytest.raises(StoreError) as err:
-            st.require_actions("export it as a Minari dataset")
+            st.require_actions("be exported as a Minari dataset")
     msg = str(err.value)
     assert "\n" not in msg and "schema v1" in msg and "no actions" in msg and "render" in msg
     with DatasetStore.open(path, "a") as st:  # derived data can still be added
