@@ -1,4 +1,4 @@
-"""The rmtl dataset store: one Zarr v3 group per dataset (DESIGN.md section 4).
+"""The rmtl dataset store: one Zarr v3 group per dataset (layout: docs/storage.md).
 
 Commit protocol (why a killed writer never exposes half-written rows): an append resizes
 the arrays, writes the new rows, re-consolidates the metadata, and only then rewrites the
