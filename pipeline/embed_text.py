@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -78,21 +78,32 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
     return results
 
 
-def phrasing_table(store: Any, model_id: str) -> dict[str, np.ndarray]:
-    """{phrasing: float32 [D]} of a model: the old per-model table, then every stored prompt set."""
-    table = store.text_embeddings(model_id) if model_id in store.text_models() else {}
-    for set_id in store.prompt_set_ids(model_id):
-        rec = store.prompt_set_embeddings(model_id, set_id)
-        table.update(zip(rec["texts"], rec["embeddings"]))
-    return table
+def _tables(store: Any, model_id: str, first: str | None) -> Iterator[dict[str, np.ndarray]]:
+    """{phrasing: float32 [D]} tables of a model: prompt set ``first``, the old per-model
+    table, then every other stored prompt set (read one at a time, as needed)."""
+    ids = store.prompt_set_ids(model_id)
+    if first in ids:
+        rec = store.prompt_set_embeddings(model_id, first)
+        yield dict(zip(rec["texts"], rec["embeddings"]))
+    if model_id in store.text_models():
+        yield store.text_embeddings(model_id)
+    for set_id in ids:
+        if set_id != first:
+            rec = store.prompt_set_embeddings(model_id, set_id)
+            yield dict(zip(rec["texts"], rec["embeddings"]))
 
 
 def text_for(store: Any, model_id: str, prompts: PromptConfig, single_prompt: bool = False,
-             what: str = "these prompts", prompts_file: str = "FILE") -> TextEmbeddings:
+             what: str = "these prompts", prompts_file: str = "FILE", set_id: str | None = None) -> TextEmbeddings:
     """TextEmbeddings of ``prompts`` (baseline and the goals the reward uses) from the store's
-    stored phrasings; one-line StoreError naming the command that adds missing ones."""
-    table = phrasing_table(store, model_id)
+    stored phrasings (set ``set_id``'s record first); one-line StoreError naming the command
+    that adds missing ones."""
     needed = [*prompts.baseline, *(t for goal in prompts.goals(single_prompt) for t in goal)]
+    table: dict[str, np.ndarray] = {}
+    for more in _tables(store, model_id, set_id):
+        table.update({t: v for t, v in more.items() if t not in table})
+        if all(t in table for t in needed):
+            break
     missing = [t for t in needed if t not in table]
     if missing:
         raise StoreError(f"{store.path} has no text embedding of {missing[0]!r} ({what}) for {model_id}; add it "
@@ -105,4 +116,4 @@ def prompt_set_text(store: Any, model_id: str, pset: PromptSet, single_prompt: b
     """TextEmbeddings of a prompt set (its own kind unless ``single_prompt`` says otherwise)."""
     single = pset.single_prompt if single_prompt is None else single_prompt
     return text_for(store, model_id, pset.prompts, single, f"prompt set {pset.name}, id {pset.id}",
-                    pset.source or "FILE")
+                    pset.source or "FILE", set_id=pset.id)
