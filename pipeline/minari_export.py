@@ -115,7 +115,8 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     root = minari_root(data_dir)
     target = root / ds_id
     if target.exists() and not overwrite:
-        raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass --overwrite")
+        raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass "
+                          f"--overwrite")
     with open_store(store) as st:
         st.require_actions("be exported as a Minari dataset")
         cols = st.read(fields=["state", "episode", "step", "phase_rule", "success", "difficulty", "action",

@@ -120,7 +120,8 @@ def set_metrics(mean: np.ndarray, single: np.ndarray, pset: PromptSet, rows: Any
     own, ref = episode_flatness(act, rows), episode_flatness(single, rows)
     m["episode_range"], m["single_episode_range"] = own["range"], ref["range"]
     m["episode_step_change"] = own["mean_abs_step_change"]
-    m["range_ratio_over_single"] = 1.0 if k == 1 else (own["range"] / ref["range"] if ref["range"] > 0 else float("nan"))
+    ratio = own["range"] / ref["range"] if ref["range"] > 0 else float("nan")
+    m["range_ratio_over_single"] = 1.0 if k == 1 else ratio
     m["episode_spearman_neg_distance"] = own["spearman_neg_distance"]
     shaped = shaped_rewards(act[reward_rows].astype(np.float64), rows.phase[reward_rows], episodes, shaping, k, bounds)
     ret = np.array([shaped[idx].sum() for idx in episodes])
