@@ -103,7 +103,7 @@ def episode_flatness(x: np.ndarray, rows: Any) -> dict[str, float]:
     return {"mean_abs_step_change": med(step_change), "range": med(rng), "spearman_neg_distance": med(rho)}
 
 
-def set_metrics(mean: np.ndarray, single: np.ndarray, pset: PromptSet, rows: Any, reward_rows: np.ndarray,
+def set_metrics(mean: np.ndarray, single: np.ndarray, rows: Any, reward_rows: np.ndarray,
                 episodes: list[np.ndarray], success: np.ndarray, shaping: Any, bounds: str) -> dict[str, Any]:
     """Metrics of one set from its view-mean scores ``mean`` [N, K] and its single goal's [N]."""
     from pipeline.analysis import active
@@ -154,7 +154,9 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
         rows = load_rows(st, model_id)
         success_rows = st.read(fields=["success"])["success"][rows.rows]
         texts = [(prompt_set_text(st, model_id, s), prompt_set_text(st, model_id, s, single_prompt=True)) for s in sets]
-        goals = [np.concatenate([t.goals, one.goals]) for t, one in texts]  # the set's goals, then its single goal
+        # A set and its single goal share a baseline, so the single goal's score is one more
+        # goal column (for a single-prompt set the same goal twice).
+        goals = [np.concatenate([t.goals, one.goals]) for t, one in texts]
         means = [np.empty((len(rows), g.shape[0]), dtype=np.float32) for g in goals]
         t_read = time.perf_counter()
         for pos, emb in iter_embeddings(st, model_id, rows.rows):
@@ -164,9 +166,7 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
         out = Path(out_dir) if out_dir is not None else default_out_dir(st) / "prompt_study"
         source = {"store": st.path, "store_uuid": st.uuid, "store_rows": st.num_rows, "model_id": model_id,
                   "views": list(st.views)}
-    # A set and its single goal share a baseline, so the single goal's score is one more goal
-    # column; with a single-prompt set the two columns are the same goal.
-    keep = rows.step >= 1
+    keep = rows.step >= 1  # reward steps: the states env steps ended in
     reward_rows = np.flatnonzero(keep)
     ep = rows.episode[reward_rows]
     ids = np.unique(ep)
@@ -176,7 +176,7 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
     results = []
     for s, m in zip(sets, means):
         k = s.num_goals
-        metrics = set_metrics(m[:, :k], m[:, k], s, rows, reward_rows, episodes, success, shaping, bounds)
+        metrics = set_metrics(m[:, :k], m[:, k], rows, reward_rows, episodes, success, shaping, bounds)
         results.append({"name": s.name, "id": s.id, "single_prompt": s.single_prompt, "source": s.source,
                         "goals": k, "metrics": metrics, "prompt_set": s.to_dict()})
     results.sort(key=lambda r: (-np.nan_to_num(r["metrics"]["rank_score"], nan=-9.0), r["name"]))
