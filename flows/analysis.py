@@ -92,11 +92,11 @@ def per_view_analysis_flow(
 # -- BC labels -------------------------------------------------------------------------------
 @task(name="bc-labels", **_TASK)
 def bc_labels_task(path: str, policy: str, episodes: int, noise_std: float, stages: list[int], seed: int,
-                   chunk: int, overwrite: bool):
+                   chunk: int, overwrite: bool, minari: str | None = None):
     from pipeline.analysis import bc_labels
 
     return bc_labels(path, policy=policy, episodes=episodes, noise_std=noise_std, stages=stages, seed=seed,
-                     chunk=chunk, overwrite=overwrite, progress=False)
+                     chunk=chunk, overwrite=overwrite, progress=False, minari=minari)
 
 
 @flow(name="bc-labels", description="Rule phase labels on rollouts of a policy (Stage-2 BC warm start), no frames.")
@@ -110,7 +110,10 @@ def bc_labels_flow(
     seed: int = 0,
     chunk: int = 25,
     overwrite: bool = False,
+    minari: str | None = None,
 ) -> dict:
-    """BC labels into a frames-free store (resumable)."""
-    result = bc_labels_task(store_path(store, name), policy, episodes, noise_std, stages, seed, chunk, overwrite)
+    """BC labels into a frames-free store (resumable); ``minari``: also write them as the
+    Minari dataset of that name (pipeline.minari_export, under $MINARI_DATASETS_PATH)."""
+    result = bc_labels_task(store_path(store, name), policy, episodes, noise_std, stages, seed, chunk, overwrite,
+                            minari)
     return _log_result("bc-labels result", result)

@@ -33,6 +33,7 @@ from rmtl.env.state import gripper_cube_distance, lift_height
 from rmtl.errors import ConfigError, StoreError
 from rmtl.phases import PHASES, rule_phase
 from rmtl.reward.projection import goal_baseline_scores
+from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig, TextEmbeddings
 
 DEFAULT_ALPHAS: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
@@ -174,6 +175,8 @@ def active(scores: np.ndarray, phase: np.ndarray, row_axis: int = -2) -> np.ndar
     """Score of each row's active phase: drop the last (phase) axis of ``scores`` by
     picking ``phase[n]`` for row n, rows being axis ``row_axis`` (e.g. [A, N, K] with
     row_axis=-2 -> [A, N]; [N, V, K] with row_axis=0 -> [N, V])."""
+    if scores.shape[-1] == 1:  # one goal (single prompt): active in every phase
+        return scores[..., 0]
     p = np.asarray(phase, dtype=np.int64)
     ax = row_axis % scores.ndim
     if ax == scores.ndim - 1 or scores.shape[ax] != len(p):
@@ -184,10 +187,24 @@ def active(scores: np.ndarray, phase: np.ndarray, row_axis: int = -2) -> np.ndar
     return np.take_along_axis(scores, idx, axis=-1)[..., 0]
 
 
-def text_embeddings(store: Any, model_id: str, prompts: PromptConfig | None = None, single_prompt: bool = False) -> TextEmbeddings:
+def text_embeddings(store: Any, model_id: str, prompts: PromptConfig | PromptSet | None = None,
+                    single_prompt: bool = False) -> TextEmbeddings:
+    """Stored text embeddings of a prompt config (default: the paper's) or a prompt set (its
+    own kind; ``single_prompt`` asks for its single goal)."""
+    if isinstance(prompts, PromptSet):
+        from pipeline.embed_text import prompt_set_text
+
+        return prompt_set_text(store, model_id, prompts, True if single_prompt else None)
     from pipeline.embed import stored_text_embeddings
 
     return stored_text_embeddings(store, model_id, prompts or PromptConfig(), single_prompt)
+
+
+def prompts_record(prompts: PromptConfig | PromptSet | None) -> dict[str, Any]:
+    """What an analysis dataset records of its prompts: the set (name, id, texts) or the config."""
+    if isinstance(prompts, PromptSet):
+        return prompts.to_dict()
+    return (prompts or PromptConfig()).model_dump(mode="json")
 
 
 # ----------------------------------------------------------------------------- datasets
@@ -332,7 +349,7 @@ def alpha_sweep(
     store: Any,
     model_id: str | None = None,
     alphas: Sequence[float] = DEFAULT_ALPHAS,
-    prompts: PromptConfig | None = None,
+    prompts: PromptConfig | PromptSet | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     episode: int | None = None,
     bins: int = 20,
@@ -376,7 +393,7 @@ def alpha_sweep(
         "lift": rows.lift.astype(np.float32), "scores": np.transpose(mean, (1, 0, 2)).astype(np.float32),
         "active": act.T.astype(np.float32),
     }, {**src, "analysis": "alpha_sweep", "alphas": list(alphas), "phases": list(PHASES),
-        "prompts": (prompts or PromptConfig()).model_dump(mode="json"), "summary": summary})
+        "prompts": prompts_record(prompts), "summary": summary})
     pngs: dict[str, str] = {}
     if plots:
         pngs["episode"] = str(plot_alpha_episode(out / "alpha_sweep_episode.png", alphas, act[:, ep_idx],
@@ -463,7 +480,7 @@ def per_view_analysis(
     store: Any,
     model_id: str | None = None,
     alpha: float = 0.9,
-    prompts: PromptConfig | None = None,
+    prompts: PromptConfig | PromptSet | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     episodes: Sequence[int] | None = None,
     row: int | None = None,
@@ -532,7 +549,7 @@ def per_view_analysis(
         "disagreement": disagreement.astype(np.float32), "switch_index": sw["index"].astype(np.int64),
         "switch_from": sw["from"].astype(np.int8), "switch_to": sw["to"].astype(np.int8), "switch_jump": sw["jump"],
     }, {**src, "analysis": "per_view", "alpha": float(alpha), "phases": list(PHASES),
-        "prompts": (prompts or PromptConfig()).model_dump(mode="json"), "summary": summary})
+        "prompts": prompts_record(prompts), "summary": summary})
     pngs: dict[str, str] = {}
     if plots:
         pngs["frame"] = str(plot_view_frame(out / "per_view_frame.png", views, per_view[frame_i], mean[frame_i],
@@ -606,6 +623,8 @@ class BCLabelsResult:
     episodes_total: int
     resumed: bool
     phase_counts: dict[str, int]
+    minari: str | None = None
+    """Id of the Minari dataset written beside the store (None: none asked for)."""
 
 
 def bc_label_rows(config: Any, episodes: Sequence[int], env: Any = None) -> dict[str, np.ndarray]:
@@ -631,6 +650,7 @@ def bc_labels(
     chunk: int = 25,
     overwrite: bool = False,
     progress: bool = True,
+    minari: str | None = None,
 ) -> BCLabelsResult:
     """Rule-phase labels on rollouts of a policy (Stage-2 BC warm start), no frames.
 
@@ -639,6 +659,8 @@ def bc_labels(
     step; appends ``chunk`` whole episodes per commit, so a killed run resumes with only
     the missing episodes (settings must match, as for render-and-embed).
     policy: 'expert', 'random' or an SB3 checkpoint (.zip, once the Stage-1 worker exists).
+    minari: also write the labels as the Minari dataset of that name (dense reference reward,
+    infos with the BC label; pipeline.minari_export), replacing one of the same name.
     """
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
@@ -650,7 +672,12 @@ def bc_labels(
     with DatasetStore.open(path, "r") as store:
         labels = store.read(fields=["phase_rule"])["phase_rule"]
     counts = {name: int((labels == k).sum()) for k, name in enumerate(PHASES)}
-    return BCLabelsResult(str(path), done.rows, done.episodes_rendered, episodes, done.resumed, counts)
+    exported = None
+    if minari is not None:
+        from pipeline.minari_export import export_minari
+
+        exported = export_minari(path, minari, reward="dense", overwrite=True)["dataset_id"]
+    return BCLabelsResult(str(path), done.rows, done.episodes_rendered, episodes, done.resumed, counts, exported)
 
 
 def read_bc_labels(path: str | os.PathLike[str]) -> dict[str, np.ndarray]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from rmtl.errors import StoreError
+from rmtl.reward.prompt_sets import config_prompt_sets
 from rmtl.reward.prompts import PromptConfig
 
 
@@ -111,7 +112,12 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
                 store.add_embeddings(vlm.model_id, s, emb, meta=meta)
                 bar.advance(task, e - s)
         texts = prompt_texts(prompts)
-        store.set_text_embeddings(vlm.model_id, dict(zip(texts, vlm.encode_text(texts))))
+        table = dict(zip(texts, vlm.encode_text(texts)))
+        store.set_text_embeddings(vlm.model_id, table)
+        for pset in config_prompt_sets(prompts):  # the same texts, recorded per prompt set too
+            rows = pset.rows()
+            store.set_prompt_set_embeddings(vlm.model_id, pset.id, [r for r, _ in rows], [t for _, t in rows],
+                                            np.stack([table[t] for _, t in rows]), pset.to_dict())
         copied = copy_stop - start
         return EmbedResult(str(path), vlm.model_id, n - start, n, vlm.embed_dim, copied, donor if copied else None)
 
@@ -125,13 +131,8 @@ def _spec_of(store, model_id: str) -> str:
 
 
 def stored_text_embeddings(store, model_id: str, prompts: PromptConfig, single_prompt: bool = False):
-    """TextEmbeddings of a prompt config from the store (each prompt = mean of its phrasings)."""
-    from rmtl.reward.prompts import embed_prompts
+    """TextEmbeddings of a prompt config from the store (each prompt = mean of its phrasings),
+    from every phrasing stored for the model (pipeline.embed_text.text_for)."""
+    from pipeline.embed_text import text_for
 
-    table = store.text_embeddings(model_id)
-    missing = [t for t in prompt_texts(prompts) if t not in table]
-    if missing:
-        raise StoreError(f"{store.path} has no text embedding of {missing[0]!r} for {model_id}; embed the prompts "
-                         f"into the store: `rmtl embed --store {store.path} --model {_spec_of(store, model_id)}` adds "
-                         f"the default prompts, pipeline.embed.embed_store(..., prompts=...) a custom prompt set")
-    return embed_prompts(lambda texts: np.stack([table[t] for t in texts]), prompts, single_prompt)
+    return text_for(store, model_id, prompts, single_prompt)

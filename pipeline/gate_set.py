@@ -93,20 +93,19 @@ def episode_groups(store: Any) -> dict[int, str]:
     return {e: policy_label(cfg, plan_episode(cfg, e)) for e in episodes}
 
 
-def grouped_quality(store_path: str, model: str, alpha: float = 0.9) -> dict[str, dict]:
+def grouped_quality(store_path: str, model: str, alpha: float = 0.9, prompts: Any = None) -> dict[str, dict]:
     """Within-phase reward-quality metrics (pipeline.quality.reward_quality) of each source
-    of a store, keyed by its label, in label order."""
-    from pipeline.analysis import resolve_model_id
-    from pipeline.embed import stored_text_embeddings
+    of a store, keyed by its label, in label order; ``prompts``: a PromptConfig or a
+    micro-task PromptSet (default: the paper's prompts)."""
+    from pipeline.analysis import resolve_model_id, text_embeddings
     from pipeline.quality import QualityInputs, reward_quality
-    from rmtl.reward.prompts import PromptConfig
     from storage.dataset import DatasetStore
 
     with DatasetStore.open(store_path, "r") as store:
         model_id = resolve_model_id(store, model)
         n = store.embedded_rows(model_id)
         cols = store.read(slice(0, n), fields=["state", "episode", "step"])
-        text = stored_text_embeddings(store, model_id, PromptConfig())
+        text = text_embeddings(store, model_id, prompts)
         emb = store.embeddings(model_id, slice(0, n))
         groups = episode_groups(store)
         views = store.views

@@ -34,10 +34,11 @@ import numpy as np
 
 from pipeline.analysis import (
     StoreRows, _figure, _json_default, _shade_phases, _source_attrs, _step_deltas, active,
-    load_rows, open_store, per_view_scores, resolve_model_id, text_embeddings,
+    load_rows, open_store, per_view_scores, prompts_record, resolve_model_id, text_embeddings,
 )
 from rmtl.errors import ConfigError
 from rmtl.phases import PHASES
+from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 
 DEFAULT_RADII: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
@@ -176,7 +177,7 @@ def run_queries(
     out_dir: str | os.PathLike[str] | None = None,
     alpha: float = 0.9,
     radii: Sequence[float] = DEFAULT_RADII,
-    prompts: PromptConfig | None = None,
+    prompts: PromptConfig | PromptSet | None = None,
     holdout: float = 0.25,
     seed: int = 0,
     show: bool = True,
@@ -196,6 +197,9 @@ def run_queries(
     if not 0.0 < holdout < 1.0:
         raise ConfigError(f"holdout must be a fraction in (0, 1), got {holdout}")
     prompts = prompts or PromptConfig()
+    if isinstance(prompts, PromptSet) and prompts.single_prompt:
+        raise ConfigError(f"prompt set {prompts.name} is single-prompt; the queries compare one goal per micro-task "
+                          f"with the single goal (rmtl prompt-study ranks single-prompt sets too)")
     with open_store(store) as st:
         model_id = resolve_model_id(st, model_id)
         rows = load_rows(st, model_id)
@@ -216,7 +220,8 @@ def run_queries(
     quality = reward_quality(QualityInputs(emb, rows.state, rows.episode, rows.step, views), text.goals, text.baseline, alpha)
     del emb
     result: dict[str, Any] = {
-        **source, "alpha": float(alpha), "policy": policy, "rows": len(rows), "episodes": len(rows.episode_ids()),
+        **source, "alpha": float(alpha), "prompts": prompts_record(prompts), "policy": policy, "rows": len(rows),
+        "episodes": len(rows.episode_ids()),
         "correlation": correlation_query(mean, rows),
         "quality": quality,
         "flatness": flatness_query(single, micro, rows),

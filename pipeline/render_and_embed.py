@@ -86,20 +86,25 @@ def _opened(store_or_path):
     return DatasetStore.open(store_or_path, "r")
 
 
-def quality_summary(store_path, model: str, alpha: float = 0.9) -> dict:
+def quality_summary(store_path, model: str, alpha: float = 0.9, prompts=None) -> dict:
     """Reward-quality metrics of a store's embeddings (all views); ``store_path``: a path or
     an open DatasetStore; ``model``: a stored model id or a model spec
-    (pipeline.analysis.resolve_model_id)."""
-    from pipeline.analysis import resolve_model_id
-    from pipeline.embed import stored_text_embeddings
+    (pipeline.analysis.resolve_model_id); ``prompts``: a PromptConfig or a micro-task
+    PromptSet (default: the paper's prompts)."""
+    from pipeline.analysis import resolve_model_id, text_embeddings
     from pipeline.quality import QualityInputs, reward_quality
-    from rmtl.reward.prompts import PromptConfig
+    from rmtl.errors import ConfigError
+    from rmtl.reward.prompt_sets import PromptSet
+
+    if isinstance(prompts, PromptSet) and prompts.single_prompt:
+        raise ConfigError(f"prompt set {prompts.name} is single-prompt; the quality gates need one goal per "
+                          f"micro-task (rmtl prompt-study ranks single-prompt sets too)")
 
     with _opened(store_path) as store:
         model_id = resolve_model_id(store, model)
         n = store.embedded_rows(model_id)
         cols = store.read(slice(0, n), fields=["state", "episode", "step"])
-        text = stored_text_embeddings(store, model_id, PromptConfig())
+        text = text_embeddings(store, model_id, prompts)
         inputs = QualityInputs(store.embeddings(model_id, slice(0, n)), cols["state"], cols["episode"],
                                cols["step"], store.views)
     return reward_quality(inputs, text.goals, text.baseline, alpha)

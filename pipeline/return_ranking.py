@@ -58,13 +58,30 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
 
     if bounds not in BOUNDS:
         raise ConfigError(f"bounds must be one of {', '.join(BOUNDS)}, got {bounds!r}")
-    shaper = RewardShaper(1, shaping, num_phases)
+    # Episodes are independent when the bounds cannot carry anything over: adapted bounds
+    # never move (no score lies outside them), fixed bounds neither, and reset bounds start
+    # afresh. Then one shaper env per episode, stepped in lockstep, gives the same rewards
+    # as the sequential pass (tested) in max-length steps instead of one call per row.
+    lockstep = bounds == "adapted" or not shaping.adaptive_bounds or shaping.reset_bounds_on_episode
+    n_envs = max(1, len(episodes)) if lockstep else 1
+    shaper = RewardShaper(n_envs, shaping, num_phases)
     if bounds == "adapted" and shaping.adaptive_bounds:
         k = np.zeros(len(active), dtype=np.int64) if num_phases == 1 else np.asarray(phases, dtype=np.int64)
         for p in np.unique(k):
-            shaper.low[0, p] = min(shaping.initial_low, float(active[k == p].min()))
-            shaper.high[0, p] = max(shaping.initial_high, float(active[k == p].max()))
+            shaper.low[:, p] = min(shaping.initial_low, float(active[k == p].min()))
+            shaper.high[:, p] = max(shaping.initial_high, float(active[k == p].max()))
     out = np.zeros(len(active), dtype=np.float64)
+    phases = np.asarray(phases, dtype=np.int64)
+    if lockstep and len(episodes):
+        shaper.reset()
+        lengths = np.array([len(idx) for idx in episodes])
+        for t in range(int(lengths.max())):
+            live = lengths > t
+            # finished episodes repeat their last row (their rewards are not kept)
+            rows = np.array([idx[min(t, len(idx) - 1)] if len(idx) else 0 for idx in episodes], dtype=np.int64)
+            r = shaper(active[rows], phases[rows]).reward
+            out[rows[live]] = r[live]
+        return out
     for idx in episodes:
         shaper.reset()
         for i in idx:

@@ -141,6 +141,9 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
                      env=None) -> dict[str, np.ndarray]:
     """Run the given episodes; returns row arrays ready for DatasetStore.append.
 
+    Each row holds the action of the env step that ended in it and that step's
+    terminated / truncated flags (the reset row: NaN action, both False).
+
     render=False skips the camera bank (no ``frames``): state-only datasets such as BC
     labels. ``env`` reuses an existing FetchPickAndLiftEnv (else one is made and closed).
     """
@@ -149,10 +152,13 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
     own = env is None
     if own:
         env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution, render=config.render)
-    fields = ("frames",) * render + ("state", "episode", "step", "phase_rule", "success", "difficulty")
+    fields = ("frames",) * render + ("state", "episode", "step", "phase_rule", "success", "difficulty", "action",
+                                     "terminated", "truncated")
     cols: dict[str, list] = {k: [] for k in fields}
+    no_action = np.full(4, np.nan, dtype=np.float32)
 
-    def record(info, success: bool) -> None:
+    def record(info, success: bool, action: np.ndarray = no_action, terminated: bool = False,
+               truncated: bool = False) -> None:
         if render:
             cols["frames"].append(env.render_views(config.views, config.resolution))
         cols["state"].append(env.state)
@@ -161,6 +167,9 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
         cols["phase_rule"].append(info["phase_rule"])
         cols["success"].append(success)
         cols["difficulty"].append(plan.difficulty)
+        cols["action"].append(action)
+        cols["terminated"].append(terminated)
+        cols["truncated"].append(truncated)
 
     try:
         for ep in episodes:
@@ -171,8 +180,11 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
                 record(info, False)
             done = False
             while not done:
-                obs, _, terminated, truncated, info = env.step(policy(obs))
-                record(info, bool(info["is_success"]))
+                action = policy(obs)
+                obs, _, terminated, truncated, info = env.step(action)
+                # stored as the env applies it (clipped to [-1, 1]), on the row the step ended in
+                applied = np.clip(np.asarray(action, dtype=np.float64).reshape(4), -1.0, 1.0).astype(np.float32)
+                record(info, bool(info["is_success"]), applied, bool(terminated), bool(truncated))
                 done = terminated or truncated
     finally:
         if own:
@@ -184,6 +196,9 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
         "phase_rule": np.asarray(cols["phase_rule"], dtype=np.int8),
         "success": np.asarray(cols["success"], dtype=bool),
         "difficulty": np.asarray(cols["difficulty"], dtype=np.float32),
+        "action": np.asarray(cols["action"], dtype=np.float32).reshape(-1, 4),
+        "terminated": np.asarray(cols["terminated"], dtype=bool),
+        "truncated": np.asarray(cols["truncated"], dtype=bool),
     }
     if render:
         out["frames"] = np.stack(cols["frames"]).astype(np.uint8)

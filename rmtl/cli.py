@@ -247,6 +247,18 @@ def train_reward_vlm_cmd(ctx: typer.Context) -> None:
 
 
 ModelOption = typer.Option(None, "--model", help="Stored model id or spec (default: the store's only model).")
+PromptsOption = typer.Option(None, "--prompts", help="Prompt-set YAML file or a shipped set's name (paper, single, "
+                                                   "...); default: the paper's prompts. Add its text embeddings "
+                                                   "first: rmtl embed-text.")
+
+
+def _prompt_set(path: Optional[str]):
+    """The prompt set of a --prompts value (None: the paper's prompts)."""
+    if path is None:
+        return None
+    from rmtl.reward.prompt_sets import load_prompt_set
+
+    return load_prompt_set(path)
 
 
 @app.command("query")
@@ -257,13 +269,15 @@ def query_cmd(
     radii: str = typer.Option("0,0.002,0.005,0.01,0.02", help="Cache radii (m) for hit rate vs reward error."),
     holdout: float = typer.Option(0.25, help="Fraction of episodes used as cache queries."),
     out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis/queries)."),
+    prompts: Optional[str] = PromptsOption,
 ) -> None:
     """Reward-quality questions over a store: tables, JSON and PNG plots."""
     from pipeline.query import run_queries
 
     if out is not None:
         check_output_dir(out, "--out")
-    run_queries(store, model, out_dir=out, alpha=alpha, radii=_float_list(radii, "radii"), holdout=holdout)
+    run_queries(store, model, out_dir=out, alpha=alpha, radii=_float_list(radii, "radii"), holdout=holdout,
+                prompts=_prompt_set(prompts))
 
 
 @app.command("reward-quality")
@@ -273,6 +287,7 @@ def reward_quality_cmd(
     against: str = typer.Option("rmtl-fetch-tiny@random", help="Model to compare with (random weights): spec or stored id."),
     alpha: float = typer.Option(0.9, help="Projection alpha."),
     out: Optional[Path] = typer.Option(None, help="JSON path for all metrics and gates."),
+    prompts: Optional[str] = PromptsOption,
 ) -> None:
     """Acceptance metrics of a reward model beside a random-weight one, with pass/fail (and per source: noise level, checkpoint)."""
     from rich.console import Console
@@ -283,7 +298,8 @@ def reward_quality_cmd(
 
     if out is not None:
         check_output_file(out, "--out")
-    m, r = quality_summary(store, model, alpha), quality_summary(store, against, alpha)
+    pset = _prompt_set(prompts)
+    m, r = quality_summary(store, model, alpha, pset), quality_summary(store, against, alpha, pset)
     gates = gate_report(m, r)
     table = Table(title=f"{store}: within-phase reward quality, multi-view mean, alpha {alpha}")
     for col in ("metric", "target", model, against):
@@ -300,7 +316,7 @@ def reward_quality_cmd(
         console.print(f"{'PASS' if ok else 'FAIL'}  {name}")
     from pipeline.gate_set import group_table, grouped_quality  # sources: noise levels, checkpoints
 
-    groups = grouped_quality(store, model, alpha)
+    groups = grouped_quality(store, model, alpha, pset)
     if len(groups) > 1:
         console.print(group_table(store, groups, model))
     if out is not None:
@@ -317,13 +333,15 @@ def alpha_sweep_cmd(
     alphas: str = typer.Option("0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0", help="Alphas to score."),
     episode: Optional[int] = typer.Option(None, help="Episode for the per-step plot."),
     out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis)."),
+    prompts: Optional[str] = PromptsOption,
 ) -> None:
     """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
     from pipeline.analysis import alpha_sweep
 
     if out is not None:
         check_output_dir(out, "--out")
-    res = alpha_sweep(store, model, _float_list(alphas, "alphas"), out_dir=out, episode=episode)
+    res = alpha_sweep(store, model, _float_list(alphas, "alphas"), prompts=_prompt_set(prompts), out_dir=out,
+                      episode=episode)
     _echo_result(res.dataset, res.plots, res.summary)
 
 
@@ -335,6 +353,7 @@ def per_view_cmd(
     episodes: Optional[str] = typer.Option(None, help="Comma-separated episodes to plot."),
     row: Optional[int] = typer.Option(None, help="Store row for the one-frame plot."),
     out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis)."),
+    prompts: Optional[str] = PromptsOption,
 ) -> None:
     """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
     from pipeline.analysis import per_view_analysis
@@ -342,7 +361,7 @@ def per_view_cmd(
     if out is not None:
         check_output_dir(out, "--out")
     eps = _int_list(episodes, "episodes") if episodes else None
-    res = per_view_analysis(store, model, alpha, out_dir=out, episodes=eps, row=row)
+    res = per_view_analysis(store, model, alpha, prompts=_prompt_set(prompts), out_dir=out, episodes=eps, row=row)
     _echo_result(res.dataset, res.plots, res.summary)
 
 
@@ -355,14 +374,16 @@ def bc_labels_cmd(
     stages: str = typer.Option("0,1,2,3,4", help="Curriculum stages episodes cycle through."),
     seed: int = typer.Option(0, help="Base episode seed."),
     overwrite: bool = typer.Option(False, help="Replace an existing store."),
+    minari: Optional[str] = typer.Option(None, help="Also write a Minari dataset of this name (dense reference reward, "
+                                                    "BC labels in its infos; under $MINARI_DATASETS_PATH)."),
 ) -> None:
     """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
     from pipeline.analysis import bc_labels
 
     check_store_path(out, "--out")
     res = bc_labels(out, policy=policy, episodes=episodes, noise_std=noise_std,
-                    stages=tuple(_int_list(stages, "stages")), seed=seed, overwrite=overwrite)
-    typer.echo(f"{res}\nwrote {out}")
+                    stages=tuple(_int_list(stages, "stages")), seed=seed, overwrite=overwrite, minari=minari)
+    typer.echo(f"{res}\nwrote {out}" + (f"\nwrote Minari dataset {res.minari}" if res.minari else ""))
 
 
 @app.command("return-ranking")
@@ -408,6 +429,67 @@ def gate_set_cmd(
     for cfg in configs:
         Console().print(group_table(cfg.store_path(), grouped_quality(cfg.store_path(), model, alpha), model))
         typer.echo(f"wrote {cfg.store_path()}")
+
+
+@app.command("embed-text")
+def embed_text_cmd(
+    store: str = typer.Option(..., help="Dataset store with image embeddings of the model."),
+    prompts: str = typer.Option(..., help="Prompt-set YAML file, a directory of them, or a shipped set's name."),
+    model: Optional[str] = typer.Option(None, help="Model spec (default: the spec of the store's only model)."),
+    device: Optional[str] = typer.Option(None, help="Torch device (default: CUDA when present, else CPU)."),
+) -> None:
+    """Store the text embeddings of prompt sets: the text tower only, no frame read, no image encoded."""
+    from pipeline.embed_text import embed_text
+    from rmtl.reward.prompt_sets import load_prompt_sets
+
+    for r in embed_text(store, load_prompt_sets(prompts), model, device=device):
+        typer.echo(f"{r.store}: prompt set {r.prompt_set} ({r.prompt_set_id}), {r.texts} texts of {r.model_id}")
+
+
+@app.command("prompt-study")
+def prompt_study_cmd(
+    store: str = typer.Option(..., help="Dataset store with image embeddings and the sets' text embeddings."),
+    prompts: str = typer.Option(..., help="Directory of prompt-set YAML files (or one file)."),
+    model: Optional[str] = ModelOption,
+    alpha: float = typer.Option(0.9, help="Projection alpha."),
+    bounds: str = typer.Option("adapted", help="Shaping bounds of the return ranking: 'adapted' or 'running'."),
+    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis/prompt_study)."),
+) -> None:
+    """Rank prompt sets on one store from stored embeddings: within-phase ranks, right prompt, spreads,
+    success-vs-failure AUCs, flatness against the single prompt (table, JSON, CSV, PNG)."""
+    from pipeline.prompt_study import prompt_study
+    from rmtl.reward.prompt_sets import load_prompt_sets
+
+    if out is not None:
+        check_output_dir(out, "--out")
+    prompt_study(store, load_prompt_sets(prompts), model, alpha=alpha, out_dir=out, bounds=bounds)
+
+
+export_app = typer.Typer(no_args_is_help=True, help="Export a dataset store to other formats.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("minari")
+def export_minari_cmd(
+    store: str = typer.Argument(..., help="Dataset store (schema v2: with actions)."),
+    name: str = typer.Option(..., help="Dataset name: rmtl/NAME-v0 unless it has a namespace or a version."),
+    prompts: str = typer.Option("paper", help="Prompt set of the VLM reward: a YAML file or a shipped set's name."),
+    model: Optional[str] = ModelOption,
+    reward: str = typer.Option("vlm", help="'vlm': the prompt set's shaped reward; 'dense': the dense reference."),
+    alpha: float = typer.Option(0.9, help="Projection alpha."),
+    env_reward: bool = typer.Option(True, help="Add the env's +1 on the success step."),
+    overwrite: bool = typer.Option(False, help="Replace a Minari dataset of the same name."),
+    data_dir: Optional[Path] = DataDirOption,
+) -> None:
+    """Write a store's episodes as a Minari dataset (observations, actions, rewards, terminations,
+    truncations; infos: rule phase, BC label, VLM score) under $MINARI_DATASETS_PATH."""
+    from pipeline.minari_export import export_minari
+
+    res = export_minari(store, name, prompts=prompts, model=model, reward=reward, alpha=alpha, env_reward=env_reward,
+                        overwrite=overwrite, data_dir=data_dir)
+    typer.echo(f"wrote Minari dataset {res['dataset_id']} ({res['episodes']} episodes, {res['steps']} steps) at "
+               f"{res['path']}; load it with MINARI_DATASETS_PATH={res['root']} and "
+               f"minari.load_dataset({res['dataset_id']!r})")
 
 
 def _echo_result(dataset, plots, summary) -> None:

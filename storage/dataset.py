@@ -1,4 +1,4 @@
-"""The rmtl dataset store: one Zarr v3 group per dataset (DESIGN.md section 4).
+"""The rmtl dataset store: one Zarr v3 group per dataset (layout: docs/storage.md).
 
 Commit protocol (why a killed writer never exposes half-written rows): an append resizes
 the arrays, writes the new rows, re-consolidates the metadata, and only then rewrites the
@@ -33,6 +33,17 @@ from storage.location import Location
 from storage.lock import DEFAULT_TTL_S, WriterLock
 from storage.schema import (
     COMMIT_ATTR,
+    DESCRIPTIONS,
+    DIMENSIONS,
+    EMBEDDING_DESCRIPTION,
+    EMBEDDING_DIMS,
+    PROMPT_SET_DESCRIPTION,
+    PROMPT_SET_DIMS,
+    PROMPT_SETS_GROUP,
+    STEP_DEFAULTS,
+    STEP_FIELDS,
+    TEXT_DESCRIPTION,
+    TEXT_DIMS,
     EMBEDDING_DTYPE,
     EMBEDDINGS_GROUP,
     FRAMES,
@@ -81,7 +92,7 @@ class Damage:
 
     def describe(self) -> str:
         where = "metadata" if self.chunk is None else f"chunk {'.'.join(map(str, self.chunk))}"
-        unit = "prompts" if self.array.startswith(TEXT_GROUP + "/") else "rows"
+        unit = "prompts" if self.array.startswith((TEXT_GROUP + "/", PROMPT_SETS_GROUP + "/")) else "rows"
         rows = f" {unit} {self.rows[0]}-{self.rows[1] - 1}" if self.rows else ""
         view = f" view {self.view}" if self.view else ""
         return f"{self.array} {where}{rows}{view}: {self.problem}"
@@ -173,6 +184,16 @@ def _take(arr: Any, idx: slice | np.ndarray, view_idx: np.ndarray | None = None)
     return arr.oindex[(uniq, *views, *tail)][inv]
 
 
+ACTION_DIM = 4
+"""Components of a stored action (the pick-and-lift env's Box(-1, 1, (4,)))."""
+
+
+def _described(name: str, dims: tuple[str, ...] | None = None, description: str | None = None) -> dict[str, Any]:
+    """create_array keywords: zarr v3 dimension_names and a description attribute."""
+    return {"dimension_names": dims or DIMENSIONS[name],
+            "attributes": {"description": description or DESCRIPTIONS[name]}}
+
+
 class DatasetStore:
     """A dataset store opened for reading (mode 'r') or as its single writer (mode 'a').
 
@@ -224,7 +245,11 @@ class DatasetStore:
         h, w = (resolution, resolution) if isinstance(resolution, (int, np.integer)) else tuple(resolution)
         if int(h) < 1 or int(w) < 1:
             raise StoreError(f"resolution must be positive, got {resolution}")
-        key_spec = None
+        key_spec, layout = None, None
+        if state_dim is None:  # the pick-and-lift state: record its fields, phase codes and prompt roles
+            from rmtl.layout import layout as task_layout
+
+            layout = task_layout()
         if state_dim is None or key_dim is None:
             from rmtl.env import state as st  # lazy: only writers need the env's layout
 
@@ -248,6 +273,8 @@ class DatasetStore:
             "state_dim": int(state_dim),
             "key_dim": int(key_dim),
             "key_spec": key_spec,
+            "action_dim": ACTION_DIM,
+            "layout": layout,
             "chunking": chunking.to_dict(),
             "code_version": code_version,
             **_git_commit(),
@@ -267,18 +294,19 @@ class DatasetStore:
             zstore = loc.zarr_store(read_only=False)
             g = zarr.open_group(zstore, mode="w", attributes={SCHEMA_ATTR: {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}, INFO_ATTR: info})
             rows = chunking.rows
-            for name, dtype in ROW_FIELDS.items():
-                tail = {"state": (int(state_dim),), "key": (int(key_dim),)}.get(name, ())
+            for name, dtype in {**ROW_FIELDS, **STEP_FIELDS}.items():
+                tail = {"state": (int(state_dim),), "key": (int(key_dim),), "action": (ACTION_DIM,)}.get(name, ())
                 g.create_array(name, shape=(0, *tail), chunks=(rows, *tail), dtype=dtype, compressors=_CODECS,
-                               config=_WRITE_ALL)
+                               config=_WRITE_ALL, **_described(name))
             if frames:
                 fr = chunking.frame_rows_for(int(h), int(w))
                 g.create_array(
                     FRAMES, shape=(0, len(views), int(h), int(w), 3), chunks=(fr, 1, int(h), int(w), 3),
-                    dtype=FRAMES_DTYPE, compressors=_CODECS, config=_WRITE_ALL,
+                    dtype=FRAMES_DTYPE, compressors=_CODECS, config=_WRITE_ALL, **_described(FRAMES),
                 )
             g.create_group(EMBEDDINGS_GROUP)
             g.create_group(TEXT_GROUP)
+            g.create_group(PROMPT_SETS_GROUP)
             _consolidate(zstore)
             # The commit attribute is written last: a store without it is an aborted create.
             zarr.open_group(zstore, mode="r+", use_consolidated=True).attrs[COMMIT_ATTR] = {"rows": 0, "embeddings": {}}
@@ -385,6 +413,7 @@ class DatasetStore:
         if not isinstance(info, dict) or not isinstance(commit, dict) or not isinstance(commit.get("rows"), int):
             raise self._fail("has corrupt rmtl attributes", "re-create it or restore it from a copy")
         names = list(ROW_FIELDS) + ([FRAMES] if info.get("has_frames") else [])
+        names += list(STEP_FIELDS) if version >= 2 else []  # v1 stores have no step arrays
         arrays: dict[str, Any] = {}
         missing = []
         for name in names:
@@ -474,6 +503,21 @@ class DatasetStore:
         return self._schema_version
 
     @property
+    def has_actions(self) -> bool:
+        """Whether rows record their action and episode ends (schema v2 and later)."""
+        return self._schema_version >= 2
+
+    def _lacks_actions(self, what: str) -> StoreError:
+        return StoreError(f"store {self._loc} has dataset schema v{self._schema_version}, which records no actions "
+                          f"and no episode ends (terminated/truncated), so it cannot {what}; render the episodes "
+                          f"into a new store with this rmtl (rmtl render-and-embed --store NEW_PATH)")
+
+    def require_actions(self, what: str = "be replayed") -> None:
+        """One-line StoreError when this store records no actions (``what``: what needed them)."""
+        if not self.has_actions:
+            raise self._lacks_actions(what)
+
+    @property
     def views(self) -> list[str]:
         return list(self._info["views"])
 
@@ -529,12 +573,16 @@ class DatasetStore:
         shapes: dict[str, tuple[int, ...]] = {n: () for n in ROW_FIELDS}
         shapes["state"] = (self.state_dim,)
         shapes["key"] = (self.key_dim,)
+        if self.has_actions:
+            shapes.update({n: () for n in STEP_FIELDS}, action=(int(self._info.get("action_dim") or ACTION_DIM),))
         if self.has_frames:
             shapes[FRAMES] = (len(self.views), h, w, 3)
         return shapes
 
     def _check_batch(self, batch: Mapping[str, Any]) -> tuple[dict[str, np.ndarray], int]:
         shapes = self._shapes()
+        if not self.has_actions and set(batch) & set(STEP_FIELDS):
+            raise self._lacks_actions("take rows with actions")
         unknown = set(batch) - set(shapes)
         if unknown:
             extra = " (this store has no frames)" if FRAMES in unknown else ""
@@ -546,13 +594,19 @@ class DatasetStore:
             from rmtl.env.state import state_key  # lazy: keeps `import storage` free of the env
 
             cols["key"] = state_key(np.asarray(cols["state"]))
+        if self.has_actions and cols and not set(STEP_FIELDS) <= set(cols):
+            # rows without a step (live-cache rows): NaN action, no episode end
+            n = len(np.asarray(next(iter(cols.values()))))
+            for name, tail in shapes.items():
+                if name in STEP_FIELDS and name not in cols:
+                    cols[name] = np.full((n, *tail), STEP_DEFAULTS[name], dtype=STEP_FIELDS[name])
         missing = set(shapes) - set(cols)
         if missing:
             raise StoreError(f"append is missing fields {sorted(missing)}; every row needs {sorted(shapes)}")
         out: dict[str, np.ndarray] = {}
         sizes = set()
         for name, tail in shapes.items():
-            dtype = np.dtype(FRAMES_DTYPE if name == FRAMES else ROW_FIELDS[name])
+            dtype = np.dtype(FRAMES_DTYPE if name == FRAMES else {**ROW_FIELDS, **STEP_FIELDS}[name])
             a = np.asarray(cols[name])
             if not np.can_cast(a.dtype, dtype, casting="same_kind"):
                 raise StoreError(f"field '{name}' has dtype {a.dtype}, which does not convert safely to {dtype}")
@@ -642,7 +696,9 @@ class DatasetStore:
                 dtype=EMBEDDING_DTYPE, compressors=_CODECS, fill_value=float("nan"), overwrite=True,
                 config=self._write_config(),
                 attributes={"model_id": model_id, "embed_dim": int(e.shape[2]), "views": self.views,
-                            "meta": _json_ok("meta", dict(meta or {}))},
+                            "meta": _json_ok("meta", dict(meta or {})),
+                            "description": EMBEDDING_DESCRIPTION.format(model_id=model_id)},
+                dimension_names=EMBEDDING_DIMS,
             )
             self._emb_rows[model_id] = 0
         e = self._check_embeddings(model_id, start_row, e)
@@ -663,6 +719,57 @@ class DatasetStore:
     def embedding_info(self, model_id: str) -> dict[str, Any]:
         """{"model_id", "embed_dim", "views", "meta"} recorded with the model's embeddings."""
         return dict(self._emb_array(model_id).attrs.asdict())
+
+    # -- text embeddings of prompt sets ---------------------------------------------------
+    def set_prompt_set_embeddings(self, model_id: str, set_id: str, roles: Sequence[str], texts: Sequence[str],
+                                  emb: Any, prompt_set: Mapping[str, Any]) -> None:
+        """Store the text embeddings [R, D] of prompt set ``set_id`` by ``model_id``: one row per
+        (role, phrasing) in ``roles``/``texts``; ``prompt_set`` is the set's JSON record.
+        Written in place, like the text table (NaN until written; cheap to recompute)."""
+        self._require_writer()
+        mat = np.asarray(emb, dtype=np.float32)
+        if mat.ndim != 2 or mat.shape[0] != len(roles) or len(roles) != len(texts) or not len(roles):
+            raise StoreError(f"prompt set {set_id}: {len(roles)} roles, {len(texts)} texts and embeddings of shape "
+                             f"{mat.shape} do not match")
+        if model_id in self._emb_rows and mat.shape[1] != self._emb_array(model_id).shape[2]:
+            raise StoreError(f"text embeddings of '{model_id}' have dimension {mat.shape[1]} but its image embeddings "
+                             f"{self._emb_array(model_id).shape[2]}")
+        record = _json_ok("prompt_set", dict(prompt_set))
+        group = self._group.require_group(f"{PROMPT_SETS_GROUP}/{model_node_name(model_id)}")
+        a = group.create_array(
+            str(set_id), shape=mat.shape, chunks=mat.shape, dtype=TEXT_EMBEDDING_DTYPE, compressors=_CODECS,
+            config=self._write_config(), fill_value=float("nan"), overwrite=True, dimension_names=PROMPT_SET_DIMS,
+            attributes={"model_id": model_id, "prompt_set_id": str(set_id), "roles": list(roles), "texts": list(texts),
+                        "prompt_set": record, "description": PROMPT_SET_DESCRIPTION.format(
+                            name=record.get("name", set_id), set_id=set_id, model_id=model_id)},
+        )
+        a[...] = mat
+        self._require_writer().heartbeat()
+        self._commit(self._rows, self._emb_rows)
+
+    def prompt_set_ids(self, model_id: str) -> list[str]:
+        """Ids of the prompt sets with stored text embeddings of ``model_id``."""
+        node = f"{PROMPT_SETS_GROUP}/{model_node_name(model_id)}"
+        if PROMPT_SETS_GROUP not in self._group or node not in self._group:
+            return []
+        return sorted(name for name, _ in self._group[node].arrays())
+
+    def prompt_set_embeddings(self, model_id: str, set_id: str) -> dict[str, Any]:
+        """{"roles", "texts", "embeddings" (float32 [R, D]), "prompt_set", "model_id"} of a stored set."""
+        if set_id not in self.prompt_set_ids(model_id):
+            raise StoreError(f"{self._loc} has no text embeddings of prompt set {set_id} for '{model_id}'")
+        node = f"{PROMPT_SETS_GROUP}/{model_node_name(model_id)}/{set_id}"
+        a = self._group[node]
+        try:
+            mat = a[...]
+        except Exception as e:
+            raise self._damaged(node, a, (0, a.shape[0]), e) from None
+        attrs = a.attrs.asdict()
+        if mat.shape[0] != len(attrs["texts"]) or np.isnan(mat).any():
+            raise StoreError(f"text embeddings of prompt set {set_id} for '{model_id}' in {self._loc} are incomplete; "
+                             f"embed them again (rmtl embed-text)")
+        return {"roles": list(attrs["roles"]), "texts": list(attrs["texts"]), "embeddings": mat,
+                "prompt_set": attrs.get("prompt_set"), "model_id": attrs["model_id"]}
 
     def _emb_array(self, model_id: str) -> Any:
         if model_id not in self._emb_rows:
@@ -701,7 +808,9 @@ class DatasetStore:
             f"{TEXT_GROUP}/{model_node_name(model_id)}", shape=mat.shape, chunks=mat.shape,
             dtype=TEXT_EMBEDDING_DTYPE, compressors=_CODECS, fill_value=float("nan"), overwrite=True,
             config=self._write_config(),
-            attributes={"model_id": model_id, "prompts": list(merged)},
+            attributes={"model_id": model_id, "prompts": list(merged),
+                        "description": TEXT_DESCRIPTION.format(model_id=model_id)},
+            dimension_names=TEXT_DIMS,
         )
         a[...] = mat
         self._require_writer().heartbeat()
@@ -801,6 +910,10 @@ class DatasetStore:
         targets += [(self._emb_node(m), self._arrays[self._emb_node(m)], n) for m, n in sorted(self._emb_rows.items())]
         for name, a in sorted(self._group[TEXT_GROUP].arrays()):
             targets.append((f"{TEXT_GROUP}/{name}", a, int(a.shape[0])))
+        if PROMPT_SETS_GROUP in self._group:
+            for model, group in sorted(self._group[PROMPT_SETS_GROUP].groups()):
+                for name, a in sorted(group.arrays()):
+                    targets.append((f"{PROMPT_SETS_GROUP}/{model}/{name}", a, int(a.shape[0])))
         for node, a, n in targets:
             report.arrays += 1
             meta = f"{self._loc.path}/{node}/zarr.json"
@@ -821,7 +934,7 @@ class DatasetStore:
     def _damaged(self, node: str, a: Any, span: tuple[int, int], err: BaseException) -> StoreError:
         """The one-line error for a failed read of rows [span) of `node`: names the first
         damaged chunk found among those rows (or the rows, if every chunk reads alone)."""
-        if node.startswith(TEXT_GROUP + "/"):
+        if node.startswith((TEXT_GROUP + "/", PROMPT_SETS_GROUP + "/")):
             limit = int(a.shape[0])
         elif node.startswith(EMBEDDINGS_GROUP + "/"):
             limit = max((n for m, n in self._emb_rows.items() if self._emb_node(m) == node), default=span[1])
@@ -863,7 +976,7 @@ class DatasetStore:
         all per-row fields except `frames` (ask for it explicitly). views selects axis 1 of
         `frames`.
         """
-        fields = list(ROW_FIELDS) if fields is None else list(fields)
+        fields = [f for f in self._shapes() if f != FRAMES] if fields is None else list(fields)
         unknown = [f for f in fields if f not in self._shapes()]
         if unknown:
             raise StoreError(f"unknown fields {unknown}; this store has {sorted(self._shapes())}")

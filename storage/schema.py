@@ -11,7 +11,10 @@ import re
 from dataclasses import asdict, dataclass
 
 SCHEMA_NAME = "rmtl.dataset"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""v2 adds the per-row `action`, `terminated` and `truncated` arrays (STEP_FIELDS), the
+`prompt_sets` group, and `dimension_names` and descriptions on every array. v1 stores
+still open; they lack STEP_FIELDS (DatasetStore.require_actions says so)."""
 
 SCHEMA_ATTR = "rmtl_schema"
 """Root attribute: {"name": SCHEMA_NAME, "version": int}."""
@@ -23,6 +26,8 @@ INFO_ATTR = "rmtl"
 FRAMES = "frames"
 EMBEDDINGS_GROUP = "embeddings"
 TEXT_GROUP = "text_embeddings"
+PROMPT_SETS_GROUP = "prompt_sets"
+"""Text embeddings per model and prompt set: `prompt_sets/<model node>/<prompt-set id>` (v2)."""
 
 ROW_FIELDS: dict[str, str] = {
     "state": "float32",
@@ -35,6 +40,54 @@ ROW_FIELDS: dict[str, str] = {
 }
 """Per-row arrays every store has (besides optional `frames`), with their dtypes.
 `state` is [N, state_dim], `key` is [N, key_dim], the rest are [N]."""
+
+STEP_FIELDS: dict[str, str] = {
+    "action": "float32",
+    "terminated": "bool",
+    "truncated": "bool",
+}
+"""Per-row arrays of schema v2: the action of the env step that ended in the row ([N,
+action_dim], NaN on reset rows and rows appended without one) and that step's episode
+ends. Optional in an append: absent, they are NaN / False."""
+STEP_DEFAULTS = {"action": float("nan"), "terminated": False, "truncated": False}
+
+DIMENSIONS: dict[str, tuple[str, ...]] = {
+    "state": ("row", "state_field"),
+    "key": ("row", "key_field"),
+    "episode": ("row",),
+    "step": ("row",),
+    "phase_rule": ("row",),
+    "success": ("row",),
+    "difficulty": ("row",),
+    "action": ("row", "action_field"),
+    "terminated": ("row",),
+    "truncated": ("row",),
+    FRAMES: ("row", "view", "height", "width", "channel"),
+}
+"""Zarr v3 `dimension_names` of the per-row arrays (xarray reads them)."""
+EMBEDDING_DIMS = ("row", "view", "embed_dim")
+TEXT_DIMS = ("prompt", "embed_dim")
+PROMPT_SET_DIMS = ("text", "embed_dim")
+
+DESCRIPTIONS: dict[str, str] = {
+    "state": "25-D env observation of the row's state (field names: rmtl.layout.state_fields)",
+    "key": "render-relevant state key of the state cache (rmtl.key_spec)",
+    "episode": "episode id (-1: a live-cache row outside any trajectory)",
+    "step": "env step of the episode the row is in (0: the reset state)",
+    "phase_rule": "rule phase the env reported (rmtl.layout.phase_codes); the Stage-2 BC label",
+    "success": "the env's is_success after the step that ended in this row",
+    "difficulty": "start difficulty u of the episode (0 easy, 1 random start)",
+    "action": "action of the env step that ended in this row, as applied (clipped to [-1, 1]); NaN on reset rows",
+    "terminated": "the env step that ended in this row terminated the episode (success)",
+    "truncated": "the env step that ended in this row truncated the episode (time limit)",
+    FRAMES: "rendered RGB frames, one per camera view (view order: rmtl.views)",
+}
+"""The `description` attribute of each per-row array."""
+EMBEDDING_DESCRIPTION = ("unit image embeddings of each view's frame by model {model_id} (float16; rows below "
+                         "rmtl_commit.embeddings[model_id] are committed)")
+TEXT_DESCRIPTION = "unit text embeddings of model {model_id}, one row per phrasing (attribute prompts)"
+PROMPT_SET_DESCRIPTION = ("unit text embeddings of prompt set {name} ({set_id}) by model {model_id}: one row per "
+                          "(role, phrasing), attributes roles and texts")
 
 FRAMES_DTYPE = "uint8"
 EMBEDDING_DTYPE = "float16"

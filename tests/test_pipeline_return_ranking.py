@@ -207,3 +207,35 @@ def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path):
     for name, source in (("noisy_expert", "expert noise 0"), ("run_step_000000128", "checkpoint step_000000128")):
         assert f"wrote {tmp_path / 'gates' / name}.zarr" in res.output.replace("\n", "")
         assert list(grouped_quality(str(tmp_path / "gates" / f"{name}.zarr"), MODEL)) == [source]
+
+
+@pytest.mark.parametrize("shaping_kw, num_phases", [({}, 3), ({"phase_offset": True}, 3), ({}, 1),
+                                                    ({"reset_bounds_on_episode": True}, 3)])
+def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phases):
+    """shaped_rewards steps independent episodes in lockstep; the rewards are those of one
+    shaper env fed the episodes one after another (bounds set once, history reset)."""
+    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward import RewardShaper, ShapingConfig
+
+    rng = np.random.default_rng(3)
+    lengths = [1, 7, 40, 12, 0, 25]
+    n = sum(lengths)
+    active = rng.uniform(0.3, 0.95, n)
+    phases = rng.integers(0, num_phases, n)
+    order = rng.permutation(n)
+    episodes, start = [], 0
+    for L in lengths:
+        episodes.append(order[start:start + L])
+        start += L
+    shaping = ShapingConfig(**shaping_kw)
+    shaper = RewardShaper(1, shaping, num_phases)
+    k = phases if num_phases > 1 else np.zeros(n, dtype=np.int64)
+    for p in np.unique(k):
+        shaper.low[0, p] = min(shaping.initial_low, active[k == p].min())
+        shaper.high[0, p] = max(shaping.initial_high, active[k == p].max())
+    expect = np.zeros(n)
+    for idx in episodes:
+        shaper.reset()
+        for i in idx:
+            expect[i] = shaper(active[i:i + 1], phases[i:i + 1]).reward[0]
+    np.testing.assert_array_equal(shaped_rewards(active, phases, episodes, shaping, num_phases, "adapted"), expect)

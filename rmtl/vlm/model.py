@@ -13,7 +13,7 @@ import open_clip
 import torch
 import torch.nn.functional as F
 
-from rmtl.errors import ConfigError
+from rmtl.errors import ConfigError, ModelLoadError
 from rmtl.vlm.spec import ModelSpec
 
 _INTERPOLATION = {"bicubic": "bicubic", "bilinear": "bilinear", "nearest": "nearest"}
@@ -164,11 +164,21 @@ class VLM:
             out[i : i + len(chunk)] = _unit(self.forward_images(pixels))
         return out
 
+    @property
+    def has_text_tower(self) -> bool:
+        """Whether a text tower is loaded (OpenCLIP's ``transformer`` or ``text`` module)."""
+        m = self.model
+        return callable(getattr(m, "encode_text", None)) and (
+            getattr(m, "transformer", None) is not None or getattr(m, "text", None) is not None)
+
     @torch.inference_mode()
     def encode_text(self, texts: Sequence[str]) -> np.ndarray:
         """Unit text embeddings float32 [N, D] with the model's own tokenizer and context length."""
         if isinstance(texts, str) or not texts:
             raise ConfigError("encode_text takes a non-empty list of strings")
+        if not self.has_text_tower:
+            raise ModelLoadError(f"model {self.spec.text!r} has no text tower loaded; prompts need a model with one "
+                                 f"(an OpenCLIP CLIP model with its text weights)")
         tokens = self.tokenizer(list(texts)).to(self.device)
         with self._autocast():
             feats = self.model.encode_text(tokens)

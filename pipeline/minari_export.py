@@ -1,0 +1,197 @@
+"""Export a dataset store as a Minari dataset (the Farama offline-RL format) with VLM rewards.
+
+One Minari episode per store episode (episode-id order, live-cache rows left out). With
+T env steps an episode has T + 1 store rows (the reset row, then the row each step ended
+in), and the dataset gets:
+
+- ``observations`` [T + 1]: the env's observation dict (``observation`` = the 25-D state,
+  ``achieved_goal`` = the cube position, ``desired_goal`` = the cube's start position
+  raised by the success lift), float64 as the env returns them;
+- ``actions`` [T]: the action of each step, the one stored on the row the step ended in;
+- ``rewards`` [T]: per step, the shaped VLM reward of the chosen prompt set (its active
+  micro-task's view-mean score, rule phase, Table-1 shaping through
+  pipeline.return_ranking.shaped_rewards with adapted bounds), or the dense reference
+  (``reward="dense"``); plus the env's +1 on the success step unless ``env_reward=False``;
+- ``terminations`` / ``truncations`` [T]: the stored episode ends;
+- ``infos`` [T + 1] per observation: ``phase_rule`` (distance rule of the state),
+  ``bc_label`` (the stored ``phase_rule`` label, the Stage-2 BC target), ``vlm_score``
+  (active view-mean score of the prompt set; NaN where the store has no embeddings),
+  ``success``, ``step`` and ``store_row``;
+- each episode's reset ``seed`` and ``options`` (``{"difficulty": u}``), so
+  ``env.reset(seed=..., options=...)`` starts it again.
+
+Datasets go under ``$MINARI_DATASETS_PATH``, by default ``<data-dir>/minari`` (docs/storage.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rmtl.errors import ConfigError, StoreError
+from rmtl.reward.prompt_sets import PromptSet
+
+REWARDS = ("vlm", "dense")
+
+
+def minari_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Where Minari datasets go: ``$MINARI_DATASETS_PATH`` (set to ``<data-dir>/minari`` if unset)."""
+    from rmtl.provenance import data_dir as resolve_data_dir
+
+    if not os.environ.get("MINARI_DATASETS_PATH"):
+        os.environ["MINARI_DATASETS_PATH"] = str(resolve_data_dir(data_dir) / "minari")
+    return Path(os.environ["MINARI_DATASETS_PATH"])
+
+
+def dataset_id(name: str) -> str:
+    """A Minari id from a name: ``rmtl/NAME-v0`` unless it has a namespace or a version."""
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+(/[A-Za-z0-9_.-]+)*", name or ""):
+        raise ConfigError(f"dataset name {name!r} must be letters, digits, '_', '-', '.' and '/' (e.g. expert-vlm)")
+    if "/" not in name:
+        name = f"rmtl/{name}"
+    return name if re.search(r"-v\d+$", name) else f"{name}-v0"
+
+
+def _reset_seeds(store: Any, episodes: list[int]) -> dict[int, int | None]:
+    """Reset seed of each episode from the store's recorded rollout settings (None if unknown)."""
+    from pipeline.rollout import RolloutConfig, plan_episode
+
+    rollout = (store.info.get("provenance") or {}).get("rollout")
+    if not rollout:
+        return {e: None for e in episodes}
+    cfg = RolloutConfig.model_construct(**{**RolloutConfig().model_dump(), **rollout})
+    return {e: int(plan_episode(cfg, e).reset_seed) for e in episodes}
+
+
+def _scores(store: Any, model: str | None, pset: PromptSet, rows: np.ndarray, phase: np.ndarray,
+            alpha: float) -> tuple[np.ndarray, str | None]:
+    """Active view-mean score of every row ([N], NaN without embeddings) and the model id used."""
+    from pipeline.analysis import active, per_view_scores, resolve_model_id
+    from pipeline.embed_text import prompt_set_text
+
+    if not store.model_ids():
+        return np.full(len(rows), np.nan, dtype=np.float32), None
+    model_id = resolve_model_id(store, model)
+    n = store.embedded_rows(model_id)
+    if len(rows) and rows.max() >= n:
+        raise StoreError(f"{store.path} has embeddings of {model_id} for {n} of its rows; embed the rest first "
+                         f"(rmtl embed --store {store.path})")
+    text = prompt_set_text(store, model_id, pset)
+    mean = per_view_scores(store, model_id, text, [alpha], rows)[0].mean(axis=1)  # [N, K]
+    act = mean[:, 0] if mean.shape[1] == 1 else active(mean, phase)
+    return act.astype(np.float32), model_id
+
+
+def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[str] = "paper",
+                  model: str | None = None, reward: str = "vlm", alpha: float = 0.9, env_reward: bool = True,
+                  overwrite: bool = False, data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+    """Write the store's episodes as the Minari dataset ``dataset_id(name)`` (module docstring);
+    returns ``{"dataset_id", "path", "root", "episodes", "steps", "reward", "model_id", "prompt_set"}``."""
+    import gymnasium as gym
+    import minari
+
+    from pipeline.analysis import open_store
+    from pipeline.return_ranking import shaped_rewards
+    from rmtl import ENV_ID
+    from rmtl.env import EnvConfig
+    from rmtl.env.state import CUBE_POS, gripper_cube_distance
+    from rmtl.phases import rule_phase
+    from rmtl.reward.prompt_sets import load_prompt_set
+    from rmtl.reward.shaping import ShapingConfig
+    from rmtl.train.config import DenseRewardConfig
+    from rmtl.train.wrappers import dense_reward
+
+    if reward not in REWARDS:
+        raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
+    pset = prompts if isinstance(prompts, PromptSet) else load_prompt_set(prompts)
+    ds_id = dataset_id(name)
+    root = minari_root(data_dir)
+    target = root / ds_id
+    if target.exists() and not overwrite:
+        raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass "
+                          f"--overwrite")
+    with open_store(store) as st:
+        st.require_actions("be exported as a Minari dataset")
+        cols = st.read(fields=["state", "episode", "step", "phase_rule", "success", "difficulty", "action",
+                               "terminated", "truncated"])
+        keep = np.flatnonzero(cols["episode"] >= 0)
+        ep, step = cols["episode"][keep], cols["step"][keep]
+        order = keep[np.lexsort((step, ep))]
+        ids = [int(e) for e in np.unique(cols["episode"][order])]
+        if not ids:
+            raise StoreError(f"{st.path} has no episode rows to export")
+        phase = np.asarray(rule_phase(gripper_cube_distance(cols["state"][order])), dtype=np.int64)
+        if reward == "vlm" and not st.model_ids():
+            raise StoreError(f"{st.path} has no image embeddings for VLM rewards; embed it (rmtl embed --store "
+                             f"{st.path}) or export the dense reference (--reward dense)")
+        score, model_id = _scores(st, model, pset, order, phase, alpha)
+        seeds = _reset_seeds(st, ids)
+        path = st.path
+    pos = {int(e): np.flatnonzero(cols["episode"][order] == e) for e in ids}  # positions into `order`, step order
+    for e, p in pos.items():
+        steps = cols["step"][order[p]]
+        if steps[0] != 0 or np.any(np.diff(steps) != 1):
+            raise StoreError(f"{path} episode {e} does not hold its reset row and every step (steps "
+                             f"{steps[:3].tolist()}...); export needs stores rendered with render_reset")
+        last = order[p[-1]]
+        if not (cols["terminated"][last] or cols["truncated"][last]):
+            raise StoreError(f"{path} episode {e} has no end (neither terminated nor truncated); it is incomplete")
+    step_pos = [p[1:] for p in pos.values()]  # reward steps: every row but the reset row
+    if reward == "vlm":
+        flat = np.concatenate(step_pos)
+        local = np.empty(len(order), dtype=np.int64)
+        local[flat] = np.arange(len(flat))
+        shaped_flat = shaped_rewards(score[flat].astype(np.float64), phase[flat], [local[p] for p in step_pos],
+                                     ShapingConfig(), pset.num_goals, "adapted")
+        shaped = np.zeros(len(order))
+        shaped[flat] = shaped_flat
+    else:
+        shaped = dense_reward(cols["state"][order], DenseRewardConfig()).astype(np.float64)
+    bonus = cols["terminated"][order].astype(np.float64) if env_reward else np.zeros(len(order))
+    success_lift = EnvConfig().success_lift
+    buffers = []
+    for i, e in enumerate(ids):
+        p = pos[e]
+        rows = order[p]
+        state = cols["state"][rows].astype(np.float64)
+        cube = state[:, CUBE_POS]
+        goal = np.broadcast_to(cube[0] + np.array([0.0, 0.0, success_lift]), cube.shape).copy()
+        buffers.append(minari.data_collector.EpisodeBuffer(
+            id=i, seed=seeds[e], options={"difficulty": float(cols["difficulty"][rows[0]])},
+            observations={"observation": state, "achieved_goal": cube.copy(), "desired_goal": goal},
+            actions=cols["action"][rows[1:]].astype(np.float32),
+            rewards=(shaped[p[1:]] + bonus[p[1:]]).astype(np.float64),
+            terminations=cols["terminated"][rows[1:]].astype(bool),
+            truncations=cols["truncated"][rows[1:]].astype(bool),
+            infos={"phase_rule": phase[p], "bc_label": cols["phase_rule"][rows].astype(np.int64),
+                   "vlm_score": score[p].astype(np.float32), "success": cols["success"][rows].astype(bool),
+                   "step": cols["step"][rows].astype(np.int64), "store_row": rows.astype(np.int64),
+                   "episode": np.full(len(rows), e, dtype=np.int64)},
+        ))
+    if target.exists():
+        shutil.rmtree(target)
+    obs_space = gym.spaces.Dict({k: gym.spaces.Box(-np.inf, np.inf, (d,), np.float64)
+                                 for k, d in (("achieved_goal", 3), ("desired_goal", 3), ("observation", 25))})
+    what = (f"shaped VLM reward of prompt set {pset.name} ({pset.id}), model {model_id}, alpha {alpha}"
+            if reward == "vlm" else "dense reference reward")
+    env = gym.make(ENV_ID)  # its spec is recorded: recover_environment() after `import rmtl.env`
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # Minari asks for a code link and an e-mail
+            ds = minari.create_dataset_from_buffers(
+                ds_id, buffers, env=env, algorithm_name=f"rmtl dataset store {path}", author="rmtl",
+                action_space=gym.spaces.Box(-1.0, 1.0, (4,), np.float32), observation_space=obs_space,
+                description=f"rmtl dataset store {path} ({len(ids)} episodes); rewards: {what}"
+                            f"{' plus the +1 success bonus' if env_reward else ''}.",
+            )
+    finally:
+        env.close()
+    return {"dataset_id": ds_id, "path": str(target), "root": str(root), "episodes": int(ds.total_episodes),
+            "steps": int(ds.total_steps), "reward": reward, "model_id": model_id, "prompt_set": pset.to_dict()}
