@@ -190,6 +190,7 @@ def exit_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     except KeyboardInterrupt:
         if debug:
             raise
+        _quiet_exit()  # before the line: leaving this block frees half-built objects (GL contexts) noisily
         report(INTERRUPTED)
         return EXIT_INTERRUPTED
     except SystemExit as e:
@@ -202,6 +203,7 @@ def exit_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         if debug and not (exits and isinstance(e, exits)):
             raise
         if _SIGINT_SEEN.is_set() and not (exits and isinstance(e, exits)):
+            _quiet_exit()
             report(INTERRUPTED)  # a KeyboardInterrupt that a library wrapped in its own error
             return EXIT_INTERRUPTED
         code = _code_for(e)
