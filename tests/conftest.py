@@ -48,3 +48,18 @@ def tiny_dense_run(tmp_path_factory):
         output_dir=str(tmp_path_factory.mktemp("dense") / "run"), env={"max_episode_steps": 16},
     )
     return train_stage1(cfg)
+
+
+def as_schema_v1(path) -> None:
+    """Turn a store into what schema v1 wrote: no action / episode-end arrays, version 1."""
+    import warnings
+
+    import zarr
+
+    g = zarr.open_group(str(path), mode="r+", use_consolidated=False)
+    for name in ("action", "terminated", "truncated"):
+        del g[name]
+    g.attrs["rmtl_schema"] = {"name": "rmtl.dataset", "version": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(path))

@@ -175,18 +175,9 @@ def test_one_line_errors(store, sets_dir, tmp_path, capsys):
 
 
 def _as_schema_v1(path) -> None:
-    """Turn a store into what schema v1 wrote: no action / episode-end arrays."""
-    import warnings
+    from conftest import as_schema_v1
 
-    import zarr
-
-    g = zarr.open_group(str(path), mode="r+", use_consolidated=False)
-    for name in ("action", "terminated", "truncated"):
-        del g[name]
-    g.attrs["rmtl_schema"] = {"name": "rmtl.dataset", "version": 1}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        zarr.consolidate_metadata(str(path))
+    as_schema_v1(path)
 
 
 def test_minari_export_loads_back_with_the_stores_values(store, tmp_path, monkeypatch):

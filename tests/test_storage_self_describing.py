@@ -117,13 +117,9 @@ def _make_v1(path):
 
     with DatasetStore.create(path, views=VIEWS, resolution=8) as st:
         st.append(_rows(4, 0, actions=False))
-    g = zarr.open_group(str(path), mode="r+", use_consolidated=False)
-    for name in ("action", "terminated", "truncated"):
-        del g[name]
-    g.attrs["rmtl_schema"] = {"name": "rmtl.dataset", "version": 1}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        zarr.consolidate_metadata(str(path))
+    from conftest import as_schema_v1
+
+    as_schema_v1(path)
     return path
 
 
