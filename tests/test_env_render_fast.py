@@ -151,3 +151,25 @@ def test_precision_is_recorded_with_embeddings(tmp_path, monkeypatch):
     embed_store(path, vlm, progress=False)
     with DatasetStore.open(path) as st:
         assert st.embedding_info(vlm.model_id)["meta"]["precision"] == "fp32"
+
+
+def test_culling_stops_above_the_probe_resolution(small_env):
+    """Above the resolution the culling list was probed at, every geom renders again."""
+    import mujoco
+
+    from rmtl.env.cameras import CameraBankRenderer
+
+    small_env.reset(seed=0, options={"difficulty": 0.0})
+    model, data = small_env.model, small_env.data
+    cube = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "object0")
+    group = int(model.geom_group[cube])
+    try:
+        plain = CameraBankRenderer(model, data, shadows=False, reflections=False)
+        full64, full96 = plain.render(["close_up"], 64), plain.render(["close_up"], 96)  # before culling moves the cube's group
+        culled = CameraBankRenderer(model, data, shadows=False, reflections=False, culled=[cube], cull_max_resolution=64)
+        assert not np.array_equal(full64, culled.render(["close_up"], 64))  # the cube is culled up to 64 px
+        np.testing.assert_array_equal(full96, culled.render(["close_up"], 96))
+    finally:
+        model.geom_group[cube] = group  # the session env's model is shared
+        plain.close()
+        culled.close()

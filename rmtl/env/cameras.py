@@ -151,15 +151,19 @@ class CameraBankRenderer:
             model, data = self._lod.model, self._lod.data
         self.model = model
         self.data = data
-        self.culled = tuple(int(g) for g in culled) if not (shadows or reflections) else ()
+        culled = [int(g) for g in culled] if not (shadows or reflections) else []
+        if culled and np.any(np.delete(np.asarray(model.geom_group), culled) == CULL_GROUP):
+            culled = []  # the model uses the group itself: culling would hide its geoms too
+        self.culled = tuple(culled)
         self.cull_max_resolution = int(cull_max_resolution)
-        if self.culled:
-            model.geom_group[list(self.culled)] = CULL_GROUP  # only the visualiser reads geom groups
+        # MuJoCo's default option shows groups 0-2 only; the culled geoms' group is shown
+        # again above cull_max_resolution, and switched off up to it.
         self._all_groups = mujoco.MjvOption()
         self._culling = mujoco.MjvOption()
-        self._culling.geomgroup[CULL_GROUP] = 0
-        if self.culled and np.any(np.delete(np.asarray(model.geom_group), list(self.culled)) == CULL_GROUP):
-            self.culled = ()  # the model uses the group itself: culling would hide its geoms too
+        if culled:
+            model.geom_group[culled] = CULL_GROUP  # only the visualiser reads geom groups
+            self._all_groups.geomgroup[CULL_GROUP] = 1
+            self._culling.geomgroup[CULL_GROUP] = 0
         self._renderers: dict[int, object] = {}
         self._cameras: dict[str, object] = {spec.name: free_camera(spec) for spec in CAMERA_BANK.values()}
 
