@@ -41,19 +41,16 @@ TOL_RANK_DROP = 0.01
 
 
 def render_ms(settings: dict, repeats: int = 5, n: int = 20) -> float:
+    """Median ms per six-view render of one state (bench/render.py's frames_per_second)."""
+    from render import frames_per_second  # bench/render.py: this folder is the script's path
     from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.env.cameras import VIEW_NAMES
 
     env = FetchPickAndLiftEnv(render=settings)
     env.reset(seed=3, options={"difficulty": 0.5})
-    env.render_views(None, 96)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            env.render_views(None, 96)
-        times.append((time.perf_counter() - t0) / n * 1000)
+    fps = frames_per_second(env, 96, repeats, renders=n)
     env.close()
-    return float(np.median(times))
+    return 1000.0 * len(VIEW_NAMES) / fps
 
 
 def main(argv=None) -> int:

@@ -170,9 +170,9 @@ class CachedEmbeddingSource:
 
     @property
     def stats(self) -> LiveStats:
-        """Counters so far (``appended`` counts rows the background writer has committed)."""
+        """Counters so far (``appended`` / ``dropped``: rows the background writer committed / dropped)."""
         if self.appender is not None:
-            self._stats.appended = self.appender.appended
+            self._stats.appended, self._stats.dropped = self.appender.appended, self.appender.dropped
         return self._stats
 
     @classmethod
@@ -258,8 +258,7 @@ class CachedEmbeddingSource:
                 fresh = fresh.astype(np.float16).astype(np.float32)
             out[miss] = fresh
             if self.appender is not None:
-                if not self.appender.submit(self._rows(states[miss], keys[miss]), fresh):
-                    self.stats.dropped += len(miss)
+                self.appender.submit(self._rows(states[miss], keys[miss]), fresh)  # counts what it drops
             elif self.append:
                 rows[miss] = self._append(states[miss], keys[miss], frames, fresh)
         hits = np.flatnonzero(res.hit)
@@ -268,8 +267,10 @@ class CachedEmbeddingSource:
         self.stats.hits += len(hits)
         self.stats.rendered += len(miss)
         self.stats.hit_distance_sum += float(res.distances[hits].sum())
-        for src in np.asarray(getattr(res, "source", np.zeros(len(states), np.int64)))[hits]:
-            self.stats.hits_by_source[int(src)] = self.stats.hits_by_source.get(int(src), 0) + 1
+        sources, counts = np.unique(np.asarray(getattr(res, "source", np.zeros(len(states), np.int64)))[hits],
+                                    return_counts=True)
+        for src, c in zip(sources.tolist(), counts.tolist()):
+            self.stats.hits_by_source[src] = self.stats.hits_by_source.get(src, 0) + c
         self.stats.per_batch_hit_rate.append(res.hit_rate)
         if len(hits) and self.audit_every and self.audit_scorer is not None and self.stats.batches % self.audit_every == 0:
             self._audit(int(self._rng.choice(hits)), out, render)

@@ -19,6 +19,7 @@ renderer (``renderer_id``; stores written before renderer ids count as
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -85,8 +86,8 @@ class StoreCatalogue:
 
     @classmethod
     def open(cls, atlas: Sequence[str | os.PathLike[str]], model_id: str, *, overlay: str | os.PathLike[str] | None = None,
-             renderer_id: str | None = None, legacy_renderer_id: str | None = None, kind: str = "flat",
-             overlay_resolution: tuple[int, int] | None = None) -> "StoreCatalogue":
+             renderer_id: str | None = None, legacy_renderer_id: str | None = None,
+             kind: str = "flat") -> "StoreCatalogue":
         """Open atlas stores read-only and the overlay for append (created, frames-less, when
         missing), with their caches for ``model_id`` (embeddings preloaded)."""
         opened: list[DatasetStore] = []
@@ -99,7 +100,7 @@ class StoreCatalogue:
                 caches.append(StateCache.open(store, model_id, kind=kind, preload=True, persist=False))
             over = None
             if overlay is not None:
-                store = open_overlay(overlay, model_id, opened[0] if opened else None, renderer_id, overlay_resolution)
+                store = open_overlay(overlay, model_id, opened[0] if opened else None, renderer_id)
                 opened.append(store)
                 check_store_for(store, model_id, renderer_id, legacy_renderer_id, "overlay")
                 over = StateCache.open(store, model_id, kind="flat", preload=True)
@@ -120,11 +121,8 @@ class StoreCatalogue:
         source = np.full(len(q), -1, np.int64)
         rows = np.full(len(q), -1, np.int64)
         for i, cache in enumerate(self.caches):
-            if cache is self.overlay:
-                with self.lock:
-                    res: CacheLookup = cache.lookup(q, np.inf)
-            else:
-                res = cache.lookup(q, np.inf)
+            with self._guard(cache):
+                res: CacheLookup = cache.lookup(q, np.inf)
             closer = res.distances < best
             best[closer], source[closer] = res.distances[closer], i
             rows[closer] = res.rows[closer]
@@ -140,13 +138,14 @@ class StoreCatalogue:
         for i, cache in enumerate(self.caches):
             sel = np.flatnonzero(res.source == i)
             if len(sel):
-                if cache is self.overlay:
-                    with self.lock:
-                        emb = cache._emb[res.rows[sel]]
-                else:
+                with self._guard(cache):
                     emb = cache._emb[res.rows[sel]]
                 out[sel] = emb[:, view_idx]
         return res, out
+
+    def _guard(self, cache: StateCache):
+        """The lock for the overlay (the writer thread extends it), nothing for read-only stores."""
+        return self.lock if cache is self.overlay else contextlib.nullcontext()
 
     def _dim(self) -> int:
         for c in self.caches:
@@ -163,8 +162,8 @@ class StoreCatalogue:
             c.store.close()
 
 
-def open_overlay(path: str | os.PathLike[str], model_id: str, like: DatasetStore | None, renderer_id: str | None,
-                 resolution: tuple[int, int] | None) -> DatasetStore:
+def open_overlay(path: str | os.PathLike[str], model_id: str, like: DatasetStore | None,
+                 renderer_id: str | None) -> DatasetStore:
     """Open a run's overlay store for append; create it (no frames, the views of ``like``) if missing."""
     from pathlib import Path
 
@@ -173,7 +172,7 @@ def open_overlay(path: str | os.PathLike[str], model_id: str, like: DatasetStore
         return DatasetStore.open(p, "a")
     if like is None:
         raise StoreError(f"overlay {p} does not exist and there is no atlas to take its views from; name an atlas store")
-    store = DatasetStore.create(p, views=like.views, resolution=resolution or like.resolution, frames=False,
+    store = DatasetStore.create(p, views=like.views, resolution=like.resolution, frames=False,
                                 visual_domain=like.info.get("visual_domain"),
                                 renderer={"renderer_id": renderer_id} if renderer_id else like.info.get("renderer"),
                                 provenance={"kind": "overlay", "atlas": like.path})
@@ -197,7 +196,7 @@ class BackgroundAppender:
         self.cache = catalogue.overlay
         self.store = catalogue.overlay.store
         self._queue: queue.Queue = queue.Queue(maxsize=int(max_pending))
-        self.submitted = self.appended = self.dropped = 0
+        self.appended = self.dropped = 0
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="overlay-writer", daemon=True)
         self._thread.start()
@@ -211,7 +210,6 @@ class BackgroundAppender:
         except queue.Full:
             self.dropped += len(embeddings)
             return False
-        self.submitted += len(embeddings)
         return True
 
     def _run(self) -> None:
