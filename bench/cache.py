@@ -57,9 +57,10 @@ def build_index_store(path: Path, policy: str, episodes: int, views, resolution:
 
 def empty_store(path: Path, views, resolution: int, vlm):
     """A new store (no frames) with an empty embeddings array of the model, ready for live appends."""
+    from rmtl.layout import store_description
     from storage.dataset import DatasetStore
 
-    st = DatasetStore.create(path, views=views, resolution=resolution, frames=False, overwrite=True,
+    st = DatasetStore.create(path, views=views, resolution=resolution, frames=False, overwrite=True, **store_description(),
                              provenance={"policy": "live", "bench": "cache"})
     st.add_embeddings(vlm.model_id, 0, np.zeros((0, len(views), vlm.embed_dim), np.float32))
     st.close()
@@ -85,7 +86,7 @@ class Replay:
         return obs, make_policy(self.cfg, plan, env)
 
     def run(self, source, scorer) -> dict:
-        from pipeline.live_cache import env_renderer
+        from rmtl.reward.cached_source import env_renderer
         from rmtl.reward.phase import RulePhaseSelector
 
         render = env_renderer(self.envs, self.views, self.resolution)
@@ -150,7 +151,7 @@ def summarise(mode: str, radius, run: dict, fresh: dict | None, n_envs: int) -> 
 
 
 def bench_policy(policy: str, args, vlm, scorer_for, workdir: Path) -> dict:
-    from pipeline.live_cache import CachedEmbeddingSource
+    from rmtl.reward.cached_source import CachedEmbeddingSource
     from rmtl.reward.source import VLMEmbeddingSource
 
     views = VIEW_NAMES[: args.views]

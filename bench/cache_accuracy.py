@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     from pipeline.embed import stored_text_embeddings
     from pipeline.return_ranking import shaped_rewards
     from rmtl.env.render_settings import LEGACY_RENDERER_ID
-    from rmtl.env.state import gripper_cube_distance
+    from rmtl.env.state import KEY_SPEC, gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.provenance import run_record
     from rmtl.reward.projection import goal_baseline_scores
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     states, emb = np.concatenate(states), np.concatenate(emb)
     phase = rule_phase(np.asarray(gripper_cube_distance(states)))
     rows = np.arange(len(states))
-    keys = cat.state_keys(states)
+    keys = cat.state_keys(states, KEY_SPEC)
     shaping = ShapingConfig()
 
     def active(e):

@@ -10,7 +10,7 @@ batched embedding) happens inside the steps, never one task per frame.
 
 Render and embed are resumable (whole episodes / committed embedding runs), so they are
 retried once on an unexpected error; user errors (bad config, foreign store, missing
-weights: :class:`rmtl.errors.RmtlError`) are not retried.
+weights: :data:`rmtl.errors.USER_ERRORS`) are not retried.
 
 Run it:
 - in-process: ``run_render_and_embed(episodes=2, ...)`` (or ``python -m flows.render_and_embed
@@ -37,7 +37,7 @@ from pipeline.render_and_embed import (
     rollout_config,
     write_summary,
 )
-from rmtl.errors import ConfigError, RmtlError
+from rmtl.errors import USER_ERRORS, ConfigError
 
 FLOW_NAME = "render-and-embed"
 _D = {k: f.default for k, f in RenderAndEmbedConfig.model_fields.items()}
@@ -47,7 +47,7 @@ def retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:
     """Prefect retry condition: retry unexpected failures, never a user error."""
     try:
         state.result(raise_on_failure=True)
-    except RmtlError:
+    except USER_ERRORS:
         return False
     except Exception:
         return True

@@ -89,10 +89,12 @@ def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: 
             store.close()
             raise
         return store, True
-    from rmtl.provenance import run_record
+    from rmtl.layout import store_description
+    from rmtl.provenance import code_record, run_record
 
     store = DatasetStore.create(
         path, views=config.views, resolution=config.resolution, overwrite=overwrite, frames=render,
+        **store_description(), code=code_record(),
         visual_domain=True, renderer=renderer_profile(config) if render else None, seeds={"base": config.seed},
         provenance={"kind": kind, "policy": config.policy, "rollout": config.model_dump(mode="json"),
                     "run": run_record()},

@@ -6,7 +6,7 @@ status (docs/errors.md):
 
 - success: 0 (or the status a command asked for with ``typer.Exit``);
 - a usage error (unknown command or option, a value of the wrong type), an invalid
-  configuration value (pydantic), a project error (:class:`rmtl.errors.RmtlError`) or an
+  configuration value (pydantic), a project error (:data:`rmtl.errors.USER_ERRORS`) or an
   operating-system error on a path (permission denied, no space left): **one line** on
   stderr, ``error: <what is wrong>; <how to fix it>``, and status 2;
 - Ctrl-C (SIGINT): the command stops cleanly (locks released, committed work kept), one
@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
-from rmtl.errors import ConfigError, RmtlError
+from rmtl.errors import USER_ERRORS, ConfigError
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -128,7 +128,7 @@ def _code_for(err: BaseException) -> int | None:
             return EXIT_ERROR
         report(usage_line(err))
         return EXIT_ERROR
-    if isinstance(err, RmtlError):
+    if isinstance(err, USER_ERRORS):
         report(err)
         return EXIT_ERROR
     try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from storage.errors import StoreError
+
 
 class RmtlError(Exception):
     """An error caused by user input or the environment, shown as one line by the CLI."""
@@ -15,5 +17,7 @@ class ModelLoadError(RmtlError):
     """A VLM spec that cannot be resolved or whose weights are missing."""
 
 
-class StoreError(RmtlError):
-    """A dataset store that is missing, foreign, corrupt, locked or of a newer schema."""
+USER_ERRORS: tuple[type[Exception], ...] = (RmtlError, StoreError)
+"""Errors shown as one line (exit 2) and never retried: this package's and the storage layer's."""
+
+__all__ = ["RmtlError", "ConfigError", "ModelLoadError", "StoreError", "USER_ERRORS"]

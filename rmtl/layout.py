@@ -11,7 +11,7 @@ from typing import Any
 
 from rmtl.env.state import (
     CUBE_POS, CUBE_REL_POS, CUBE_ROT, CUBE_VELP, CUBE_VELR, FINGER_VEL, FINGER_WIDTHS, GRIPPER_POS,
-    GRIPPER_VELP, KEY_FIELDS, ROTATION_SCALE, STATE_DIM,
+    GRIPPER_VELP, KEY_FIELDS, KEY_SPEC, ROTATION_SCALE, STATE_DIM,
 )
 from rmtl.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE, PHASES
 
@@ -56,3 +56,9 @@ def layout() -> dict[str, Any]:
                       f"{ALIGN_MAX_DISTANCE}, else approach",
         "prompt_roles": dict(PROMPT_ROLES),
     }
+
+
+def store_description() -> dict[str, Any]:
+    """``DatasetStore.create`` keywords describing a pick-and-lift store: its key spec, field
+    layout and action width (storage itself knows nothing about the task)."""
+    return {"key_spec": KEY_SPEC, "layout": layout(), "action_dim": len(ACTION_FIELDS)}

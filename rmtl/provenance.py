@@ -28,19 +28,34 @@ def data_dir(override: str | Path | None = None) -> Path:
     return p.expanduser().resolve()
 
 
-def git_commit(cwd: str | Path | None = None) -> str:
-    """Commit of the source checkout (with '-dirty' if modified), or 'unknown' outside git."""
+def git_state(cwd: str | Path | None = None) -> tuple[str | None, bool | None]:
+    """(HEAD commit, whether tracked files are modified) of the source checkout; (None, None)
+    outside a git checkout. The one place this package asks git."""
     src = Path(cwd) if cwd else Path(__file__).resolve().parent.parent
     try:
         sha = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True, timeout=5, check=True
         ).stdout.strip()
-        dirty = subprocess.run(
+        status = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"], cwd=src, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
+        )
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return None, None
+    return sha, (bool(status.stdout.strip()) if status.returncode == 0 else None)
+
+
+def git_commit(cwd: str | Path | None = None) -> str:
+    """Commit of the source checkout (with '-dirty' if modified), or 'unknown' outside git."""
+    sha, dirty = git_state(cwd)
+    return "unknown" if sha is None else sha + ("-dirty" if dirty else "")
+
+
+def code_record() -> dict[str, Any]:
+    """What a dataset store records of the code that wrote it (DatasetStore.create's ``code``)."""
+    from rmtl import __version__
+
+    sha, dirty = git_state()
+    return {"code_version": __version__, "git_commit": sha, "git_dirty": dirty}
 
 
 def versions() -> dict[str, str]:

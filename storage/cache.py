@@ -1,7 +1,7 @@
 """FAISS state cache: render-relevant key vectors -> rows of a dataset store.
 
 A hit returns the stored per-view embeddings of the nearest stored state within a radius
-(key units: metres, see rmtl.env.state), so live training skips rendering and embedding
+(in the units of the task's key spec, storage.key_spec), so live training skips rendering and embedding
 near-duplicate states. The index covers rows [0, n) of the store, where n is the number
 of rows with committed embeddings of the cache's model (all committed rows when the cache
 has no model). Committed rows never change (storage.dataset), so an index saved at n rows
@@ -21,7 +21,8 @@ from typing import Any, Literal, NamedTuple, Sequence
 import faiss
 import numpy as np
 
-from rmtl.errors import StoreError
+from storage.errors import StoreError
+from storage.key_spec import KeySpec
 from storage.dataset import DatasetStore
 from storage.location import Location
 from storage.schema import model_node_name
@@ -286,16 +287,11 @@ class StateCache:
             out[res.hit] = emb
         return res, out
 
-    def state_keys(self, states: Any) -> np.ndarray:
-        """Keys of 25-D states with the current rmtl.env.state.state_key, after checking the
-        store's keys were made with the same layout and scaling (else hits would be wrong)."""
-        from rmtl.env import state as st
-
-        current = {"fields": list(st.KEY_FIELDS), "rotation_scale": st.ROTATION_SCALE}
-        if self.store.info.get("key_spec") != current:
-            raise StoreError(f"{self.store.path} stores keys with layout {self.store.info.get('key_spec')} but this code "
-                             f"computes {current}; rebuild the store's keys or use matching code")
-        return st.state_key(states)
+    def state_keys(self, states: Any, key_spec: KeySpec) -> np.ndarray:
+        """Keys of states by the task's ``key_spec``, after checking the store's keys were made
+        with the same spec (else hits would be neighbours in another key space)."""
+        key_spec.check_store(self.store.info.get("key_spec"), str(self.store.path))
+        return key_spec.keys(states)
 
     def __repr__(self) -> str:
         return f"StateCache({self.store.path}, model={self.model_id!r}, kind={self.kind}, rows={self._n}, status={self.status!r})"

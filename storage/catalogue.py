@@ -24,13 +24,14 @@ import os
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rmtl.errors import StoreError
 from storage.cache import CacheLookup, StateCache
-from storage.dataset import DatasetStore
+from storage.dataset import ACTION_DIM, DatasetStore
+from storage.errors import StoreError
+from storage.key_spec import KeySpec
 
 
 @dataclass(frozen=True)
@@ -87,9 +88,10 @@ class StoreCatalogue:
     @classmethod
     def open(cls, atlas: Sequence[str | os.PathLike[str]], model_id: str, *, overlay: str | os.PathLike[str] | None = None,
              renderer_id: str | None = None, legacy_renderer_id: str | None = None,
-             kind: str = "flat") -> "StoreCatalogue":
+             kind: str = "flat", key_spec: KeySpec | None = None,
+             code: Mapping[str, Any] | None = None) -> "StoreCatalogue":
         """Open atlas stores read-only and the overlay for append (created, frames-less, when
-        missing), with their caches for ``model_id`` (embeddings preloaded)."""
+        missing, with ``key_spec``'s keys), with their caches for ``model_id`` (embeddings preloaded)."""
         opened: list[DatasetStore] = []
         try:
             caches = []
@@ -100,7 +102,9 @@ class StoreCatalogue:
                 caches.append(StateCache.open(store, model_id, kind=kind, preload=True, persist=False))
             over = None
             if overlay is not None:
-                store = open_overlay(overlay, model_id, opened[0] if opened else None, renderer_id)
+                if key_spec is None:
+                    raise StoreError("an overlay store needs the task's key_spec (its rows are keyed with it)")
+                store = open_overlay(overlay, model_id, opened[0] if opened else None, renderer_id, key_spec, code)
                 opened.append(store)
                 check_store_for(store, model_id, renderer_id, legacy_renderer_id, "overlay")
                 over = StateCache.open(store, model_id, kind="flat", preload=True)
@@ -111,8 +115,11 @@ class StoreCatalogue:
             raise
 
     # ------------------------------------------------------------------ queries
-    def state_keys(self, states: Any) -> np.ndarray:
-        return self.caches[0].state_keys(states)
+    def state_keys(self, states: Any, key_spec: KeySpec) -> np.ndarray:
+        """Keys of states by the task's ``key_spec``, checked against every store's recorded spec."""
+        for cache in self.caches[1:]:
+            key_spec.check_store(cache.store.info.get("key_spec"), str(cache.store.path))
+        return self.caches[0].state_keys(states, key_spec)
 
     def lookup(self, keys: Any, radius: float) -> CatalogueLookup:
         """The nearest stored key over every store; a hit when within ``radius``."""
@@ -163,8 +170,9 @@ class StoreCatalogue:
 
 
 def open_overlay(path: str | os.PathLike[str], model_id: str, like: DatasetStore | None,
-                 renderer_id: str | None) -> DatasetStore:
-    """Open a run's overlay store for append; create it (no frames, the views of ``like``) if missing."""
+                 renderer_id: str | None, key_spec: KeySpec, code: Mapping[str, Any] | None = None) -> DatasetStore:
+    """Open a run's overlay store for append; create it (no frames, the views, layout and
+    action width of ``like``, keys of ``key_spec``) if missing. code: as DatasetStore.create's."""
     from pathlib import Path
 
     p = Path(path)
@@ -172,8 +180,10 @@ def open_overlay(path: str | os.PathLike[str], model_id: str, like: DatasetStore
         return DatasetStore.open(p, "a")
     if like is None:
         raise StoreError(f"overlay {p} does not exist and there is no atlas to take its views from; name an atlas store")
-    store = DatasetStore.create(p, views=like.views, resolution=like.resolution, frames=False,
-                                visual_domain=like.info.get("visual_domain"),
+    key_spec.check_store(like.info.get("key_spec"), str(like.path))
+    store = DatasetStore.create(p, views=like.views, resolution=like.resolution, frames=False, key_spec=key_spec,
+                                layout=like.info.get("layout"), action_dim=int(like.info.get("action_dim") or ACTION_DIM),
+                                code=code, visual_domain=like.info.get("visual_domain"),
                                 renderer={"renderer_id": renderer_id} if renderer_id else like.info.get("renderer"),
                                 provenance={"kind": "overlay", "atlas": like.path})
     d = int(like.embedding_info(model_id)["embed_dim"])

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 import uuid as uuidlib
 import warnings
@@ -28,7 +27,8 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec, Crc32cCodec
 
-from rmtl.errors import StoreError
+from storage.errors import StoreError
+from storage.key_spec import KeySpec
 from storage.location import Location
 from storage.lock import DEFAULT_TTL_S, WriterLock
 from storage.schema import (
@@ -144,21 +144,6 @@ def _consolidate(store: Any) -> None:
         zarr.consolidate_metadata(store)
 
 
-def _git_commit() -> dict[str, Any]:
-    """The git commit of the rmtl checkout (None outside a git checkout)."""
-    import rmtl
-
-    root = Path(rmtl.__file__).resolve().parent.parent
-    try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        if head.returncode != 0:
-            return {"git_commit": None, "git_dirty": None}
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "-uno"], capture_output=True, text=True, timeout=5)
-        return {"git_commit": head.stdout.strip(), "git_dirty": bool(dirty.stdout.strip()) if dirty.returncode == 0 else None}
-    except (OSError, subprocess.TimeoutExpired):
-        return {"git_commit": None, "git_dirty": None}
-
-
 def _json_ok(name: str, value: Any) -> Any:
     try:
         return json.loads(json.dumps(value))
@@ -185,7 +170,7 @@ def _take(arr: Any, idx: slice | np.ndarray, view_idx: np.ndarray | None = None)
 
 
 ACTION_DIM = 4
-"""Components of a stored action (the pick-and-lift env's Box(-1, 1, (4,)))."""
+"""Width of the action array of stores that did not record theirs (``action_dim`` absent)."""
 
 
 def _described(name: str, dims: tuple[str, ...] | None = None, description: str | None = None) -> dict[str, Any]:
@@ -206,6 +191,8 @@ class DatasetStore:
         self._mode = mode
         self._lock = lock
         self._zstore = loc.zarr_store(read_only=(mode == "r"))
+        self._key_spec: KeySpec | None = None
+        """The key spec appends compute missing keys with (given by the creator or opener)."""
         self._load()
 
     # -- opening -------------------------------------------------------------------------
@@ -221,10 +208,13 @@ class DatasetStore:
         visual_domain: bool | str | None = None,
         renderer: Mapping[str, Any] | None = None,
         seeds: Any = None,
+        key_spec: KeySpec | None = None,
+        layout: Mapping[str, Any] | None = None,
         state_dim: int | None = None,
         key_dim: int | None = None,
+        action_dim: int = ACTION_DIM,
         chunking: Chunking = Chunking(),
-        code_version: str | None = None,
+        code: Mapping[str, Any] | None = None,
         overwrite: bool = False,
         lock_ttl_s: float = DEFAULT_TTL_S,
     ) -> DatasetStore:
@@ -235,8 +225,10 @@ class DatasetStore:
         provenance: free-form JSON-serialisable record (policy, stages, command line, ...).
         frames=False makes a store of states and embeddings only (no `frames` array).
         renderer: the render settings and their ``renderer_id`` (frames of one renderer only).
-        state_dim/key_dim default to rmtl.env.state's STATE_DIM/KEY_DIM, whose key layout and
-        scaling are then recorded as `key_spec` (the state cache checks it).
+        key_spec: the task's key over its state rows (state and key widths, recorded as
+        `key_spec`; the state cache checks it); without one, state_dim and key_dim give the
+        widths and every append must carry its keys. action_dim: the task's action width. layout: the task's description of its
+        fields (recorded as `layout`). code: `code_version`, `git_commit`, `git_dirty` of the writer.
         """
         loc = Location(path)
         views = [str(v) for v in views]
@@ -245,22 +237,14 @@ class DatasetStore:
         h, w = (resolution, resolution) if isinstance(resolution, (int, np.integer)) else tuple(resolution)
         if int(h) < 1 or int(w) < 1:
             raise StoreError(f"resolution must be positive, got {resolution}")
-        key_spec, layout = None, None
-        if state_dim is None:  # the pick-and-lift state: record its fields, phase codes and prompt roles
-            from rmtl.layout import layout as task_layout
-
-            layout = task_layout()
-        if state_dim is None or key_dim is None:
-            from rmtl.env import state as st  # lazy: only writers need the env's layout
-
-            state_dim = st.STATE_DIM if state_dim is None else state_dim
-            if key_dim is None:
-                key_dim = st.KEY_DIM
-                key_spec = {"fields": list(st.KEY_FIELDS), "rotation_scale": st.ROTATION_SCALE}
-        if code_version is None:
-            import rmtl
-
-            code_version = rmtl.__version__
+        if key_spec is not None:
+            if (state_dim, key_dim) not in ((None, None), (key_spec.state_dim, key_spec.key_dim)):
+                raise StoreError(f"state_dim/key_dim {state_dim}/{key_dim} disagree with key spec {key_spec.id} "
+                                 f"({key_spec.state_dim}/{key_spec.key_dim}); pass one or the other")
+            state_dim, key_dim = key_spec.state_dim, key_spec.key_dim
+        elif state_dim is None or key_dim is None:
+            raise StoreError("a new store needs the task's key_spec, or both state_dim and key_dim")
+        code = dict(code or {})
         info = {
             "uuid": uuidlib.uuid4().hex,
             "created": time.time(),
@@ -272,12 +256,13 @@ class DatasetStore:
             "seeds": _json_ok("seeds", seeds),
             "state_dim": int(state_dim),
             "key_dim": int(key_dim),
-            "key_spec": key_spec,
-            "action_dim": ACTION_DIM,
-            "layout": layout,
+            "key_spec": key_spec.meta() if key_spec is not None else None,
+            "action_dim": int(action_dim),
+            "layout": _json_ok("layout", dict(layout)) if layout is not None else None,
             "chunking": chunking.to_dict(),
-            "code_version": code_version,
-            **_git_commit(),
+            "code_version": code.get("code_version"),
+            "git_commit": code.get("git_commit"),
+            "git_dirty": code.get("git_dirty"),
             "provenance": _json_ok("provenance", dict(provenance or {})),
             "integrity": dict(INTEGRITY),
         }
@@ -295,7 +280,7 @@ class DatasetStore:
             g = zarr.open_group(zstore, mode="w", attributes={SCHEMA_ATTR: {"name": SCHEMA_NAME, "version": SCHEMA_VERSION}, INFO_ATTR: info})
             rows = chunking.rows
             for name, dtype in {**ROW_FIELDS, **STEP_FIELDS}.items():
-                tail = {"state": (int(state_dim),), "key": (int(key_dim),), "action": (ACTION_DIM,)}.get(name, ())
+                tail = {"state": (int(state_dim),), "key": (int(key_dim),), "action": (int(action_dim),)}.get(name, ())
                 g.create_array(name, shape=(0, *tail), chunks=(rows, *tail), dtype=dtype, compressors=_CODECS,
                                config=_WRITE_ALL, **_described(name))
             if frames:
@@ -310,7 +295,9 @@ class DatasetStore:
             _consolidate(zstore)
             # The commit attribute is written last: a store without it is an aborted create.
             zarr.open_group(zstore, mode="r+", use_consolidated=True).attrs[COMMIT_ATTR] = {"rows": 0, "embeddings": {}}
-            return cls(loc, "a", lock)
+            store = cls(loc, "a", lock)
+            store._key_spec = key_spec
+            return store
         except BaseException:
             lock.release()
             raise
@@ -323,8 +310,12 @@ class DatasetStore:
         *,
         break_lock: bool = False,
         lock_ttl_s: float = DEFAULT_TTL_S,
+        key_spec: KeySpec | None = None,
     ) -> DatasetStore:
         """Open an existing store for reading ('r') or as its single writer ('a').
+
+        key_spec: the task's key spec, for appends that leave the keys to the store (it
+        must match the store's recorded spec).
 
         A writer takes the lock `<path>.lock`; a live holder makes this fail with a line
         naming it, a dead one (pid gone on this host, or heartbeat older than lock_ttl_s)
@@ -339,7 +330,11 @@ class DatasetStore:
         lock = WriterLock(loc, lock_ttl_s)
         lock.acquire(break_lock=break_lock)
         try:
-            return cls(loc, "a", lock)
+            store = cls(loc, "a", lock)
+            if key_spec is not None:
+                key_spec.check_store(store.info.get("key_spec"), str(loc))
+            store._key_spec = key_spec
+            return store
         except BaseException:
             lock.release()
             raise
@@ -589,11 +584,10 @@ class DatasetStore:
             raise StoreError(f"unknown fields {sorted(unknown)} in append{extra}; fields are {sorted(shapes)}")
         cols = dict(batch)
         if "key" not in cols and "state" in cols:
-            if self._info.get("key_spec") is None:
-                raise StoreError(f"{self._loc} was created with a custom key_dim; pass 'key' in every append")
-            from rmtl.env.state import state_key  # lazy: keeps `import storage` free of the env
-
-            cols["key"] = state_key(np.asarray(cols["state"]))
+            if self._key_spec is None:
+                raise StoreError(f"{self._loc} was opened without a key spec; pass 'key' in every append, or open "
+                                 "the store with the task's key_spec")
+            cols["key"] = self._key_spec.keys(cols["state"])
         if self.has_actions and cols and not set(STEP_FIELDS) <= set(cols):
             # rows without a step (live-cache rows): NaN action, no episode end
             n = len(np.asarray(next(iter(cols.values()))))

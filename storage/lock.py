@@ -17,7 +17,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 
-from rmtl.errors import StoreError
+from storage.errors import StoreError
 from storage.location import Location
 
 DEFAULT_TTL_S = 6 * 3600.0

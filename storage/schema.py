@@ -70,8 +70,8 @@ TEXT_DIMS = ("prompt", "embed_dim")
 PROMPT_SET_DIMS = ("text", "embed_dim")
 
 DESCRIPTIONS: dict[str, str] = {
-    "state": "25-D env observation of the row's state (field names: rmtl.layout.state_fields)",
-    "key": "render-relevant state key of the state cache (rmtl.key_spec)",
+    "state": "the task's state row (field names: rmtl.layout.state_fields)",
+    "key": "state key of the state cache, computed from the state by the task's key spec (rmtl.key_spec)",
     "episode": "episode id (-1: a live-cache row outside any trajectory)",
     "step": "env step of the episode the row is in (0: the reset state)",
     "phase_rule": "rule phase the env reported (rmtl.layout.phase_codes); the Stage-2 BC label",

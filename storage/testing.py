@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-STATE_DIM = 25  # rmtl.env.state.STATE_DIM; literal here so tests need not import the env
+STATE_DIM = 25
+"""Width of the synthetic state rows (the pick-and-lift task's; the task's key spec reads them)."""
 
 
 def synthetic_rows(start: int, n: int, n_views: int = 2, resolution: int = 8, frames: bool = True,

@@ -27,6 +27,7 @@ import pytest
 
 from rmtl.cli import run
 from rmtl.errors import ConfigError, StoreError
+from rmtl.layout import store_description
 
 VIEWS = "wide_view"
 
@@ -53,7 +54,7 @@ def fx(tmp_path_factory):
     store = d / "s.zarr"
     render_and_embed(RenderAndEmbedConfig.make(store=str(store), episodes=1, views=[VIEWS], resolution=64),
                      progress=False)
-    DatasetStore.create(d / "empty.zarr", views=[VIEWS], resolution=64).close()
+    DatasetStore.create(d / "empty.zarr", **store_description(), views=[VIEWS], resolution=64).close()
     (d / "afile").write_text("not a directory")
     (d / "foreign").mkdir()
     (d / "foreign" / "notes.txt").write_text("hi")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rmtl.errors import StoreError
+from rmtl.layout import store_description
 
 MODEL = "synthetic-model"
 VIEWS = ("wide_view", "close_up")
@@ -42,7 +43,7 @@ def build_synthetic_store(path: Path, episodes: int = 3, dim: int = 16, seed: in
     n = len(dist)
     closeness = np.clip(1.0 - dist / 0.5, 0, 1)[:, None, None]
     emb = _unit(closeness * goals[phase][:, None, :] + 0.3 * rng.normal(size=(n, len(VIEWS), dim)))
-    store = DatasetStore.create(path, views=VIEWS, resolution=64, frames=False, provenance={"policy": "expert"})
+    store = DatasetStore.create(path, **store_description(), views=VIEWS, resolution=64, frames=False, provenance={"policy": "expert"})
     with store:
         store.append(rows)
         store.add_embeddings(MODEL, 0, emb.astype(np.float32))

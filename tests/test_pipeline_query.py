@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rmtl.layout import store_description
 
 MODEL = "synthetic-model"
 VIEWS = ("wide_view", "close_up")
@@ -38,7 +39,7 @@ def store_path(tmp_path_factory) -> Path:
     first = rows["episode"] == 0
     emb[rows["episode"] == 2] = _unit(emb[first] + 1e-3 * rng.normal(size=emb[first].shape))
     path = tmp_path_factory.mktemp("query") / "q.zarr"
-    with DatasetStore.create(path, views=VIEWS, resolution=64, frames=False, provenance={"policy": "expert"}) as st:
+    with DatasetStore.create(path, **store_description(), views=VIEWS, resolution=64, frames=False, provenance={"policy": "expert"}) as st:
         st.append(rows)
         st.add_embeddings(MODEL, 0, emb.astype(np.float32))
         st.set_text_embeddings(MODEL, text)

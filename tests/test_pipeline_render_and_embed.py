@@ -109,7 +109,7 @@ def test_render_and_embed_summary_and_cache(tmp_path):
         cache = StateCache.open(store, summary["model_id"])
         assert cache.status == "loaded"
         rows = store.read(fields=["state"])["state"]
-        hit = cache.lookup(cache.state_keys(rows[:4]), radius=1e-6)
+        hit = cache.lookup(cache.state_keys(rows[:4], KEY_SPEC), radius=1e-6)
         assert hit.hit.all() and list(hit.rows) == [0, 1, 2, 3]
 
 
@@ -124,6 +124,7 @@ KILL_SCRIPT = """
 import sys
 from pipeline.render import render_to_store
 from pipeline.rollout import RolloutConfig
+from rmtl.env.state import KEY_SPEC
 cfg = RolloutConfig.make(episodes=int(sys.argv[2]), views=["wide_view"], resolution=64, policy="random")
 render_to_store(sys.argv[1], cfg, chunk=1, progress=False)
 """

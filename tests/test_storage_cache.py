@@ -10,6 +10,8 @@ import pytest
 from rmtl.errors import StoreError
 from storage import DatasetStore, StateCache, set_faiss_threads
 from storage.testing import synthetic_embeddings, synthetic_rows
+from rmtl.env.state import KEY_SPEC
+from rmtl.layout import store_description
 
 set_faiss_threads(1)
 VIEWS = ["wide_view", "close_up"]
@@ -17,7 +19,7 @@ M = "hf-hub:org/model"
 
 
 def store_with(path, rows: int, embedded: int | None = None) -> DatasetStore:
-    s = DatasetStore.create(path, views=VIEWS, resolution=8, frames=False)
+    s = DatasetStore.create(path, **store_description(), views=VIEWS, resolution=8, frames=False)
     s.append(synthetic_rows(0, rows, frames=False))
     s.add_embeddings(M, 0, synthetic_embeddings(0, rows if embedded is None else embedded))
     return s
@@ -46,7 +48,7 @@ def test_stored_key_hits_its_row_and_far_key_misses(tmp_path):
     assert np.isnan(emb[1]).all()
 
     states = s.read([4], ["state"])["state"]
-    assert cache.lookup(cache.state_keys(states), 0.0).rows.tolist() == [4]
+    assert cache.lookup(cache.state_keys(states, KEY_SPEC), 0.0).rows.tolist() == [4]
     pre = StateCache.open(s, M, preload=True)
     np.testing.assert_array_equal(pre.fetch(keys[[5, 6]], 0.0)[1], s.embeddings(M, [5, 6]))
 
@@ -89,7 +91,7 @@ def test_stale_index_is_detected_and_rebuilt(tmp_path):
 
     # a different store at the same path (re-created): new uuid
     s.close()
-    s2 = DatasetStore.create(path, views=VIEWS, resolution=8, frames=False, overwrite=True)
+    s2 = DatasetStore.create(path, **store_description(), views=VIEWS, resolution=8, frames=False, overwrite=True)
     s2.append(synthetic_rows(100, 5, frames=False))
     s2.add_embeddings(M, 0, synthetic_embeddings(100, 5))
     c2 = StateCache.open(s2, M)

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 from rmtl.errors import StoreError
+from rmtl.env.state import KEY_SPEC
+from rmtl.layout import store_description
 
 VIEWS = ["wide_view", "close_up"]
 MODEL = "m__test"
@@ -23,7 +25,7 @@ def _store(path, n, seed, renderer_id="mj-test"):
     from storage.dataset import DatasetStore
 
     rng = np.random.default_rng(seed)
-    st = DatasetStore.create(path, views=VIEWS, resolution=64, frames=False,
+    st = DatasetStore.create(path, **store_description(), views=VIEWS, resolution=64, frames=False,
                              renderer={"renderer_id": renderer_id} if renderer_id else None)
     states = rng.uniform(-1, 1, (n, 25)).astype(np.float32)
     st.append({"state": states, "episode": np.zeros(n, np.int64), "step": np.arange(n, dtype=np.int32),
@@ -46,16 +48,16 @@ def test_catalogue_hits_atlas_and_overlay_and_misses(tmp_path):
     st, atlas_states = _store(tmp_path / "atlas.zarr", 50, 0)
     atlas_emb = st.embeddings(MODEL, slice(0, 50))
     st.close()
-    cat = StoreCatalogue.open([tmp_path / "atlas.zarr"], MODEL, overlay=tmp_path / "run" / "overlay.zarr",
+    cat = StoreCatalogue.open([tmp_path / "atlas.zarr"], MODEL, overlay=tmp_path / "run" / "overlay.zarr", key_spec=KEY_SPEC,
                               renderer_id="mj-test")
     writer = BackgroundAppender(cat)
-    keys = cat.state_keys(atlas_states[:3])
+    keys = cat.state_keys(atlas_states[:3], KEY_SPEC)
     res, emb = cat.fetch(keys, 1e-6)
     assert res.hit.all() and (res.source == 0).all() and list(res.rows) == [0, 1, 2]
     np.testing.assert_array_equal(emb, atlas_emb[:3])
     # a state far from everything misses; after a background append it hits in the overlay
     new = np.full((1, 25), 5.0, np.float32)
-    k = cat.state_keys(new)
+    k = cat.state_keys(new, KEY_SPEC)
     res, emb = cat.fetch(k, 1e-6)
     assert not res.hit.any() and res.source[0] == -1 and np.isnan(emb.astype(np.float32)).all()
     fresh = np.ones((1, len(VIEWS), DIM), np.float32) / np.sqrt(DIM)
@@ -89,16 +91,16 @@ def test_catalogue_refuses_other_renderer_or_model(tmp_path):
 WRITER = textwrap.dedent('''
     import sys, numpy as np
     sys.path.insert(0, {tests!r})
-    from test_storage_catalogue import _live_rows, MODEL, VIEWS, DIM
+    from test_storage_catalogue import _live_rows, MODEL, VIEWS, DIM, KEY_SPEC
     from storage.catalogue import BackgroundAppender, StoreCatalogue
-    cat = StoreCatalogue.open([{atlas!r}], MODEL, overlay={overlay!r}, renderer_id="mj-test")
+    cat = StoreCatalogue.open([{atlas!r}], MODEL, overlay={overlay!r}, renderer_id="mj-test", key_spec=KEY_SPEC)
     w = BackgroundAppender(cat, max_pending=1000)
     rng = np.random.default_rng(3)
     print("ready", flush=True)
     for i in range(100000):
         s = rng.uniform(2, 3, (4, 25)).astype(np.float32)
         e = rng.normal(size=(4, len(VIEWS), DIM)).astype(np.float32)
-        w.submit(_live_rows(s, cat.state_keys(s)), e)
+        w.submit(_live_rows(s, cat.state_keys(s, KEY_SPEC)), e)
         if i % 50 == 0:
             w.flush()
 ''')
@@ -128,5 +130,5 @@ def test_kill_during_background_append_leaves_a_consistent_store(tmp_path):
             assert np.isfinite(st.embeddings(MODEL, slice(0, n)).astype(np.float32)).all()
             cache = StateCache.open(st, MODEL, preload=True)
             assert cache.num_indexed == n
-            res = cache.lookup(cache.state_keys(state[-4:]), 1e-6)
+            res = cache.lookup(cache.state_keys(state[-4:], KEY_SPEC), 1e-6)
             assert res.hit.all() and list(res.rows) == list(range(n - 4, n))

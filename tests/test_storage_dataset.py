@@ -19,12 +19,14 @@ import zarr
 from rmtl.errors import StoreError
 from storage import DatasetStore, SCHEMA_VERSION
 from storage.testing import synthetic_embeddings, synthetic_rows
+from rmtl.env.state import KEY_SPEC
+from rmtl.layout import store_description
 
 VIEWS = ["wide_view", "close_up"]
 
 
 def make(path, **kw) -> DatasetStore:
-    return DatasetStore.create(path, views=VIEWS, resolution=8, provenance={"policy": "test"}, seeds=[1, 2], visual_domain=True, **kw)
+    return DatasetStore.create(path, **store_description(), views=VIEWS, resolution=8, provenance={"policy": "test"}, seeds=[1, 2], visual_domain=True, **kw)
 
 
 def one_line(exc: pytest.ExceptionInfo) -> str:
@@ -111,8 +113,9 @@ CHILD = textwrap.dedent("""
     import sys, time
     from storage import DatasetStore
     from storage.testing import synthetic_rows
+    from rmtl.env.state import KEY_SPEC
     path, total, batch, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-    s = DatasetStore.open(path, mode="a")
+    s = DatasetStore.open(path, mode="a", key_spec=KEY_SPEC)
     if stop_at >= 0:
         real_commit = s._commit
         def commit(rows, emb):
@@ -216,7 +219,7 @@ def test_writer_lock(tmp_path):
     dead.wait()
     lock = {"pid": dead.pid, "host": socket.gethostname(), "since": time.time(), "heartbeat": time.time(), "token": "x"}
     (tmp_path / "d.zarr.lock").write_text(json.dumps(lock))
-    w = DatasetStore.open(path, mode="a")
+    w = DatasetStore.open(path, mode="a", key_spec=KEY_SPEC)
     w.append(synthetic_rows(0, 2))
     # ... and a writer whose lock was taken from it stops instead of writing on
     (tmp_path / "d.zarr.lock").write_text(json.dumps({**lock, "pid": os.getpid(), "token": "other"}))
@@ -298,7 +301,7 @@ def test_bad_stores_fail_with_one_line(tmp_path):
 
 def test_fsspec_url(tmp_path):
     url = f"memory://rmtl-test-{uuid.uuid4().hex}/d.zarr"
-    with DatasetStore.create(url, views=VIEWS, resolution=8) as s:
+    with DatasetStore.create(url, **store_description(), views=VIEWS, resolution=8) as s:
         s.append(synthetic_rows(0, 5))
         with pytest.raises(StoreError, match="locked by writer"):
             DatasetStore.open(url, mode="a")

@@ -12,6 +12,8 @@ import pytest
 import zarr
 
 from rmtl.errors import StoreError
+from rmtl.env.state import KEY_SPEC
+from rmtl.layout import store_description
 
 VIEWS = ("wide_view", "close_up")
 
@@ -33,7 +35,7 @@ def v2(tmp_path):
     from storage.dataset import DatasetStore
 
     path = tmp_path / "v2.zarr"
-    with DatasetStore.create(path, views=VIEWS, resolution=8) as st:
+    with DatasetStore.create(path, **store_description(), views=VIEWS, resolution=8) as st:
         st.append(_rows(5, 0))
         st.append(_rows(3, 1))
         st.add_embeddings("m", 0, np.ones((8, 2, 4), np.float32))
@@ -52,7 +54,7 @@ def test_actions_and_episode_ends_are_stored(v2):
         cols = st.read(fields=["action", "terminated", "truncated"])
     assert cols["action"].shape == (8, 4) and np.isnan(cols["action"][[0, 5]]).all()
     assert cols["terminated"].tolist() == [False] * 4 + [True] + [False, False, True]
-    with DatasetStore.open(v2, "a") as st:  # rows without actions (the live cache path): NaN and False
+    with DatasetStore.open(v2, "a", key_spec=KEY_SPEC) as st:  # rows without actions (the live cache path): NaN and False
         st.append({k: v for k, v in _rows(2, 2, actions=False).items()})
         cols = st.read(rows=slice(8, 10), fields=["action", "terminated"])
     assert np.isnan(cols["action"]).all() and not cols["terminated"].any()
@@ -115,7 +117,7 @@ def _make_v1(path):
     """What a store made before schema v2 looks like: no step arrays, version 1."""
     from storage.dataset import DatasetStore
 
-    with DatasetStore.create(path, views=VIEWS, resolution=8) as st:
+    with DatasetStore.create(path, **store_description(), views=VIEWS, resolution=8) as st:
         st.append(_rows(4, 0, actions=False))
     from conftest import as_schema_v1
 
@@ -134,7 +136,7 @@ def test_v1_stores_open_and_say_what_they_lack(tmp_path):
             st.require_actions("be exported as a Minari dataset")
     msg = str(err.value)
     assert "\n" not in msg and "schema v1" in msg and "no actions" in msg and "render" in msg
-    with DatasetStore.open(path, "a") as st:  # derived data can still be added
+    with DatasetStore.open(path, "a", key_spec=KEY_SPEC) as st:  # derived data can still be added
         st.add_embeddings("m", 0, np.ones((4, 2, 4), np.float32))
         st.set_prompt_set_embeddings("m", "abc123abc123", ["baseline"], ["a"], np.ones((1, 4)), {"name": "s"})
         st.append(_rows(2, 1, actions=False))

@@ -193,7 +193,7 @@ def test_cli_commands(runs, tmp_path):
 
 
 def test_cached_reward_path(random_tiny_vlm, tmp_path):
-    """RMTL on the FAISS state cache (pipeline.live_cache): lookups, misses rendered and appended."""
+    """RMTL on the FAISS state cache (rmtl.reward.cached_source): lookups, misses rendered and appended."""
     from pipeline.embed import embed_store
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig

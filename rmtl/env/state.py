@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from storage.key_spec import KeySpec
+
 STATE_DIM = 25
 GRIPPER_POS = slice(0, 3)
 CUBE_POS = slice(3, 6)
@@ -62,3 +64,8 @@ def lift_height(state: np.ndarray) -> np.ndarray | float:
     s = np.asarray(state, dtype=np.float64)
     h = s[..., CUBE_POS][..., 2] - CUBE_REST_HEIGHT
     return float(h) if h.ndim == 0 else h
+
+
+KEY_SPEC = KeySpec("fetch_lift", 1, STATE_DIM, KEY_FIELDS, state_key, {"rotation_scale": ROTATION_SCALE})
+"""The pick-and-lift key as stores and caches record it (stores written before key specs had
+ids recorded ``{"fields", "rotation_scale"}``, which this spec matches)."""

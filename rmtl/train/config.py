@@ -46,13 +46,13 @@ class DenseRewardConfig(Config):
 
 
 class CacheConfig(Config):
-    """Cached reward path: FAISS state cache over a dataset store (pipeline.live_cache)."""
+    """Cached reward path: FAISS state cache over a dataset store (rmtl.reward.cached_source)."""
 
     store: str | None = None
     """Dataset store (path or fsspec URL) whose FAISS cache answers lookups; None renders and embeds every step."""
     radius: float = Field(0.01, ge=0)
     """Key-space radius (m, see rmtl.env.state) within which a stored state counts as a hit
-    (pipeline.live_cache.DEFAULT_RADIUS; bench/cache_accuracy.py measures hit rate and the score and
+    (rmtl.reward.cached_source.DEFAULT_RADIUS; bench/cache_accuracy.py measures hit rate and the score and
     shaped-reward error per radius)."""
     grow: bool = False
     """Append rendered misses (frames, states, embeddings) to the store and the index."""

@@ -64,8 +64,8 @@ def _make_env(env_config: EnvConfig, terminal_frames: bool):
 
 def cache_source(config: Stage1Config, vlm: Any) -> Any:
     """The cached reward path: FAISS state-cache lookups, render and embed only the misses
-    (``pipeline.live_cache.CachedEmbeddingSource`` over ``config.cache.store``)."""
-    from pipeline.live_cache import CachedEmbeddingSource
+    (``rmtl.reward.cached_source.CachedEmbeddingSource`` over ``config.cache.store``)."""
+    from rmtl.reward.cached_source import CachedEmbeddingSource
 
     c = config.cache
     if c.atlas:

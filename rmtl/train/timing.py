@@ -75,7 +75,7 @@ class TimedSource:
     given), ``embedding`` and ``cache_lookup``.
 
     For a plain render-and-embed source everything but rendering is embedding. For the
-    cached source (pipeline.live_cache.CachedEmbeddingSource, recognised by its
+    cached source (rmtl.reward.cached_source.CachedEmbeddingSource, recognised by its
     ``_embedder``), the model calls on misses are timed as embedding and the rest (FAISS
     lookup, fetching stored embeddings, appending) as cache_lookup. :meth:`stats` passes
     the inner source's statistics through (``stats.as_dict()`` or ``stats()``), e.g. hit_rate.

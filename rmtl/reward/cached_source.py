@@ -3,7 +3,7 @@ backed by the FAISS state cache (storage.cache).
 
 Per step, for the states of the B sub-envs: look their keys up in the cache; a hit
 returns the stored per-view embeddings of the nearest stored state within ``radius``
-(key units, metres: rmtl.env.state); the misses alone are rendered (through the
+(in the units of the task's key spec); the misses alone are rendered (through the
 ``render`` callable the reward wrapper passes, or :func:`env_renderer`) and embedded in
 one VLM call. With ``append=True`` the misses are appended to the store (frames if the
 store keeps them, state, key, labels, and their embeddings in the same commit) and then
@@ -15,7 +15,8 @@ it), so a crash between the two leaves rows that the next ``StateCache.open`` in
 The store must be opened for append (one writer per store: give each training process
 its own store, or append from one process only). Rows written here have no trajectory:
 ``episode = LIVE_EPISODE`` (-1), ``step`` a running counter, ``success`` False and
-``difficulty`` NaN; pipeline.analysis and pipeline.query leave them out.
+``difficulty`` NaN; the analysis steps (pipeline.store_rows) and pipeline.query leave them out.
+The task decides the key (``key_spec``) and the appended rows' phase label (``phase_labels``).
 
 Hits return the stored float16 embeddings as float32. With ``quantize=True`` (default)
 misses are rounded through float16 too, so a state gets the same reward whether it was
@@ -26,15 +27,19 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from rmtl.env.cameras import resolve_views
-from rmtl.env.state import gripper_cube_distance
+from rmtl.env.state import KEY_SPEC
 from rmtl.errors import ConfigError, StoreError
-from rmtl.phases import rule_phase
+from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.source import FrameRenderer, VLMEmbeddingSource
+from storage.key_spec import KeySpec
+
+PhaseLabels = Callable[[np.ndarray], np.ndarray]
+"""states [B, state_dim] -> phase ids [B]: the ``phase_rule`` label of appended rows."""
 
 DEFAULT_RADIUS = 0.01
 """Default cache radius (m in key space), chosen from bench/cache_accuracy.py: with a 61.5k-state
@@ -91,7 +96,7 @@ class LiveStats:
 
 
 def env_renderer(envs: Sequence[Any], views: Sequence[str], resolution: int) -> FrameRenderer:
-    """A FrameRenderer over a list of FetchPickAndLiftEnv (env i renders its current state)."""
+    """A FrameRenderer over a list of envs with ``render_views`` (env i renders its current state)."""
     names = resolve_views(views)
 
     def render(indices: np.ndarray) -> np.ndarray:
@@ -125,6 +130,8 @@ class CachedEmbeddingSource:
         appender: Any = None,
         audit_every: int = 0,
         audit_scorer: Any = None,
+        key_spec: KeySpec = KEY_SPEC,
+        phase_labels: PhaseLabels = RulePhaseSelector(),
     ):
         if cache.model_id is None:
             raise ConfigError("the state cache has no model; open it with StateCache.open(store, model_id=...)")
@@ -158,6 +165,8 @@ class CachedEmbeddingSource:
             if store.embedded_rows(cache.model_id) != store.num_rows:
                 raise StoreError(f"{store.path} has {store.num_rows} rows but only {store.embedded_rows(cache.model_id)} "
                                  f"embedded with '{cache.model_id}'; embed the store fully before appending live rows")
+        self.key_spec = key_spec
+        self.phase_labels = phase_labels
         self.quantize = bool(quantize)
         self.save_every = int(save_every)
         self.audit_every = int(audit_every)
@@ -195,8 +204,11 @@ class CachedEmbeddingSource:
         from storage.catalogue import BackgroundAppender, StoreCatalogue
 
         vlm = model if isinstance(model, VLM) else load_vlm(str(model))
+        from rmtl.provenance import code_record
+
         catalogue = StoreCatalogue.open(atlas, vlm.model_id, overlay=overlay, renderer_id=renderer_id,
-                                        legacy_renderer_id=LEGACY_RENDERER_ID, kind=kind)
+                                        legacy_renderer_id=LEGACY_RENDERER_ID, kind=kind,
+                                        key_spec=kwargs.get("key_spec", KEY_SPEC), code=code_record())
         try:
             appender = BackgroundAppender(catalogue, max_pending) if overlay is not None else None
             return cls(catalogue, vlm, radius, views, appender=appender, **kwargs)
@@ -243,8 +255,8 @@ class CachedEmbeddingSource:
         """Embeddings of B states: cached for hits, rendered + embedded (+ appended) for misses."""
         states = np.asarray(states, dtype=np.float32)
         if states.ndim != 2:
-            raise ConfigError(f"states must be [B, 25], got shape {states.shape}")
-        keys = self.cache.state_keys(states)
+            raise ConfigError(f"states must be [B, {self.key_spec.state_dim}], got shape {states.shape}")
+        keys = self.cache.state_keys(states, self.key_spec)
         res, emb16 = self.cache.fetch(keys, self.radius, self.views)
         out = emb16.astype(np.float32)
         rows = res.rows.copy()
@@ -293,7 +305,7 @@ class CachedEmbeddingSource:
             "state": states, "key": keys,
             "episode": np.full(n, LIVE_EPISODE, np.int64),
             "step": np.arange(self._live_step, self._live_step + n, dtype=np.int32),
-            "phase_rule": np.asarray(rule_phase(np.atleast_1d(gripper_cube_distance(states))), dtype=np.int8),
+            "phase_rule": np.asarray(self.phase_labels(states), dtype=np.int8),
             "success": np.zeros(n, bool),
             "difficulty": np.full(n, np.nan, np.float32),
         }

@@ -1,4 +1,4 @@
-"""The cached reward path (pipeline.live_cache): hits return stored rows, misses are
+"""The cached reward path (rmtl.reward.cached_source): hits return stored rows, misses are
 rendered and embedded, appended misses become hits, and the reward wrapper can use it."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from rmtl.errors import ConfigError, StoreError
+from rmtl.env.state import KEY_SPEC
 
 VIEWS = ["wide_view", "close_up"]
 SPEC = "rmtl-fetch-tiny@random"
@@ -42,7 +43,7 @@ def built(tmp_path_factory):
 
 
 def _source(path, vlm, **kw):
-    from pipeline.live_cache import CachedEmbeddingSource
+    from rmtl.reward.cached_source import CachedEmbeddingSource
 
     return CachedEmbeddingSource.open(path, vlm, **kw)
 
@@ -97,7 +98,7 @@ def test_far_key_is_a_miss_and_only_misses_are_rendered(built):
         np.testing.assert_allclose(res.embeddings[1], expect, atol=1e-6)
         assert store.num_rows == src.store.num_rows  # nothing appended without append=True
     with pytest.raises(StoreError, match="read-only|append"):
-        from pipeline.live_cache import CachedEmbeddingSource
+        from rmtl.reward.cached_source import CachedEmbeddingSource
         from storage.cache import StateCache
         from storage.dataset import DatasetStore
 
@@ -106,7 +107,7 @@ def test_far_key_is_a_miss_and_only_misses_are_rendered(built):
 
 
 def test_appended_misses_become_hits_and_persist(built, tmp_path):
-    from pipeline.live_cache import LIVE_EPISODE, env_renderer
+    from rmtl.reward.cached_source import LIVE_EPISODE, env_renderer
     from rmtl.env import FetchPickAndLiftEnv
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
@@ -136,7 +137,7 @@ def test_appended_misses_become_hits_and_persist(built, tmp_path):
     with DatasetStore.open(path) as st:  # the index was saved with the new row: loads, hits
         cache = StateCache.open(st, model_id, persist=False)
         assert cache.status == "loaded" and cache.num_indexed == n0 + 1
-        assert cache.lookup(cache.state_keys(state), 0.0).rows.tolist() == [n0]
+        assert cache.lookup(cache.state_keys(state, KEY_SPEC), 0.0).rows.tolist() == [n0]
 
 
 def test_reward_wrapper_runs_on_the_cached_source(built):
@@ -164,7 +165,7 @@ def test_reward_wrapper_runs_on_the_cached_source(built):
 def test_views_and_model_must_match(built):
     from types import SimpleNamespace
 
-    from pipeline.live_cache import CachedEmbeddingSource
+    from rmtl.reward.cached_source import CachedEmbeddingSource
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
 
