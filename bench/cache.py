@@ -197,7 +197,7 @@ def main() -> None:
 
     import torch
 
-    from pipeline.embed import stored_text_embeddings
+    from pipeline.stored_text import stored_text_embeddings
     from rmtl.reward.prompts import PromptConfig
     from rmtl.reward.scorer import PhasedScorer
     from rmtl.vlm import load_vlm

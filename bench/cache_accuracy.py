@@ -72,8 +72,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import rmtl  # noqa: F401
-    from pipeline.analysis import resolve_model_id
-    from pipeline.embed import stored_text_embeddings
+    from pipeline.store_models import resolve_model_id
+    from pipeline.stored_text import stored_text_embeddings
     from pipeline.return_ranking import shaped_rewards
     from rmtl.env.render_settings import LEGACY_RENDERER_ID
     from rmtl.env.state import KEY_SPEC, gripper_cube_distance

@@ -66,7 +66,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import rmtl  # noqa: F401
-    from pipeline.embed import embed_store, stored_text_embeddings
+    from pipeline.embed import embed_store
+    from pipeline.stored_text import stored_text_embeddings
     from pipeline.quality import QualityInputs, gate_report, reward_quality
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig

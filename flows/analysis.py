@@ -1,7 +1,7 @@
 """Prefect flows over stored data: ``alpha-sweep``, ``per-view-analysis`` (no rendering,
 scores from stored embeddings) and ``bc-labels`` (rule phase labels on policy rollouts).
 
-Each flow is one task around the pipeline.analysis step of the same name (the work is
+Each flow is one task around the analysis step of the same name (pipeline.alpha_sweep, pipeline.per_view, pipeline.bc_labels) (the work is
 vectorised inside it), logs the step's summary and returns the step's result as a dict
 (paths of the datasets and PNGs written, plus the summary). Parameters are the step's
 arguments; the store is ``store`` (a path or URL) or ``<data dir>/stores/<name>.zarr``,
@@ -19,7 +19,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows.render_and_embed import retry_unless_user_error
-from pipeline.analysis import DEFAULT_ALPHAS
+from pipeline.alpha_sweep import DEFAULT_ALPHAS
 
 _TASK = dict(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=2,
              retry_condition_fn=retry_unless_user_error)
@@ -42,7 +42,7 @@ def _log_result(title: str, result: Any) -> dict:
 @task(name="alpha-sweep", **_TASK)
 def alpha_sweep_task(path: str, model: str | None, alphas: list[float], out_dir: str | None, episode: int | None,
                      bins: int, plots: bool):
-    from pipeline.analysis import alpha_sweep
+    from pipeline.alpha_sweep import alpha_sweep
 
     return alpha_sweep(path, model, alphas=alphas, out_dir=out_dir, episode=episode, bins=bins, plots=plots)
 
@@ -67,7 +67,7 @@ def alpha_sweep_flow(
 @task(name="per-view-analysis", **_TASK)
 def per_view_task(path: str, model: str | None, alpha: float, out_dir: str | None, episodes: list[int] | None,
                   row: int | None, plots: bool):
-    from pipeline.analysis import per_view_analysis
+    from pipeline.per_view import per_view_analysis
 
     return per_view_analysis(path, model, alpha=alpha, out_dir=out_dir, episodes=episodes, row=row, plots=plots)
 
@@ -93,7 +93,7 @@ def per_view_analysis_flow(
 @task(name="bc-labels", **_TASK)
 def bc_labels_task(path: str, policy: str, episodes: int, noise_std: float, stages: list[int], seed: int,
                    chunk: int, overwrite: bool, minari: str | None = None):
-    from pipeline.analysis import bc_labels
+    from pipeline.bc_labels import bc_labels
 
     return bc_labels(path, policy=policy, episodes=episodes, noise_std=noise_std, stages=stages, seed=seed,
                      chunk=chunk, overwrite=overwrite, progress=False, minari=minari)

@@ -120,19 +120,3 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
                                             np.stack([table[t] for _, t in rows]), pset.to_dict())
         copied = copy_stop - start
         return EmbedResult(str(path), vlm.model_id, n - start, n, vlm.embed_dim, copied, donor if copied else None)
-
-
-def _spec_of(store, model_id: str) -> str:
-    """The spec a stored model was embedded from (its id if not recorded)."""
-    try:
-        return str(store.embedding_info(model_id)["meta"].get("spec") or model_id)
-    except Exception:
-        return model_id
-
-
-def stored_text_embeddings(store, model_id: str, prompts: PromptConfig, single_prompt: bool = False):
-    """TextEmbeddings of a prompt config from the store (each prompt = mean of its phrasings),
-    from every phrasing stored for the model (pipeline.embed_text.text_for)."""
-    from pipeline.embed_text import text_for
-
-    return text_for(store, model_id, prompts, single_prompt)

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.embed import _spec_of
+from pipeline.store_models import spec_of
 from rmtl.errors import ModelLoadError, StoreError
 from rmtl.reward.prompt_sets import PromptSet
-from rmtl.reward.prompts import PromptConfig, TextEmbeddings, embed_prompts
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
     loaded VLM, or None: the store's only model, loaded from its recorded spec) and store
     them under the model's id and each set's id. The model must have image embeddings in
     the store (text embeddings of another model would score nothing)."""
-    from pipeline.analysis import resolve_model_id
+    from pipeline.store_models import resolve_model_id
     from rmtl.vlm import VLM, load_vlm
     from storage.dataset import DatasetStore
 
@@ -60,7 +59,7 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
             model_id, spec = model.model_id, None
         else:
             model_id = resolve_model_id(st, model)
-            spec = str(model) if model is not None else _spec_of(st, model_id)
+            spec = str(model) if model is not None else spec_of(st, model_id)
     vlm = model if isinstance(model, VLM) else load_vlm(spec, device=device)
     if vlm.model_id != model_id:
         raise StoreError(f"model {spec!r} loads as {vlm.model_id}, but the store's embeddings are of {model_id}; "
@@ -76,44 +75,3 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
                                          np.stack([table[t] for _, t in rows]), pset.to_dict())
             results.append(EmbedTextResult(st.path, model_id, pset.name, pset.id, len(rows)))
     return results
-
-
-def _tables(store: Any, model_id: str, first: str | None) -> Iterator[dict[str, np.ndarray]]:
-    """{phrasing: float32 [D]} tables of a model: prompt set ``first``, the old per-model
-    table, then every other stored prompt set (read one at a time, as needed)."""
-    ids = store.prompt_set_ids(model_id)
-    if first in ids:
-        rec = store.prompt_set_embeddings(model_id, first)
-        yield dict(zip(rec["texts"], rec["embeddings"]))
-    if model_id in store.text_models():
-        yield store.text_embeddings(model_id)
-    for set_id in ids:
-        if set_id != first:
-            rec = store.prompt_set_embeddings(model_id, set_id)
-            yield dict(zip(rec["texts"], rec["embeddings"]))
-
-
-def text_for(store: Any, model_id: str, prompts: PromptConfig, single_prompt: bool = False,
-             what: str = "these prompts", prompts_file: str = "FILE", set_id: str | None = None) -> TextEmbeddings:
-    """TextEmbeddings of ``prompts`` (baseline and the goals the reward uses) from the store's
-    stored phrasings (set ``set_id``'s record first); one-line StoreError naming the command
-    that adds missing ones."""
-    needed = [*prompts.baseline, *(t for goal in prompts.goals(single_prompt) for t in goal)]
-    table: dict[str, np.ndarray] = {}
-    for more in _tables(store, model_id, set_id):
-        table.update({t: v for t, v in more.items() if t not in table})
-        if all(t in table for t in needed):
-            break
-    missing = [t for t in needed if t not in table]
-    if missing:
-        raise StoreError(f"{store.path} has no text embedding of {missing[0]!r} ({what}) for {model_id}; add it "
-                         f"without rendering: rmtl embed-text --store {store.path} --prompts {prompts_file} "
-                         f"--model {_spec_of(store, model_id)}")
-    return embed_prompts(lambda texts: np.stack([table[t] for t in texts]), prompts, single_prompt)
-
-
-def prompt_set_text(store: Any, model_id: str, pset: PromptSet, single_prompt: bool | None = None) -> TextEmbeddings:
-    """TextEmbeddings of a prompt set (its own kind unless ``single_prompt`` says otherwise)."""
-    single = pset.single_prompt if single_prompt is None else single_prompt
-    return text_for(store, model_id, pset.prompts, single, f"prompt set {pset.name}, id {pset.id}",
-                    pset.source or "FILE", set_id=pset.id)

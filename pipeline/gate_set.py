@@ -97,7 +97,8 @@ def grouped_quality(store_path: str, model: str, alpha: float = 0.9, prompts: An
     """Within-phase reward-quality metrics (pipeline.quality.reward_quality) of each source
     of a store, keyed by its label, in label order; ``prompts``: a PromptConfig or a
     micro-task PromptSet (default: the paper's prompts)."""
-    from pipeline.analysis import resolve_model_id, text_embeddings
+    from pipeline.store_models import resolve_model_id
+    from pipeline.stored_text import text_embeddings
     from pipeline.quality import QualityInputs, reward_quality
     from storage.dataset import DatasetStore
 

@@ -73,8 +73,9 @@ def _reset_seeds(store: Any, episodes: list[int]) -> dict[int, int | None]:
 def _scores(store: Any, model: str | None, pset: PromptSet, rows: np.ndarray, phase: np.ndarray,
             alpha: float) -> tuple[np.ndarray, str | None]:
     """Active view-mean score of every row ([N], NaN without embeddings) and the model id used."""
-    from pipeline.analysis import active, per_view_scores, resolve_model_id
-    from pipeline.embed_text import prompt_set_text
+    from pipeline.store_models import resolve_model_id
+    from pipeline.store_rows import active, per_view_scores
+    from pipeline.stored_text import prompt_set_text
 
     if not store.model_ids():
         return np.full(len(rows), np.nan, dtype=np.float32), None
@@ -97,7 +98,7 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     import gymnasium as gym
     import minari
 
-    from pipeline.analysis import open_store
+    from pipeline.store_rows import open_store
     from pipeline.return_ranking import shaped_rewards
     from rmtl import ENV_ID
     from rmtl.env import EnvConfig

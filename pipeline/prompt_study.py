@@ -106,7 +106,7 @@ def episode_flatness(x: np.ndarray, rows: Any) -> dict[str, float]:
 def set_metrics(mean: np.ndarray, single: np.ndarray, rows: Any, reward_rows: np.ndarray,
                 episodes: list[np.ndarray], success: np.ndarray, shaping: Any, bounds: str) -> dict[str, Any]:
     """Metrics of one set from its view-mean scores ``mean`` [N, K] and its single goal's [N]."""
-    from pipeline.analysis import active
+    from pipeline.store_rows import active
     from pipeline.quality import phase_metrics, roc_auc, step_variation
     from pipeline.return_ranking import shaped_rewards
 
@@ -137,8 +137,10 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
                  show: bool = True, plots: bool = True) -> dict[str, Any]:
     """Rank prompt sets (a directory or file of YAML sets, or loaded sets) on one store (module
     docstring); returns the JSON-able result with ``sets`` best first, ``seconds`` and ``files``."""
-    from pipeline.analysis import default_out_dir, iter_embeddings, load_rows, open_store, resolve_model_id
-    from pipeline.embed_text import prompt_set_text
+    from pipeline.analysis_dataset import default_out_dir
+    from pipeline.store_models import resolve_model_id
+    from pipeline.store_rows import iter_embeddings, load_rows, open_store
+    from pipeline.stored_text import prompt_set_text
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompt_sets import load_prompt_sets
     from rmtl.reward.shaping import ShapingConfig
@@ -263,13 +265,13 @@ def print_table(result: dict[str, Any]) -> None:
 def plot_study(path: Path, result: dict[str, Any]) -> Path:
     """Four panels, one bar per set (best at the top): within-phase ranks, right-prompt
     accuracy, return-ranking AUCs, episode range over the single prompt's."""
-    from pipeline.analysis import _figure
+    from pipeline.plots import figure
 
     sets = result["sets"]
     names = [f"{r['rank']}. {r['name']}" for r in sets]
     y = np.arange(len(sets))[::-1]
     val = lambda key: np.array([np.nan_to_num(r["metrics"][key], nan=0.0) for r in sets], dtype=float)  # noqa: E731
-    fig, axes = _figure(15, 1.2 + 0.32 * len(sets), 1, 4, sharey=True)
+    fig, axes = figure(15, 1.2 + 0.32 * len(sets), 1, 4, sharey=True)
     ax = axes[0, 0]
     for i, (key, colour) in enumerate(zip(RANK_KEYS, ("#1f77b4", "#ff7f0e", "#2ca02c"))):
         ax.barh(y + (i - 1) * 0.27, val(key), 0.27, color=colour, label=key.replace("_", " "))

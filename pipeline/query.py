@@ -32,10 +32,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.analysis import (
-    StoreRows, _figure, _json_default, _shade_phases, _source_attrs, _step_deltas, active,
-    load_rows, open_store, per_view_scores, prompts_record, resolve_model_id, text_embeddings,
-)
+from pipeline.analysis_dataset import json_default
+
+from pipeline.plots import figure, shade_phases
+
+from pipeline.store_models import resolve_model_id
+
+from pipeline.store_rows import active, load_rows, open_store, per_view_scores, source_attrs, step_deltas, StoreRows
+
+from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
 from rmtl.phases import PHASES
 from rmtl.reward.prompt_sets import PromptSet
@@ -108,7 +113,7 @@ def per_view_variance_query(per_view_active: np.ndarray, views: Sequence[str], r
     out: dict[str, Any] = {}
     for name, x in cols.items():
         within = [float(x[rows.phase == p].var()) for p in range(len(PHASES)) if (rows.phase == p).sum() > 1]
-        d = _step_deltas(x, rows)
+        d = step_deltas(x, rows)
         out[name] = {"variance": float(x.var()), "within_phase_variance": float(np.mean(within)) if within else float("nan"),
                      "step_variation": float(d.mean()) if len(d) else float("nan")}
     std = per_view_active.std(axis=1)
@@ -187,7 +192,7 @@ def run_queries(
     tables when ``show``, write ``queries.json`` and the PNGs into ``out_dir`` (default
     ``<store>.analysis/queries``). ``model_id``: a stored model id or a model spec (None:
     the store's only model). Returns the JSON-able dict, with ``files``."""
-    from pipeline.analysis import default_out_dir
+    from pipeline.analysis_dataset import default_out_dir
     from pipeline.quality import QualityInputs, reward_quality
 
     if not 0.0 <= alpha <= 1.0:
@@ -210,7 +215,7 @@ def run_queries(
         keys = st.read(fields=["key"])["key"][rows.rows]
         emb = st.embeddings(model_id, rows.rows)
         views = list(st.views)
-        source = _source_attrs(st, model_id)
+        source = source_attrs(st, model_id)
         policy = st.info.get("provenance", {}).get("policy")
         out = Path(out_dir) if out_dir is not None else default_out_dir(st) / "queries"
     mean = pv.mean(axis=1)  # [N, K]
@@ -237,7 +242,7 @@ def run_queries(
         files["cache"] = str(plot_cache(out / "cache_radius.png", result["cache"]))
     files["json"] = str(out / "queries.json")
     result["files"] = files
-    (out / "queries.json").write_text(json.dumps(_strict(result), indent=1, default=_json_default))
+    (out / "queries.json").write_text(json.dumps(_strict(result), indent=1, default=json_default))
     if show:
         print_tables(result)
     return result
@@ -318,7 +323,7 @@ def print_tables(result: dict[str, Any], console: Any = None) -> None:
 
 # ----------------------------------------------------------------------------- plots
 def plot_correlation(path: Path, corr: dict[str, Any], micro: np.ndarray, rows: StoreRows) -> Path:
-    fig, axes = _figure(11, 4, 1, 2)
+    fig, axes = figure(11, 4, 1, 2)
     ax = axes[0, 0]
     mat = np.array([[corr[p][k]["spearman"] for k in PHASES] for p in PHASES], dtype=float)
     im = ax.imshow(np.nan_to_num(mat, nan=0.0), cmap="RdBu_r", vmin=-1, vmax=1)
@@ -343,13 +348,13 @@ def plot_correlation(path: Path, corr: dict[str, Any], micro: np.ndarray, rows: 
 
 
 def plot_flatness(path: Path, single: np.ndarray, micro: np.ndarray, rows: StoreRows, flat: dict[str, Any]) -> Path:
-    fig, axes = _figure(11, 4, 1, 2)
+    fig, axes = figure(11, 4, 1, 2)
     ax = axes[0, 0]
     eps = flat["episodes"]
     e = max(eps, key=lambda r: (r["steps"], -r["episode"]))["episode"]
     idx = rows.episode_index(e)
     st = rows.step[idx]
-    _shade_phases(ax, st, rows.phase[idx])
+    shade_phases(ax, st, rows.phase[idx])
     ax.plot(st, single[idx] - single[idx].mean(), color="#7f7f7f", lw=2, label="single prompt")
     ax.plot(st, micro[idx] - micro[idx].mean(), color="#d62728", lw=2, label="micro-task (active)")
     ax.set_xlabel("step")
@@ -373,7 +378,7 @@ def plot_flatness(path: Path, single: np.ndarray, micro: np.ndarray, rows: Store
 
 def plot_per_view_variance(path: Path, pvv: dict[str, Any], views: Sequence[str]) -> Path:
     names = [*views, "mean"]
-    fig, axes = _figure(10, 3.6, 1, 2)
+    fig, axes = figure(10, 3.6, 1, 2)
     for ax, key, title in ((axes[0, 0], "step_variation", "step-to-step variation (within phase)"),
                            (axes[0, 1], "within_phase_variance", "within-phase variance")):
         vals = [pvv[n][key] for n in names]
@@ -385,7 +390,7 @@ def plot_per_view_variance(path: Path, pvv: dict[str, Any], views: Sequence[str]
 
 
 def plot_cache(path: Path, cache: dict[str, Any]) -> Path:
-    fig, axes = _figure(6.5, 4)
+    fig, axes = figure(6.5, 4)
     ax = axes[0, 0]
     r = [row["radius"] for row in cache["radii"]]
     ax.plot(r, [row["hit_rate"] for row in cache["radii"]], "o-", color="#1f77b4", label="hit rate")

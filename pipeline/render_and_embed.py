@@ -89,9 +89,10 @@ def _opened(store_or_path):
 def quality_summary(store_path, model: str, alpha: float = 0.9, prompts=None) -> dict:
     """Reward-quality metrics of a store's embeddings (all views); ``store_path``: a path or
     an open DatasetStore; ``model``: a stored model id or a model spec
-    (pipeline.analysis.resolve_model_id); ``prompts``: a PromptConfig or a micro-task
+    (pipeline.store_models.resolve_model_id); ``prompts``: a PromptConfig or a micro-task
     PromptSet (default: the paper's prompts)."""
-    from pipeline.analysis import resolve_model_id, text_embeddings
+    from pipeline.store_models import resolve_model_id
+    from pipeline.stored_text import text_embeddings
     from pipeline.quality import QualityInputs, reward_quality
     from rmtl.errors import ConfigError
     from rmtl.reward.prompt_sets import PromptSet

@@ -92,7 +92,8 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
 def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarray,
                     episodes: Sequence[np.ndarray], variant: str, bounds: str = "adapted") -> np.ndarray:
     """Shaped rewards [N] of store ``rows`` under a Stage-1 variant's reward config."""
-    from pipeline.analysis import per_view_scores, text_embeddings
+    from pipeline.store_rows import per_view_scores
+    from pipeline.stored_text import text_embeddings
     from rmtl.reward.scorer import Scores
     from rmtl.train.config import stage1_config
 
@@ -134,7 +135,9 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
     docstring), with the references. Writes ``return_ranking.json`` and
     ``return_ranking_episodes.csv`` (per-episode returns) into ``out_dir`` (default
     ``<store>.analysis/return_ranking``); prints a table when ``show``."""
-    from pipeline.analysis import default_out_dir, load_rows, open_store, resolve_model_id
+    from pipeline.analysis_dataset import default_out_dir
+    from pipeline.store_models import resolve_model_id
+    from pipeline.store_rows import load_rows, open_store
     from rmtl.train.config import DenseRewardConfig
     from rmtl.train.wrappers import dense_reward
 

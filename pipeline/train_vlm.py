@@ -33,7 +33,7 @@ from pydantic import Field, model_validator
 
 from rmtl.config import Config
 from rmtl.env.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
-from rmtl.vlm.captions import CaptionConfig
+from rmtl.tasks.fetch_lift.captions import CaptionConfig
 
 HOLDOUT_SALT = 7919
 _CAPTIONS = CaptionConfig()
@@ -60,7 +60,7 @@ class TrainVLMConfig(Config):
     """Width (m) of a second, wider kernel averaged 50/50 with the first (0: off); it
     keeps the score graded over centimetres-to-decimetres, not only near each situation."""
     graded_approach_rate: float = Field(_CAPTIONS.graded_rates[0], ge=0, le=0.5)
-    """Peak probability of progress-graded approach-prompt captions (rmtl.vlm.captions); 0: off."""
+    """Peak probability of progress-graded approach-prompt captions (rmtl.tasks.fetch_lift.captions); 0: off."""
     graded_align_rate: float = Field(_CAPTIONS.graded_rates[1], ge=0, le=0.5)
     """Peak probability of progress-graded align-prompt captions; 0: off."""
     graded_approach_scale: float = Field(_CAPTIONS.graded_scales[0], gt=0)
@@ -68,14 +68,14 @@ class TrainVLMConfig(Config):
     graded_align_scale: float = Field(_CAPTIONS.graded_scales[1], gt=0)
     """Distance (m) over which the graded align-caption probability falls by a factor e."""
     graded_band: Literal["wide", "full", "phase"] = _CAPTIONS.graded_band
-    """Which states graded prompts may caption (rmtl.vlm.captions.GRADED_BANDS)."""
+    """Which states graded prompts may caption (rmtl.tasks.fetch_lift.captions.GRADED_BANDS)."""
     target_prompt_rate: float | None = Field(_CAPTIONS.target_prompt_rate, ge=0, le=1)
     """Probability that a micro-task's target state is captioned with the paper prompt
     rather than another paraphrase of its situation (None: uniform over paraphrases)."""
     captions: Literal["graded", "neutral"] = "graded"
     """'graded': the shipped recipe (paper prompts among the captions). 'neutral': the
     prompt-neutral stand-in, whose training never sees an evaluated prompt text (captions
-    from rmtl.vlm.captions' neutral mode); it needs baseline_balance 0 and keep_best false
+    from rmtl.tasks.fetch_lift.captions' neutral mode); it needs baseline_balance 0 and keep_best false
     (both use the evaluated prompts), and reset_text_tower when starting from ``init``."""
     reset_text_tower: bool = False
     """Re-initialise the text tower and logit scale to random weights (seed ``seed``) before
@@ -300,7 +300,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     from rmtl.provenance import write_run_record
     from rmtl.reward.prompts import PromptConfig
     from rmtl.vlm import load_vlm
-    from rmtl.vlm.captions import sample_captions
+    from rmtl.tasks.fetch_lift.captions import sample_captions
     from rmtl.vlm.model import preprocess_batch
 
     out = Path(out_dir)
@@ -366,7 +366,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
                                 (cfg.graded_approach_scale, cfg.graded_align_scale), cfg.graded_band,
                                 cfg.target_prompt_rate, cfg.captions)
     if cfg.captions == "neutral":  # cheap insurance: no caption the mode can write contains a prompt
-        from rmtl.vlm.captions import evaluated_prompt_texts, neutral_vocabulary, prompt_leaks
+        from rmtl.tasks.fetch_lift.captions import evaluated_prompt_texts, neutral_vocabulary, prompt_leaks
 
         leaks = prompt_leaks(neutral_vocabulary(), evaluated_prompt_texts())
         if leaks:
@@ -508,7 +508,7 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         "",
         f"A small OpenCLIP model {origin} on this project's own MuJoCo renders",
         "(six-camera bank, paper visual domain) with captions written from simulator state",
-        "(`rmtl/vlm/captions.py`). It is **not** PE-Core-bigG-14-448 and knows nothing outside",
+        "(`rmtl/tasks/fetch_lift/captions.py`). It is **not** PE-Core-bigG-14-448 and knows nothing outside",
         "this scene; it exists so the reward means something on machines without pretrained weights.",
         "",
         f"- data: {data_desc}",

@@ -336,7 +336,7 @@ def alpha_sweep_cmd(
     prompts: Optional[str] = PromptsOption,
 ) -> None:
     """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
-    from pipeline.analysis import alpha_sweep
+    from pipeline.alpha_sweep import alpha_sweep
 
     if out is not None:
         check_output_dir(out, "--out")
@@ -356,7 +356,7 @@ def per_view_cmd(
     prompts: Optional[str] = PromptsOption,
 ) -> None:
     """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
-    from pipeline.analysis import per_view_analysis
+    from pipeline.per_view import per_view_analysis
 
     if out is not None:
         check_output_dir(out, "--out")
@@ -378,7 +378,7 @@ def bc_labels_cmd(
                                                     "BC labels in its infos; under $MINARI_DATASETS_PATH)."),
 ) -> None:
     """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
-    from pipeline.analysis import bc_labels
+    from pipeline.bc_labels import bc_labels
 
     check_store_path(out, "--out")
     res = bc_labels(out, policy=policy, episodes=episodes, noise_std=noise_std,

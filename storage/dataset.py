@@ -20,7 +20,6 @@ import uuid as uuidlib
 import warnings
 from dataclasses import dataclass, field
 from itertools import product
-from pathlib import Path
 from typing import Any, Iterator, Literal, Mapping, Sequence
 
 import numpy as np

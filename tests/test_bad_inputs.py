@@ -408,7 +408,7 @@ def test_crafted_torch_checkpoints_are_refused(tmp_path):
     import torch
 
     from pipeline.train_vlm import load_checkpoint
-    from rmtl.train.stage2 import load_manager
+    from rmtl.train.manager_callback import load_manager
 
     marker = tmp_path / "PWNED"
     torch.save({"model": {}, "step": Crafted(marker)}, tmp_path / "checkpoint.pt")

@@ -50,7 +50,8 @@ def test_culling_is_byte_identical_over_many_states():
 
 def test_shipped_culling_list_names_geoms_no_view_sees():
     """Re-probe a few episodes: every culled geom still owns no pixel (at 96 px)."""
-    from rmtl.env.culling import find_invisible_geoms, shipped_culling
+    from rmtl.env.culling import shipped_culling
+    from rmtl.env.culling_probe import find_invisible_geoms
 
     probe = find_invisible_geoms(episodes=3, resolution=96, every=5, seed=123)
     assert set(shipped_culling().geoms) <= set(probe.geoms)

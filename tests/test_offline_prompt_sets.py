@@ -85,7 +85,7 @@ def no_image_model(monkeypatch):
 
 
 def test_a_new_prompt_set_is_answered_without_the_image_tower(store, sets_dir, tmp_path, no_image_model, capsys):
-    from pipeline.embed_text import prompt_set_text
+    from pipeline.stored_text import prompt_set_text
     from rmtl.reward.prompt_sets import load_prompt_set
     from rmtl.vlm.spec import parse_spec
     from storage.dataset import DatasetStore

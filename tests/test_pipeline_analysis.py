@@ -1,7 +1,7 @@
-"""Offline analysis steps (pipeline.analysis): alpha sweep, per-view analysis, BC labels.
+"""Offline analysis steps (pipeline.alpha_sweep, pipeline.per_view, pipeline.bc_labels): alpha sweep, per-view analysis, BC labels.
 
 The store here is built without rendering or a VLM: states of real expert rollouts
-(pipeline.analysis.bc_label_rows) with synthetic unit embeddings and text embeddings, so
+(pipeline.bc_labels.bc_label_rows) with synthetic unit embeddings and text embeddings, so
 the analysis provably needs nothing but stored embeddings.
 """
 
@@ -25,7 +25,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 def build_synthetic_store(path: Path, episodes: int = 3, dim: int = 16, seed: int = 0) -> Path:
     """Expert-rollout states + synthetic embeddings that drift toward each phase's goal."""
-    from pipeline.analysis import bc_label_rows
+    from pipeline.bc_labels import bc_label_rows
     from pipeline.embed import prompt_texts
     from pipeline.rollout import RolloutConfig
     from rmtl.env.state import gripper_cube_distance
@@ -57,8 +57,9 @@ def synth_store(tmp_path_factory) -> Path:
 
 
 def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_path):
-    from pipeline.analysis import DEFAULT_ALPHAS, alpha_sweep, read_dataset
-    from pipeline.embed import stored_text_embeddings
+    from pipeline.alpha_sweep import alpha_sweep, DEFAULT_ALPHAS
+    from pipeline.analysis_dataset import read_dataset
+    from pipeline.stored_text import stored_text_embeddings
     from rmtl.env.state import gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.reward.projection import goal_baseline_scores
@@ -89,7 +90,8 @@ def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_
 
 
 def test_per_view_analysis_dataset_is_consistent(synth_store, tmp_path):
-    from pipeline.analysis import per_view_analysis, read_dataset
+    from pipeline.analysis_dataset import read_dataset
+    from pipeline.per_view import per_view_analysis
 
     res = per_view_analysis(synth_store, MODEL, alpha=0.9, out_dir=tmp_path)
     a, attrs = read_dataset(res.dataset)
@@ -111,7 +113,8 @@ def test_per_view_analysis_dataset_is_consistent(synth_store, tmp_path):
 
 
 def test_bc_labels_store_resumes_without_duplicates(tmp_path):
-    from pipeline.analysis import bc_labels, read_bc_labels
+    from pipeline.bc_labels import bc_labels
+    from rmtl.train.bc_data import read_bc_labels
     from rmtl.env.state import gripper_cube_distance
     from rmtl.phases import rule_phase
     from storage.dataset import DatasetStore
@@ -136,7 +139,7 @@ def test_bc_labels_store_resumes_without_duplicates(tmp_path):
 
 
 def test_model_is_resolved_from_id_spec_or_the_only_model(synth_store):
-    from pipeline.analysis import resolve_model_id
+    from pipeline.store_models import resolve_model_id
     from storage.dataset import DatasetStore
 
     with DatasetStore.open(synth_store) as st:
@@ -150,7 +153,7 @@ def test_a_spec_resolves_to_its_fingerprinted_id_before_a_legacy_id_of_the_same_
     """Stores written before model ids carried a weights fingerprint hold embeddings of
     the old shipped weights under the bare name; the spec must resolve to the current
     weights' id, never to those."""
-    from pipeline.analysis import resolve_model_id
+    from pipeline.store_models import resolve_model_id
     from rmtl.vlm.spec import parse_spec
     from storage.dataset import DatasetStore
 

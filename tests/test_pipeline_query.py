@@ -21,7 +21,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 def store_path(tmp_path_factory) -> Path:
     """Expert-rollout states with synthetic embeddings; the last episode repeats the first
     (same states, jittered embeddings) so the cache query has exact-key hits."""
-    from pipeline.analysis import bc_label_rows
+    from pipeline.bc_labels import bc_label_rows
     from pipeline.embed import prompt_texts
     from pipeline.rollout import RolloutConfig
     from rmtl.reward.prompts import PromptConfig
@@ -76,7 +76,7 @@ def test_run_queries_answers_all_questions_and_writes_files(store_path, tmp_path
 
 def test_cache_query_exact_repeats_hit_at_radius_zero():
     """Held-out rows whose keys are stored exactly hit at radius 0 with the neighbour's score."""
-    from pipeline.analysis import StoreRows
+    from pipeline.store_rows import StoreRows
     from pipeline.query import cache_query
 
     n = 20

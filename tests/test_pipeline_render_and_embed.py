@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.embed import embed_store, stored_text_embeddings
+from pipeline.embed import embed_store
+from pipeline.stored_text import stored_text_embeddings
 from pipeline.render import render_to_store
 from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, render_and_embed
 from pipeline.rollout import RolloutConfig
@@ -17,6 +18,7 @@ from rmtl.errors import ModelLoadError, StoreError
 from rmtl.reward.prompts import PromptConfig
 from storage.cache import StateCache
 from storage.dataset import DatasetStore
+from rmtl.env.state import KEY_SPEC
 
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
@@ -124,7 +126,6 @@ KILL_SCRIPT = """
 import sys
 from pipeline.render import render_to_store
 from pipeline.rollout import RolloutConfig
-from rmtl.env.state import KEY_SPEC
 cfg = RolloutConfig.make(episodes=int(sys.argv[2]), views=["wide_view"], resolution=64, policy="random")
 render_to_store(sys.argv[1], cfg, chunk=1, progress=False)
 """

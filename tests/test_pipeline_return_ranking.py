@@ -79,7 +79,7 @@ def test_return_ranking_table(ranking):
 def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ranking_running):
     """Recomputed here from the stored embeddings: reward steps only, rule phase, one env
     shaper fed the episodes in id order (bounds carried over from 0.45/0.70, history reset)."""
-    from pipeline.embed import stored_text_embeddings
+    from pipeline.stored_text import stored_text_embeddings
     from rmtl.phases import rule_phase
     from rmtl.env.state import gripper_cube_distance
     from rmtl.reward import PromptConfig, RewardShaper, ShapingConfig, score_embeddings
@@ -141,7 +141,7 @@ def test_adapted_bounds_are_the_limit_of_the_running_bounds():
 
 
 def test_single_prompt_returns_ignore_the_phases(store):
-    from pipeline.analysis import load_rows
+    from pipeline.store_rows import load_rows
     from pipeline.return_ranking import variant_rewards
     from storage.dataset import DatasetStore
 

@@ -199,7 +199,7 @@ def test_prompt_neutral_training_never_sees_an_evaluated_prompt(tmp_path, data):
 
     from rmtl.errors import ConfigError
     from rmtl.vlm import load_vlm
-    from rmtl.vlm.captions import evaluated_prompt_texts
+    from rmtl.tasks.fetch_lift.captions import evaluated_prompt_texts
 
     prompts = [p.lower() for p in evaluated_prompt_texts()]
     base = dict(steps=3, batch_size=16, warmup_steps=0, eval_every=3, holdout_fraction=0.5, device="cpu",

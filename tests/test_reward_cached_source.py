@@ -53,7 +53,7 @@ def _no_render(idx):
 
 
 def _scorer(store, model_id):
-    from pipeline.embed import stored_text_embeddings
+    from pipeline.stored_text import stored_text_embeddings
     from rmtl.reward.prompts import PromptConfig
     from rmtl.reward.scorer import PhasedScorer
 
@@ -141,7 +141,7 @@ def test_appended_misses_become_hits_and_persist(built, tmp_path):
 
 
 def test_reward_wrapper_runs_on_the_cached_source(built):
-    from pipeline.embed import stored_text_embeddings
+    from pipeline.stored_text import stored_text_embeddings
     from rmtl.env import FetchPickAndLiftEnv
     from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
     from rmtl.reward.prompts import PromptConfig

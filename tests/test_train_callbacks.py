@@ -20,7 +20,7 @@ from rmtl.train.config import (
     parse_overrides,
     stage1_config,
 )
-from rmtl.train.stage1 import make_curriculum
+from rmtl.train.train_env import make_curriculum
 from rmtl.train.wrappers import PHASE_KEY, DenseRewardVecEnv, PhaseObservation, dense_reward
 
 

@@ -41,7 +41,7 @@ def test_seed_ranges_are_disjoint():
 
 def test_select_evaluates_every_checkpoint_and_tests_best_and_final(run):
     from rmtl.train.evaluate import evaluate_checkpoint
-    from rmtl.train.report import read_csv
+    from rmtl.train.csv_log import read_csv
 
     sel = select_checkpoint(run, validation_episodes=3, test_episodes=4)
     assert [v["checkpoint"] for v in sel["validation"]] == STEPS
@@ -115,7 +115,8 @@ def test_report_table_and_cli(run, tmp_path):
     from typer.testing import CliRunner
 
     from rmtl.train.cli import report_cmd, train_app
-    from rmtl.train.report import read_csv, stage1_report
+    from rmtl.train.csv_log import read_csv
+    from rmtl.train.report import stage1_report
 
     paths = stage1_report([run], tmp_path / "rep", select=True, validation_episodes=3, test_episodes=4)
     sel = json.loads((run / "selection.json").read_text())

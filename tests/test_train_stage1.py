@@ -82,7 +82,7 @@ def runs(tmp_path_factory, random_tiny_vlm):
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_variant_trains_checkpoints_and_evaluates(runs, variant):
     from rmtl.train.evaluate import evaluate_checkpoint, load_checkpoint
-    from rmtl.train.report import read_csv
+    from rmtl.train.csv_log import read_csv
 
     d = runs[variant]
     n = smoke_steps(variant)
@@ -125,7 +125,7 @@ def test_evaluation_is_seeded(runs):
 
 def test_resume_continues_from_checkpoint(tmp_path):
     from rmtl.train.evaluate import load_checkpoint
-    from rmtl.train.report import read_csv
+    from rmtl.train.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
     d = train_stage1(small("dense_reference", tmp_path / "r", total_timesteps=96, checkpoint_every=64, eval_every=64))
@@ -146,7 +146,8 @@ def test_resume_continues_from_checkpoint(tmp_path):
 
 
 def test_report(runs, tmp_path):
-    from rmtl.train.report import read_csv, stage1_report
+    from rmtl.train.csv_log import read_csv
+    from rmtl.train.report import stage1_report
 
     paths = stage1_report([runs[v] for v in ("rmtl", "single_prompt_multi_view", "dense_reference")], tmp_path / "rep")
     for key in ("success_vs_steps_png", "curriculum_levels_png", "final_success_csv", "final_success_md"):
@@ -197,7 +198,7 @@ def test_cached_reward_path(random_tiny_vlm, tmp_path):
     from pipeline.embed import embed_store
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
-    from rmtl.train.report import read_csv
+    from rmtl.train.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
     store = tmp_path / "s.zarr"

@@ -52,7 +52,7 @@ def _ck(run, step):
 
 
 def test_stage2_trains_checkpoints_and_logs(runs):
-    from rmtl.train.report import read_csv
+    from rmtl.train.csv_log import read_csv
 
     d = runs["run"]
     assert (d / "config.yaml").is_file() and (d / "run.json").is_file() and any((d / "tb").iterdir())
@@ -77,7 +77,7 @@ def test_stage2_trains_checkpoints_and_logs(runs):
 
 def test_freeze_keeps_actor_bit_identical_then_trains_it(runs):
     from rmtl.train.evaluate import load_checkpoint
-    from rmtl.train.stage2 import actor_parameters
+    from rmtl.train.worker_freeze import actor_parameters
 
     w, _, _ = load_checkpoint(runs["worker"])
     w_actor = dict(actor_parameters(w.policy))
@@ -97,7 +97,7 @@ def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm,
     from typer.testing import CliRunner
 
     from rmtl.cli import app
-    from rmtl.train.report import read_csv
+    from rmtl.train.csv_log import read_csv
     from rmtl.train.stage2 import train_stage2
 
     d = tmp_path / "copy"
@@ -123,8 +123,9 @@ def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
 
     from rmtl.cli import app
     from rmtl.train.evaluate import load_checkpoint
-    from rmtl.train.report import read_csv
-    from rmtl.train.stage2 import evaluate_selector, load_manager
+    from rmtl.train.csv_log import read_csv
+    from rmtl.train.manager_callback import load_manager
+    from rmtl.train.selector_eval import evaluate_selector
 
     from rmtl.env.fetch_lift import EnvConfig
 

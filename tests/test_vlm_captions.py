@@ -2,7 +2,7 @@ import numpy as np
 
 from rmtl.env.state import CUBE_REST_HEIGHT, STATE_DIM
 from rmtl.reward.prompts import PromptConfig
-from rmtl.vlm.captions import (
+from rmtl.tasks.fetch_lift.captions import (
     PROMPT_SITUATION,
     CaptionConfig,
     SITUATION_NAMES,
@@ -119,14 +119,14 @@ def test_a_shorter_graded_scale_falls_faster_with_distance():
 
 
 def _own_leaks(captions, prompts):
-    """Independent of rmtl.vlm.captions.prompt_leaks: exact matches and case-insensitive substrings."""
+    """Independent of rmtl.tasks.fetch_lift.captions.prompt_leaks: exact matches and case-insensitive substrings."""
     exact = set(captions) & set(prompts)
     sub = {(c, p) for c in set(captions) for p in prompts if p.lower() in c.lower()}
     return exact, sub
 
 
 def test_neutral_training_captions_contain_none_of_the_evaluated_prompt_texts():
-    from rmtl.vlm.captions import evaluated_prompt_texts, neutral_vocabulary, prompt_leaks
+    from rmtl.tasks.fetch_lift.captions import evaluated_prompt_texts, neutral_vocabulary, prompt_leaks
 
     paper = PromptConfig()
     prompts = evaluated_prompt_texts()
@@ -155,7 +155,7 @@ def test_neutral_training_captions_contain_none_of_the_evaluated_prompt_texts():
 
 
 def test_neutral_mode_describes_every_situation_in_several_ways():
-    from rmtl.vlm.captions import NEUTRAL_SITUATIONS
+    from rmtl.tasks.fetch_lift.captions import NEUTRAL_SITUATIONS
 
     assert set(NEUTRAL_SITUATIONS) == set(SITUATION_NAMES)
     assert all(len(set(c)) >= 2 for c in NEUTRAL_SITUATIONS.values())

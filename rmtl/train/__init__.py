@@ -4,14 +4,20 @@ manager (section 3.6, Table 2).
 - :mod:`rmtl.train.config`: :class:`Stage1Config` (Table 1 defaults) and the named variants.
 - :mod:`rmtl.train.wrappers`: phase one-hot observation, dense reference reward.
 - :mod:`rmtl.train.callbacks`: curriculum, logging, periodic evaluation, checkpoints.
+- :mod:`rmtl.train.train_env`: the vec-env stack both stages train on, its reward source.
+- :mod:`rmtl.train.run_dir`: run directories (resume checks, stale files, logger, normaliser).
+- :mod:`rmtl.train.csv_log`: the runs' CSV logs.
 - :mod:`rmtl.train.stage1`: :func:`train_stage1` (resumable).
 - :mod:`rmtl.train.evaluate`: :func:`evaluate_checkpoint` on the final (random-start) stage.
 - :mod:`rmtl.train.selection`: :func:`select_checkpoint` (best on validation seeds, reported
   on disjoint test seeds; the final checkpoint; the mean of the last 5 evaluations).
 - :mod:`rmtl.train.report`: :func:`stage1_report` (paper Fig. 5, Fig. 6, final table),
   :func:`stage2_report` (Fig. 7 behavioural comparison).
-- :mod:`rmtl.train.manager`, :mod:`rmtl.train.stage2`: the manager, BC, REINFORCE,
-  frozen worker, :func:`train_stage2` (docs/stage2.md).
+- :mod:`rmtl.train.manager`: the manager net, BC and the REINFORCE loss;
+  :mod:`rmtl.train.manager_callback` (its update hook, :func:`load_manager`),
+  :mod:`rmtl.train.bc_data` (BC labels), :mod:`rmtl.train.worker_freeze` (the frozen worker),
+  :mod:`rmtl.train.selector_eval` (:func:`evaluate_selector`), :mod:`rmtl.train.stage2_env`
+  (the Stage-2 stack) and :mod:`rmtl.train.stage2` (:func:`train_stage2`; docs/stage2.md).
 
 Everything is imported lazily (torch, open_clip and SB3 load only when used).
 """

@@ -8,7 +8,6 @@ per-level statistics), ``vecnormalize.json`` when observations are normalised (J
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import time
@@ -21,35 +20,10 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.env.curriculum import ReverseCurriculum
 from rmtl.phases import PHASES
+from rmtl.train.csv_log import append_csv
+from rmtl.train.run_dir import CHECKPOINTS, LATEST
 from rmtl.train.timing import Timings
 
-CHECKPOINTS = "checkpoints"
-LATEST = "latest.txt"
-
-
-def append_csv(path: Path, row: dict[str, Any]) -> None:
-    """Append one row (writing the header when the file is new)."""
-    new = not path.is_file() or path.stat().st_size == 0
-    with open(path, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            w.writeheader()
-        w.writerow(row)
-
-
-def truncate_csv(path: Path, max_timesteps: int, column: str = "timesteps") -> None:
-    """Drop rows logged after ``max_timesteps`` (rows a crashed run wrote after its last checkpoint)."""
-    if not path.is_file():
-        return
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        return
-    keep = [r for r in rows if int(float(r[column])) <= max_timesteps]
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(keep)
 
 
 def _dones_infos(locals_: dict[str, Any]) -> tuple[np.ndarray, Sequence[dict]]:

@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import csv
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -28,40 +27,7 @@ import numpy as np
 import yaml
 
 from rmtl.errors import ConfigError
-
-
-def read_csv(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a CSV with numbers parsed (missing file: no rows)."""
-    p = Path(path)
-    if not p.is_file():
-        return []
-    with open(p, newline="") as f:
-        rows = list(csv.DictReader(f))
-    out = []
-    for r in rows:
-        parsed = {}
-        for k, v in r.items():
-            try:
-                parsed[k] = int(v)
-            except (TypeError, ValueError):
-                try:
-                    parsed[k] = float(v)
-                except (TypeError, ValueError):
-                    parsed[k] = v
-        out.append(parsed)
-    return out
-
-
-def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fields: list[str] = []
-    for r in rows:
-        fields += [k for k in r if k not in fields]
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
-    return path
+from rmtl.train.csv_log import read_csv, write_csv
 
 
 def load_run(run_dir: str | Path) -> dict[str, Any]:
@@ -306,7 +272,8 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
     from rmtl.env.fetch_lift import EnvConfig
     from rmtl.phases import PHASES
     from rmtl.train.evaluate import load_checkpoint, resolve_checkpoint
-    from rmtl.train.stage2 import evaluate_selector, load_manager
+    from rmtl.train.manager_callback import load_manager
+    from rmtl.train.selector_eval import evaluate_selector
 
     d = Path(run_dir)
     ck = resolve_checkpoint(d)

@@ -138,7 +138,7 @@ def select_checkpoint(run_dir: str | Path, validation_episodes: int = 100, test_
             test_done[name] = result(res, name)
             if verbose:
                 print(f"test {name}: {res}")
-    from rmtl.train.report import read_csv
+    from rmtl.train.csv_log import read_csv
 
     result = {
         "run": str(run), "params": params,

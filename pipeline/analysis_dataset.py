@@ -1,0 +1,64 @@
+"""Analysis datasets: **Zarr v3 groups**, one per analysis, written whole (an analysis is
+recomputed, never appended) into ``<store>.analysis/`` next to the store unless an
+``out_dir`` is given, with the PNGs beside them. Every group's attributes record the source
+store (path, uuid, committed rows), the model id, the prompts and alpha(s), so a dataset says
+what it was computed from; :func:`read_dataset` loads one back as ``(arrays, attrs)``.
+Layout: docs/analysis.md."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from rmtl.errors import ConfigError
+
+
+def default_out_dir(store: Any) -> Path:
+    """``<store>.analysis`` next to a local store."""
+    loc = store.location
+    if not loc.is_local:
+        raise ConfigError(f"{store.path} is not a local store: pass out_dir for the analysis datasets and PNGs")
+    return Path(loc.sibling(".analysis").path)
+
+
+def write_dataset(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> Path:
+    """Write one analysis dataset as a Zarr v3 group (replacing any previous one)."""
+    import json
+    import warnings
+
+    import zarr
+
+    path = Path(path)
+    g = zarr.open_group(str(path), mode="w", attributes=json.loads(json.dumps(dict(attrs), default=json_default)))
+    for name, data in arrays.items():
+        a = np.asarray(data)
+        if a.dtype.kind not in "biuf":
+            raise TypeError(f"analysis array {name!r} must be numeric or bool, got {a.dtype}")
+        arr = g.create_array(name, shape=a.shape, dtype=a.dtype)
+        if a.size:
+            arr[...] = a
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(path))
+    return path
+
+
+def read_dataset(path: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """An analysis dataset written by this module: ({name: array}, attributes)."""
+    import zarr
+
+    g = zarr.open_group(str(path), mode="r")
+    return {name: a[...] for name, a in g.arrays()}, g.attrs.asdict()
+
+
+def json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if hasattr(o, "model_dump"):
+        return o.model_dump(mode="json")
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")

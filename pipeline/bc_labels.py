@@ -1,0 +1,77 @@
+"""Stage-2 BC labels: rule-phase labels on rollouts of a policy, written as a frames-free
+dataset store (read back by rmtl.train.bc_data.read_bc_labels)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from rmtl.phases import PHASES
+
+
+@dataclass(frozen=True)
+class BCLabelsResult:
+    store: str
+    rows: int
+    episodes_rolled: int
+    episodes_total: int
+    resumed: bool
+    phase_counts: dict[str, int]
+    minari: str | None = None
+    """Id of the Minari dataset written beside the store (None: none asked for)."""
+
+
+def bc_label_rows(config: Any, episodes: Sequence[int], env: Any = None) -> dict[str, np.ndarray]:
+    """Roll out ``episodes`` of ``config.policy`` without rendering; rows of (state, rule
+    phase, episode, step, success, difficulty) ready for DatasetStore.append (frames=False).
+
+    ``config`` is a pipeline.rollout.RolloutConfig (views/resolution are ignored).
+    Episode plans and policies are pipeline.rollout's, so episode i is the same episode
+    as in a rendered store with the same config.
+    """
+    from pipeline.rollout import rollout_episodes
+
+    return rollout_episodes(config, list(episodes), render=False, env=env)
+
+
+def bc_labels(
+    path: str | os.PathLike[str],
+    policy: str = "expert",
+    episodes: int = 250,
+    noise_std: float = 0.15,
+    stages: Sequence[int] = (0, 1, 2, 3, 4),
+    seed: int = 0,
+    chunk: int = 25,
+    overwrite: bool = False,
+    progress: bool = True,
+    minari: str | None = None,
+) -> BCLabelsResult:
+    """Rule-phase labels on rollouts of a policy (Stage-2 BC warm start), no frames.
+
+    Writes a frames-free dataset store at ``path`` (``DatasetStore.create(frames=False)``)
+    with state, key, episode, step, phase_rule (the label), success and difficulty per
+    step; appends ``chunk`` whole episodes per commit, so a killed run resumes with only
+    the missing episodes (settings must match, as for render-and-embed).
+    policy: 'expert', 'random' or an SB3 checkpoint (.zip, once the Stage-1 worker exists).
+    minari: also write the labels as the Minari dataset of that name (dense reference reward,
+    infos with the BC label; pipeline.minari_export), replacing one of the same name.
+    """
+    from pipeline.render import render_to_store
+    from pipeline.rollout import RolloutConfig
+    from storage.dataset import DatasetStore
+
+    config = RolloutConfig.make(episodes=episodes, policy=policy, noise_std=noise_std, stages=tuple(stages), seed=seed)
+    done = render_to_store(path, config, chunk=chunk, overwrite=overwrite, progress=progress, render=False,
+                           kind="bc_labels")
+    with DatasetStore.open(path, "r") as store:
+        labels = store.read(fields=["phase_rule"])["phase_rule"]
+    counts = {name: int((labels == k).sum()) for k, name in enumerate(PHASES)}
+    exported = None
+    if minari is not None:
+        from pipeline.minari_export import export_minari
+
+        exported = export_minari(path, minari, reward="dense", overwrite=True)["dataset_id"]
+    return BCLabelsResult(str(path), done.rows, done.episodes_rendered, episodes, done.resumed, counts, exported)

@@ -1,0 +1,1 @@
+"""The Fetch pick-and-lift task."""

@@ -1,0 +1,100 @@
+"""Evaluation of a worker under a phase selector: the rule, the learned manager or none."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from rmtl.env.check import SuccessRate
+from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
+from rmtl.errors import ConfigError
+from rmtl.phases import phase_one_hot
+from rmtl.reward.phase import RulePhaseSelector
+from rmtl.train.config import FINAL_STAGE_RANGE
+from rmtl.train.evaluate import EvalResult
+from rmtl.train.manager import ManagerNet
+from rmtl.train.wrappers import PHASE_KEY
+
+
+@dataclasses.dataclass
+class SelectorEval:
+    """Success of a worker under one phase selector, with per-step phase traces."""
+
+    result: EvalResult
+    selector: str
+    step_agreement: float
+    """Fraction of steps whose active phase equals the rule's."""
+    decision_agreement: float
+    """Fraction of decisions (every H steps) equal to the rule's phase at that state."""
+    traces: list[dict[str, list]]
+
+
+def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes: int = 50, seed: int = 1_000_000, *,
+                      selector: str = "rule", manager: ManagerNet | None = None, horizon: int = 3,
+                      normalizer: Any = None, deterministic: bool = True, traces: int = 0,
+                      difficulty_range: tuple[float, float] = FINAL_STAGE_RANGE,
+                      env: FetchPickAndLiftEnv | None = None) -> SelectorEval:
+    """Seeded random-start episodes (as :func:`rmtl.train.evaluate.evaluate_policy_success`) with the
+    phase one-hot from ``selector``: 'rule' (the distance rule every step), 'manager' (the greedy
+    manager every ``horizon`` steps and at the episode start) or 'none' (a worker without phase input).
+    The first ``traces`` episodes keep their per-step active phase, rule phase and distance."""
+    from rmtl.env.state import gripper_cube_distance
+
+    if selector not in ("rule", "manager", "none"):
+        raise ConfigError(f"selector must be rule, manager or none, got {selector!r}")
+    if selector == "manager" and manager is None:
+        raise ConfigError("selector 'manager' needs a manager network")
+    phase_input = PHASE_KEY in getattr(model.observation_space, "spaces", {})
+    own = env is None
+    env = env or FetchPickAndLiftEnv(env_config)
+    rule = RulePhaseSelector()
+    successes, lengths, agree, total, d_agree, d_total = 0, [], 0, 0, 0, 0
+    out_traces: list[dict[str, list]] = []
+    try:
+        env.set_difficulty_range(*difficulty_range)
+        for ep in range(int(episodes)):
+            obs, info = env.reset(seed=int(seed) + ep)
+            done, t, phase = False, 0, 0
+            tr: dict[str, list] = {"phase": [], "rule": [], "distance": []}
+            while not done:
+                s = np.asarray(obs["observation"], dtype=np.float32)
+                r = int(rule(s[None])[0])
+                if selector == "manager":
+                    if t % horizon == 0:
+                        phase = int(manager.greedy(s[None])[0])
+                        d_agree += int(phase == r)
+                        d_total += 1
+                else:
+                    phase = r
+                agree += int(phase == r)
+                total += 1
+                if ep < traces:
+                    tr["phase"].append(phase)
+                    tr["rule"].append(r)
+                    tr["distance"].append(float(gripper_cube_distance(s)))
+                o = dict(obs)
+                if phase_input:
+                    o[PHASE_KEY] = phase_one_hot(phase)
+                if normalizer is not None:
+                    o = normalizer.normalize_obs(o)
+                action, _ = model.predict(o, deterministic=deterministic)
+                obs, _, terminated, truncated, info = env.step(action)
+                done = terminated or truncated
+                t += 1
+            successes += int(info["is_success"])
+            lengths.append(info["step"])
+            if ep < traces:
+                tr["success"] = [bool(info["is_success"])]
+                out_traces.append(tr)
+    finally:
+        if own:
+            env.close()
+    sr = SuccessRate(selector, float(difficulty_range[1]), int(episodes), successes,
+                     float(np.mean(lengths)) if lengths else 0.0)
+    lo, hi = sr.wilson_interval()
+    res = EvalResult(int(episodes), successes, sr.rate, float(lo), float(hi), sr.mean_length, int(seed),
+                     (float(difficulty_range[0]), float(difficulty_range[1])))
+    return SelectorEval(res, selector, agree / total if total and selector != "none" else float("nan"),
+                        d_agree / d_total if d_total else float("nan"), out_traces)

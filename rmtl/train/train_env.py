@@ -1,0 +1,142 @@
+"""The Stage-1 vec-env stack both stages train on, its reward source and its lifecycle.
+
+The stack, innermost first::
+
+    FetchPickAndLiftEnv (TerminalFrames for VLM rewards)  x n_envs, Dummy/SubprocVecEnv
+    SimTimer                 times simulation
+    VLMRewardVecEnv | DenseRewardVecEnv   the reward
+    PhaseObservation         phase one-hot (unless phase_input is off)
+    VecMonitor               episode returns/lengths
+    VecNormalize             only with normalize_observations
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any, Callable
+
+from rmtl.env.curriculum import PAPER_STAGES, ReverseCurriculum
+from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
+from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_checkpoint
+from rmtl.train.config import Stage1Config
+from rmtl.train.timing import SimTimer, TimedSource, Timings
+from rmtl.train.wrappers import PHASE_KEY, DenseRewardVecEnv, PhaseObservation
+
+SourceFactory = Callable[[Stage1Config, Any], Any]
+"""(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
+
+
+def _make_env(env_config: EnvConfig, terminal_frames: bool):
+    env = FetchPickAndLiftEnv(env_config)
+    if terminal_frames:
+        from rmtl.reward.wrapper import TerminalFrames
+
+        env = TerminalFrames(env)
+    return env
+
+
+def cache_source(config: Stage1Config, vlm: Any) -> Any:
+    """The cached reward path: FAISS state-cache lookups, render and embed only the misses
+    (``rmtl.reward.cached_source.CachedEmbeddingSource`` over ``config.cache.store``)."""
+    from rmtl.reward.cached_source import CachedEmbeddingSource
+
+    c = config.cache
+    if c.atlas:
+        from rmtl.reward.scorer import PhasedScorer
+
+        scorer = PhasedScorer.from_config(config.reward, vlm.encode_text)
+        overlay = c.overlay or str(config.run_dir() / "overlay.zarr")
+        return CachedEmbeddingSource.open_catalogue(
+            c.atlas, vlm, overlay, radius=c.radius, views=config.reward.active_views,
+            renderer_id=config.env.render_profile()["renderer_id"], batch_size=config.reward.batch_size,
+            audit_every=c.audit_every, audit_scorer=lambda e: scorer(e).aggregate)
+    return CachedEmbeddingSource.open(c.store, vlm, radius=c.radius, views=config.reward.active_views,
+                                      append=c.grow, batch_size=config.reward.batch_size, save_every=c.persist_every)
+
+
+@dataclasses.dataclass
+class TrainEnv:
+    """The training vec env and the parts of it the trainer talks to."""
+
+    venv: Any
+    reward_env: Any
+    source: TimedSource | None
+    normalizer: Any
+    timings: Timings
+
+
+def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None,
+                    source_factory: SourceFactory | None = None, timings: Timings | None = None) -> TrainEnv:
+    """The Stage-1 vec-env stack of the module docstring (seeding is left to PPO)."""
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
+
+    timings = timings or Timings()
+    make = functools.partial(_make_env, config.env, config.uses_vlm)
+    if config.vec_env == "workers":
+        from rmtl.train.vec_env import ProcessGroupVecEnv
+
+        raw = ProcessGroupVecEnv([make] * config.n_envs, config.workers, config.worker_threads)
+    else:
+        raw = (SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv)([make for _ in range(config.n_envs)])
+    venv: Any = SimTimer(raw, timings)
+    timed = None
+    if config.uses_vlm:
+        from rmtl.reward import VLMEmbeddingSource, VLMRewardVecEnv
+
+        if vlm is None:
+            from rmtl.vlm.loader import load_vlm
+
+            vlm = load_vlm(config.reward.model, config.reward.device, config.reward.precision)
+        if source is None:
+            if source_factory is not None:
+                source = source_factory(config, vlm)
+            elif config.cache.store or config.cache.atlas:
+                source = cache_source(config, vlm)
+            else:
+                source = VLMEmbeddingSource(vlm, config.reward.batch_size)
+        timed = TimedSource(source, timings)
+        venv = reward_env = VLMRewardVecEnv(venv, config.reward, vlm=vlm, source=timed)
+    else:
+        venv = reward_env = DenseRewardVecEnv(venv, config.dense)
+    if config.phase_input:
+        venv = PhaseObservation(venv)
+    venv = VecMonitor(venv)
+    normalizer = None
+    if config.normalize_observations:
+        keys = [k for k in venv.observation_space.spaces if k != PHASE_KEY]
+        venv = normalizer = VecNormalize(venv, norm_obs=True, norm_reward=False, norm_obs_keys=keys)
+    return TrainEnv(venv, reward_env, timed, normalizer, timings)
+
+
+def make_curriculum(config: Stage1Config) -> ReverseCurriculum:
+    """The paper's stages; without curriculum, the same object pinned at the final stage."""
+    start = 0 if config.curriculum else len(PAPER_STAGES) - 1
+    return ReverseCurriculum(PAPER_STAGES, window=config.curriculum_window, start_stage=start)
+
+
+def finish_learning(run_dir: Path, model: Any, ckpt_cb: CheckpointCallback, eval_cb: Any,
+                    curriculum_cb: CurriculumCallback, meta: dict, env: Any, *, resumed: bool, start: int,
+                    before_save: Any) -> tuple[int, Any]:
+    """After ``learn``: save the final checkpoint unless it exists, evaluate unless done at
+    this step. Returns (env steps, final evaluation or None)."""
+    steps = int(model.num_timesteps)
+    if ckpt_cb.last_saved != steps and (not resumed or steps != start):
+        before_save(run_dir)
+        save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer)
+    final = None
+    if eval_cb.last_eval_step != steps:
+        if eval_cb.model is None:
+            eval_cb.init_callback(model)
+        final = eval_cb.run_eval()
+    return steps, final
+
+
+def close_train_envs(env: Any, eval_env: dict) -> None:
+    """Close the training vec env, its embedding source and the lazily made eval env."""
+    env.venv.close()
+    if env.source is not None and hasattr(env.source.inner, "close"):
+        env.source.inner.close()
+    if "env" in eval_env:
+        eval_env["env"].close()

@@ -1,0 +1,21 @@
+"""The layer and cycle contracts of pyproject.toml ([tool.importlinter]) hold: flows > pipeline
+> rmtl > storage, no cycles between sibling modules (docs/architecture.md)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_import_contracts_are_kept():
+    lint = Path(sys.executable).with_name("lint-imports")
+    proc = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 kept, 0 broken" in proc.stdout, proc.stdout
+
+
+def test_python_m_rmtl_runs_the_cli():
+    proc = subprocess.run([sys.executable, "-m", "rmtl", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "render-and-embed" in proc.stdout
