@@ -124,7 +124,8 @@ GATES = {
     "grasp_auc": 0.9,
     "right_prompt_accuracy": 0.95,
 }
-"""Acceptance thresholds of a domain reward model on held-out expert episodes (issue 5)."""
+"""Acceptance thresholds of a domain reward model on held-out expert episodes
+(definitions: docs/reward_vlm.md, "Acceptance gates")."""
 
 
 def gate_report(metrics: dict, random_metrics: dict | None = None) -> dict[str, bool]:

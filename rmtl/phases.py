@@ -1,4 +1,5 @@
-"""Micro-tasks (phases) and the distance rule that selects one (DESIGN.md section 3).
+"""Micro-tasks (phases) and the distance rule that selects one (definition: docs/reward.md,
+"Phase selection").
 
 Task order matters: the phase offset of the reward shaping uses the index.
 """

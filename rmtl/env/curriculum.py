@@ -1,4 +1,5 @@
-"""Reverse curriculum over a scalar difficulty (paper section 3.4, App. A; DESIGN.md section 2).
+"""Reverse curriculum over a scalar difficulty (paper section 3.4, App. A;
+definition and stage table: docs/env.md, "Reverse curriculum").
 
 A pure object: feed it episode outcomes, read the current stage and sample a difficulty.
 It does not touch the environment; a training callback connects the two.

@@ -24,7 +24,7 @@ class PhaseSelector(Protocol):
 
 
 class RulePhaseSelector:
-    """The distance rule of DESIGN.md section 3 on the 25-D state (works on stored states too)."""
+    """The distance rule (docs/reward.md, "Phase selection") on the 25-D state (works on stored states too)."""
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]] = ()) -> np.ndarray:
         s = np.asarray(states)

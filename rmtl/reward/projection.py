@@ -1,4 +1,4 @@
-"""Goal-baseline projection (VLM-RMs; DESIGN.md section 3, reconstructed Eq. 4).
+"""Goal-baseline projection (VLM-RMs; definition: docs/reward.md, "Scores").
 
 For a unit image embedding x, goal g_i and baseline b (text embeddings), d_i = g_i - b,
 P_i = alpha d_i d_i^T / ||d_i||^2 + (1 - alpha) I and s_i(x) = 1 - 0.5 ||(x - g_i) P_i||^2.
