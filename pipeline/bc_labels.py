@@ -14,12 +14,17 @@ from rmtl.phases import PHASES
 
 @dataclass(frozen=True)
 class BCLabelsResult:
+    """What ``bc_labels`` wrote."""
+
     store: str
     rows: int
+    """Rows in the store after the run (one per recorded state)."""
     episodes_rolled: int
+    """Episodes rolled out by this run (fewer than the total when resuming)."""
     episodes_total: int
     resumed: bool
     phase_counts: dict[str, int]
+    """Rows per rule-phase label."""
     minari: str | None = None
     """Id of the Minari dataset written beside the store (None: none asked for)."""
 

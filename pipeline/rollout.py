@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 from pydantic import Field, field_validator
@@ -26,6 +26,7 @@ from rmtl.config import Config
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
 from rmtl.env.curriculum import PAPER_STAGES
+from rmtl.env.episode import run_episode
 from rmtl.env.state import state_key
 
 POLICIES = ("expert", "random")
@@ -171,21 +172,17 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
         cols["terminated"].append(terminated)
         cols["truncated"].append(truncated)
 
+    def step(action: Any, obs: Any, terminated: bool, truncated: bool, info: Any) -> None:
+        # stored as the env applies it (clipped to [-1, 1]), on the row the step ended in
+        applied = np.clip(np.asarray(action, dtype=np.float64).reshape(4), -1.0, 1.0).astype(np.float32)
+        record(info, bool(info["is_success"]), applied, terminated, truncated)
+
     try:
         for ep in episodes:
             plan = plan_episode(config, ep)
             policy = make_policy(config, plan, env)
-            obs, info = env.reset(seed=plan.reset_seed, options={"difficulty": plan.difficulty})
-            if config.render_reset:
-                record(info, False)
-            done = False
-            while not done:
-                action = policy(obs)
-                obs, _, terminated, truncated, info = env.step(action)
-                # stored as the env applies it (clipped to [-1, 1]), on the row the step ended in
-                applied = np.clip(np.asarray(action, dtype=np.float64).reshape(4), -1.0, 1.0).astype(np.float32)
-                record(info, bool(info["is_success"]), applied, bool(terminated), bool(truncated))
-                done = terminated or truncated
+            run_episode(env, policy, seed=plan.reset_seed, options={"difficulty": plan.difficulty}, on_step=step,
+                        on_reset=(lambda obs, info: record(info, False)) if config.render_reset else None)
     finally:
         if own:
             env.close()

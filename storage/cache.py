@@ -39,6 +39,16 @@ def set_faiss_threads(n: int = 1) -> None:
     faiss.omp_set_num_threads(int(n))
 
 
+class HitRate:
+    """``hit_rate`` of a lookup result with a boolean ``hit`` array."""
+
+    hit: np.ndarray
+
+    @property
+    def hit_rate(self) -> float:
+        return float(self.hit.mean()) if len(self.hit) else 0.0
+
+
 class CacheLookup(NamedTuple):
     """Result of a batch lookup: hit [B] bool, rows [B] int64 (-1 on miss), distances [B]
     float32 (key-space L2 distance to the nearest stored key, inf when the index is empty)."""

@@ -28,14 +28,14 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from storage.cache import CacheLookup, StateCache
+from storage.cache import CacheLookup, HitRate, StateCache
 from storage.dataset import ACTION_DIM, DatasetStore
 from storage.errors import StoreError
 from storage.key_spec import KeySpec
 
 
 @dataclass(frozen=True)
-class CatalogueLookup:
+class CatalogueLookup(HitRate):
     """One batch through the catalogue: hit [B]; source [B] index of the store in
     ``catalogue.stores`` (-1 on a miss); rows [B] row in that store; distances [B]."""
 
@@ -43,10 +43,6 @@ class CatalogueLookup:
     source: np.ndarray
     rows: np.ndarray
     distances: np.ndarray
-
-    @property
-    def hit_rate(self) -> float:
-        return float(self.hit.mean()) if len(self.hit) else 0.0
 
 
 def check_store_for(store: DatasetStore, model_id: str, renderer_id: str | None, legacy_renderer_id: str | None,

@@ -185,14 +185,16 @@ class DatasetStore:
     existing one; close writers (or use `with`) to release the writer lock.
     """
 
-    def __init__(self, loc: Location, mode: Literal["r", "a"], lock: WriterLock | None):
+    def __init__(self, loc: Location, mode: Literal["r", "a"], lock: WriterLock | None, key_spec: KeySpec | None = None):
         self._loc = loc
         self._mode = mode
         self._lock = lock
         self._zstore = loc.zarr_store(read_only=(mode == "r"))
-        self._key_spec: KeySpec | None = None
+        self._key_spec = key_spec
         """The key spec appends compute missing keys with (given by the creator or opener)."""
         self._load()
+        if key_spec is not None:
+            key_spec.check_store(self._info.get("key_spec"), str(loc))
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -294,9 +296,7 @@ class DatasetStore:
             _consolidate(zstore)
             # The commit attribute is written last: a store without it is an aborted create.
             zarr.open_group(zstore, mode="r+", use_consolidated=True).attrs[COMMIT_ATTR] = {"rows": 0, "embeddings": {}}
-            store = cls(loc, "a", lock)
-            store._key_spec = key_spec
-            return store
+            return cls(loc, "a", lock, key_spec)
         except BaseException:
             lock.release()
             raise
@@ -329,11 +329,7 @@ class DatasetStore:
         lock = WriterLock(loc, lock_ttl_s)
         lock.acquire(break_lock=break_lock)
         try:
-            store = cls(loc, "a", lock)
-            if key_spec is not None:
-                key_spec.check_store(store.info.get("key_spec"), str(loc))
-            store._key_spec = key_spec
-            return store
+            return cls(loc, "a", lock, key_spec)
         except BaseException:
             lock.release()
             raise

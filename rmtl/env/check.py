@@ -7,6 +7,7 @@ from typing import Callable
 
 import numpy as np
 
+from rmtl.env.episode import run_episode
 from rmtl.env.expert import ScriptedExpert
 from rmtl.env.fetch_lift import FetchPickAndLiftEnv
 
@@ -41,13 +42,9 @@ def success_rate(env: FetchPickAndLiftEnv, policy: Policy, name: str, episodes: 
     """Run ``episodes`` seeded episodes (seeds seed, seed+1, ...) at a fixed difficulty."""
     successes, lengths = 0, []
     for ep in range(episodes):
-        obs, info = env.reset(seed=seed + ep, options={"difficulty": difficulty})
-        done = False
-        while not done:
-            obs, _, terminated, truncated, info = env.step(policy(obs))
-            done = terminated or truncated
-        successes += int(info["is_success"])
-        lengths.append(info["step"])
+        end = run_episode(env, policy, seed=seed + ep, options={"difficulty": difficulty})
+        successes += int(end.success)
+        lengths.append(end.info["step"])
     return SuccessRate(name, difficulty, episodes, successes, float(np.mean(lengths)) if lengths else 0.0)
 
 

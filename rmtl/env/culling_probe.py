@@ -12,6 +12,7 @@ import numpy as np
 
 from rmtl.env.cameras import CAMERA_BANK, _preload_triton, free_camera, resolve_views
 from rmtl.env.culling import CULLED_GEOMS_FILE, CullingProbe, geom_label
+from rmtl.env.episode import run_episode
 from rmtl.env.fetch_lift import FetchPickAndLiftEnv
 
 
@@ -37,20 +38,21 @@ def find_invisible_geoms(episodes: int = 60, resolution: int = 224, every: int =
     seen = np.zeros(model.ngeom, bool)
     rng = np.random.default_rng(seed)
     states = 0
+
+    def probe(action, obs, terminated, truncated, info) -> None:
+        nonlocal states
+        if (info["step"] - 1) % every == 0:  # after steps 0, every, 2 every, ... of the episode
+            for cam in cams:
+                renderer.update_scene(data, camera=cam)
+                seg = renderer.render()
+                ids = seg[..., 0][seg[..., 1] == mujoco.mjtObj.mjOBJ_GEOM]
+                seen[np.unique(ids)] = True
+            states += 1
+
     try:
         for ep in range(episodes):
-            env.reset(seed=seed + ep, options={"difficulty": (ep % 11) / 10})
-            for t in range(env.config.max_episode_steps):
-                _, _, term, trunc, _ = env.step(rng.uniform(-1, 1, 4))
-                if t % every == 0:
-                    for cam in cams:
-                        renderer.update_scene(data, camera=cam)
-                        seg = renderer.render()
-                        ids = seg[..., 0][seg[..., 1] == mujoco.mjtObj.mjOBJ_GEOM]
-                        seen[np.unique(ids)] = True
-                    states += 1
-                if term or trunc:
-                    break
+            run_episode(env, lambda obs: rng.uniform(-1, 1, 4), seed=seed + ep,
+                        options={"difficulty": (ep % 11) / 10}, on_step=probe)
             if progress:
                 print(f"\rculling probe: episode {ep + 1}/{episodes}, {int((~seen).sum())} geoms unseen", end="", flush=True)
     finally:

@@ -25,6 +25,7 @@ served fresh or, later, from the cache.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -36,6 +37,7 @@ from rmtl.env.state import KEY_SPEC
 from rmtl.errors import ConfigError, StoreError
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.source import FrameRenderer, VLMEmbeddingSource
+from storage.cache import HitRate
 from storage.key_spec import KeySpec
 
 PhaseLabels = Callable[[np.ndarray], np.ndarray]
@@ -52,7 +54,7 @@ LIVE_EPISODE = -1
 
 
 @dataclass(frozen=True)
-class LiveLookup:
+class LiveLookup(HitRate):
     """One batch through the cache: embeddings float32 [B, V, D]; hit [B]; rows [B] the
     store row whose embeddings were returned (the appended row for an appended miss, -1 for
     a miss not appended); distances [B] key-space distance to the nearest stored key."""
@@ -61,10 +63,6 @@ class LiveLookup:
     hit: np.ndarray
     rows: np.ndarray
     distances: np.ndarray
-
-    @property
-    def hit_rate(self) -> float:
-        return float(self.hit.mean()) if len(self.hit) else 0.0
 
 
 @dataclass
@@ -209,12 +207,12 @@ class CachedEmbeddingSource:
         catalogue = StoreCatalogue.open(atlas, vlm.model_id, overlay=overlay, renderer_id=renderer_id,
                                         legacy_renderer_id=LEGACY_RENDERER_ID, kind=kind,
                                         key_spec=kwargs.get("key_spec", KEY_SPEC), code=code_record())
-        try:
+        with contextlib.ExitStack() as on_error:  # the catalogue stays open only inside a source
+            on_error.callback(catalogue.close)
             appender = BackgroundAppender(catalogue, max_pending) if overlay is not None else None
-            return cls(catalogue, vlm, radius, views, appender=appender, **kwargs)
-        except BaseException:
-            catalogue.close()
-            raise
+            source = cls(catalogue, vlm, radius, views, appender=appender, **kwargs)
+            on_error.pop_all()
+        return source
 
     @classmethod
     def open(
@@ -236,12 +234,12 @@ class CachedEmbeddingSource:
 
         vlm = model if isinstance(model, VLM) else load_vlm(str(model))
         store = DatasetStore.open(store_path, "a" if append else "r")
-        try:
-            cache = StateCache.open(store, vlm.model_id, kind=kind, preload=preload)
-            return cls(cache, vlm, radius, views, append, **kwargs)
-        except BaseException:
-            store.close()
-            raise
+        with contextlib.ExitStack() as on_error:  # the store stays open only inside a source
+            on_error.callback(store.close)
+            source = cls(StateCache.open(store, vlm.model_id, kind=kind, preload=preload), vlm, radius, views, append,
+                         **kwargs)
+            on_error.pop_all()
+        return source
 
     # ------------------------------------------------------------------ EmbeddingSource
     @property

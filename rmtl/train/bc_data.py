@@ -10,6 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rmtl.env.curriculum import PAPER_STAGES
+from rmtl.env.episode import run_episode
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import Stage1Config, Stage2Config
@@ -53,21 +54,19 @@ def worker_rule_rollouts(checkpoint: str | Path, episodes: int, *, seed: int = 0
         for ep in range(int(episodes)):
             st = PAPER_STAGES[stages[ep % len(stages)]]
             u = float(np.random.default_rng([seed, ep]).uniform(st.d_min, st.d_max))
-            obs, info = env.reset(seed=seed + ep, options={"difficulty": u})
-            done, t = False, 0
-            while True:
+            first = len(cols["step"])
+
+            def observe(obs: Any, info: Any, ep: int = ep, first: int = first) -> None:
                 s = np.asarray(obs["observation"], dtype=np.float32)
                 cols["state"].append(s)
                 cols["phase_rule"].append(int(rule(s[None])[0]))
                 cols["episode"].append(ep)
-                cols["step"].append(t)
+                cols["step"].append(len(cols["step"]) - first)
                 cols["success"].append(bool(info.get("is_success", False)))
-                if done:
-                    break
-                action, _ = model.predict(adapt(obs), deterministic=deterministic)
-                obs, _, terminated, truncated, info = env.step(action)
-                done = terminated or truncated
-                t += 1
+
+            run_episode(env, lambda obs: model.predict(adapt(obs), deterministic=deterministic)[0],
+                        seed=seed + ep, options={"difficulty": u}, on_reset=observe,
+                        on_step=lambda action, obs, terminated, truncated, info: observe(obs, info))
     finally:
         env.close()
     return {

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from rmtl.env.check import SuccessRate
+from rmtl.env.episode import run_episode
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.train.config import FINAL_STAGE_RANGE
@@ -85,14 +86,10 @@ def evaluate_policy_success(
     try:
         env.set_difficulty_range(*difficulty_range)
         for ep in range(int(episodes)):
-            obs, info = env.reset(seed=int(seed) + ep)
-            done = False
-            while not done:
-                action, _ = model.predict(adapt(obs), deterministic=deterministic)
-                obs, _, terminated, truncated, info = env.step(action)
-                done = terminated or truncated
-            successes += int(info["is_success"])
-            lengths.append(info["step"])
+            end = run_episode(env, lambda obs: model.predict(adapt(obs), deterministic=deterministic)[0],
+                              seed=int(seed) + ep)
+            successes += int(end.success)
+            lengths.append(end.info["step"])
     finally:
         if own_env:
             env.close()

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from rmtl.env.check import SuccessRate
+from rmtl.env.episode import run_episode
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.phases import phase_one_hot
@@ -50,26 +51,28 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
     own = env is None
     env = env or FetchPickAndLiftEnv(env_config)
     rule = RulePhaseSelector()
-    successes, lengths, agree, total, d_agree, d_total = 0, [], 0, 0, 0, 0
+    successes, lengths = 0, []
+    count = {"agree": 0, "total": 0, "d_agree": 0, "d_total": 0}
     out_traces: list[dict[str, list]] = []
     try:
         env.set_difficulty_range(*difficulty_range)
         for ep in range(int(episodes)):
-            obs, info = env.reset(seed=int(seed) + ep)
-            done, t, phase = False, 0, 0
             tr: dict[str, list] = {"phase": [], "rule": [], "distance": []}
-            while not done:
+            now = {"t": 0, "phase": 0}
+
+            def act(obs: Any, ep: int = ep, tr: dict[str, list] = tr, now: dict[str, int] = now) -> Any:
                 s = np.asarray(obs["observation"], dtype=np.float32)
                 r = int(rule(s[None])[0])
                 if selector == "manager":
-                    if t % horizon == 0:
-                        phase = int(manager.greedy(s[None])[0])
-                        d_agree += int(phase == r)
-                        d_total += 1
+                    if now["t"] % horizon == 0:
+                        now["phase"] = int(manager.greedy(s[None])[0])
+                        count["d_agree"] += int(now["phase"] == r)
+                        count["d_total"] += 1
                 else:
-                    phase = r
-                agree += int(phase == r)
-                total += 1
+                    now["phase"] = r
+                phase = now["phase"]
+                count["agree"] += int(phase == r)
+                count["total"] += 1
                 if ep < traces:
                     tr["phase"].append(phase)
                     tr["rule"].append(r)
@@ -79,14 +82,14 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
                     o[PHASE_KEY] = phase_one_hot(phase)
                 if normalizer is not None:
                     o = normalizer.normalize_obs(o)
-                action, _ = model.predict(o, deterministic=deterministic)
-                obs, _, terminated, truncated, info = env.step(action)
-                done = terminated or truncated
-                t += 1
-            successes += int(info["is_success"])
-            lengths.append(info["step"])
+                now["t"] += 1
+                return model.predict(o, deterministic=deterministic)[0]
+
+            end = run_episode(env, act, seed=int(seed) + ep)
+            successes += int(end.success)
+            lengths.append(end.info["step"])
             if ep < traces:
-                tr["success"] = [bool(info["is_success"])]
+                tr["success"] = [end.success]
                 out_traces.append(tr)
     finally:
         if own:
@@ -96,5 +99,6 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
     lo, hi = sr.wilson_interval()
     res = EvalResult(int(episodes), successes, sr.rate, float(lo), float(hi), sr.mean_length, int(seed),
                      (float(difficulty_range[0]), float(difficulty_range[1])))
+    agree, total, d_agree, d_total = count["agree"], count["total"], count["d_agree"], count["d_total"]
     return SelectorEval(res, selector, agree / total if total and selector != "none" else float("nan"),
                         d_agree / d_total if d_total else float("nan"), out_traces)
