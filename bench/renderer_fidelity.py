@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     import rmtl  # noqa: F401
     from pipeline.embed import embed_store
     from pipeline.stored_text import stored_text_embeddings
-    from pipeline.quality import QualityInputs, gate_report, reward_quality
+    from rmtl.tasks.fetch_lift.quality import QualityInputs, gate_report, reward_quality
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
     from rmtl.env.state import gripper_cube_distance

@@ -94,12 +94,12 @@ def episode_groups(store: Any) -> dict[int, str]:
 
 
 def grouped_quality(store_path: str, model: str, alpha: float = 0.9, prompts: Any = None) -> dict[str, dict]:
-    """Within-phase reward-quality metrics (pipeline.quality.reward_quality) of each source
+    """Within-phase reward-quality metrics (rmtl.tasks.fetch_lift.quality.reward_quality) of each source
     of a store, keyed by its label, in label order; ``prompts``: a PromptConfig or a
     micro-task PromptSet (default: the paper's prompts)."""
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import text_embeddings
-    from pipeline.quality import QualityInputs, reward_quality
+    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
     from storage.dataset import DatasetStore
 
     with DatasetStore.open(store_path, "r") as store:
@@ -125,7 +125,7 @@ def group_table(store_path: str, groups: dict[str, dict], model: str):
     number of states it is measured on."""
     from rich.table import Table
 
-    from pipeline.quality import GATES
+    from rmtl.tasks.fetch_lift.quality import GATES
 
     gates = ", ".join(f"{k} {v}" for k, v in GATES.items())
     table = Table(title=f"{store_path}: {model} per source (multi-view mean)", caption=f"gates: {gates}")

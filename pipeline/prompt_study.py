@@ -4,7 +4,7 @@ The image embeddings are read once; each set is scored with its stored text embe
 (``rmtl embed-text`` adds them without rendering or an image-model call). Per set, over
 the store's episode rows (rule phase from the state, as everywhere in the analysis):
 
-- **within-phase ranks** (pipeline.quality.phase_metrics of the view-mean scores):
+- **within-phase ranks** (rmtl.tasks.fetch_lift.quality.phase_metrics of the view-mean scores):
   Spearman of the approach / align score with minus the gripper-cube distance in its
   phase, grasp AUC of lifted vs resting states; each with its p5-p95 **spread**;
 - **right-prompt accuracy**: on states showing what a micro-task prompt describes, the
@@ -107,7 +107,7 @@ def set_metrics(mean: np.ndarray, single: np.ndarray, rows: Any, reward_rows: np
                 episodes: list[np.ndarray], success: np.ndarray, shaping: Any, bounds: str) -> dict[str, Any]:
     """Metrics of one set from its view-mean scores ``mean`` [N, K] and its single goal's [N]."""
     from pipeline.store_rows import active
-    from pipeline.quality import phase_metrics, roc_auc, step_variation
+    from rmtl.tasks.fetch_lift.quality import phase_metrics, roc_auc, step_variation
     from pipeline.return_ranking import shaped_rewards
 
     k = mean.shape[1]
@@ -207,7 +207,7 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
 def references(rows: Any, reward_rows: np.ndarray, episodes: list[np.ndarray], success: np.ndarray) -> dict[str, Any]:
     """The AUCs that put the sets' in scale (as pipeline.return_ranking): episode length alone
     (successes end early and every shaped reward is <= 0) and the dense reference reward."""
-    from pipeline.quality import roc_auc
+    from rmtl.tasks.fetch_lift.quality import roc_auc
     from rmtl.train.config import DenseRewardConfig
     from rmtl.train.wrappers import dense_reward
 

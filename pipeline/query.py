@@ -5,7 +5,7 @@ plots and one JSON of every number into an output directory:
 
 1. **correlation**: Spearman of each micro-task score (view mean) with minus the
    gripper-cube distance within each rule phase, with the p5-p95 score spread (rank
-   correlations of a near-constant score are noise), plus pipeline.quality's metrics for
+   correlations of a near-constant score are noise), plus rmtl.tasks.fetch_lift.quality's metrics for
    the mean and every view.
 2. **flatness**: along each episode, the single global prompt's reward vs the active
    micro-task reward: mean |step change|, within-episode range (max - min) and Spearman
@@ -59,7 +59,7 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _spread(x: np.ndarray) -> float:
-    from pipeline.quality import spread
+    from rmtl.tasks.fetch_lift.quality import spread
 
     return spread(x)
 
@@ -193,7 +193,7 @@ def run_queries(
     ``<store>.analysis/queries``). ``model_id``: a stored model id or a model spec (None:
     the store's only model). Returns the JSON-able dict, with ``files``."""
     from pipeline.analysis_dataset import default_out_dir
-    from pipeline.quality import QualityInputs, reward_quality
+    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
 
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"alpha must be in [0, 1], got {alpha}")

@@ -15,7 +15,7 @@ from pipeline.rollout import RolloutConfig, map_rollouts
 from rmtl.env.render_settings import LEGACY_RENDERER_ID
 from rmtl.errors import StoreError
 
-RESUME_KEYS = ("policy", "noise_std", "noise_levels", "deterministic", "stages", "seed", "render_reset")
+RESUME_KEYS = ("task", "policy", "noise_std", "noise_levels", "deterministic", "stages", "seed", "render_reset")
 """Rollout settings that must match to resume a store (views/resolution are checked too)."""
 
 
@@ -89,12 +89,11 @@ def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: 
             store.close()
             raise
         return store, True
-    from rmtl.layout import store_description
     from rmtl.provenance import code_record, run_record
 
     store = DatasetStore.create(
         path, views=config.views, resolution=config.resolution, overwrite=overwrite, frames=render,
-        **store_description(), code=code_record(),
+        **config.the_task().store_description(), code=code_record(),
         visual_domain=True, renderer=renderer_profile(config) if render else None, seeds={"base": config.seed},
         provenance={"kind": kind, "policy": config.policy, "rollout": config.model_dump(mode="json"),
                     "run": run_record()},

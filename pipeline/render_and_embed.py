@@ -19,14 +19,16 @@ from rmtl.config import Config
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
 from rmtl.provenance import data_dir
+from rmtl.tasks import DEFAULT_TASK
 
 DEFAULT_MODEL = "rmtl-fetch-tiny"
 """The offline default: the project's domain-trained small CLIP (weights ship in the package)."""
 
-
 class RenderAndEmbedConfig(Config):
     """Parameters of the render-and-embed job (also the Prefect flow's parameters)."""
 
+    task: str = DEFAULT_TASK
+    """The task to roll out (rmtl.tasks.get_task)."""
     store: str | None = None
     """Store path or URL; default <data dir>/stores/<name>.zarr."""
     name: str = "default"
@@ -93,7 +95,7 @@ def quality_summary(store_path, model: str, alpha: float = 0.9, prompts=None) ->
     PromptSet (default: the paper's prompts)."""
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import text_embeddings
-    from pipeline.quality import QualityInputs, reward_quality
+    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
     from rmtl.errors import ConfigError
     from rmtl.reward.prompt_sets import PromptSet
 
@@ -115,7 +117,7 @@ def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):
     """The RolloutConfig of the job at the resolution chosen for the model."""
     from pipeline.rollout import RolloutConfig
 
-    return RolloutConfig.make(episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
+    return RolloutConfig.make(task=cfg.task, episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
                               noise_levels=cfg.noise_levels, deterministic=cfg.deterministic,
                               stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed,
                               render=cfg.render)

@@ -112,7 +112,7 @@ def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndar
 
 
 def _auc(values: np.ndarray, success: np.ndarray) -> float:
-    from pipeline.quality import roc_auc
+    from rmtl.tasks.fetch_lift.quality import roc_auc
 
     return roc_auc(values[success], values[~success])
 

@@ -19,15 +19,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
 from rmtl.config import Config
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
-from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.episode import run_episode
-from rmtl.env.state import state_key
+from rmtl.tasks import DEFAULT_TASK, Task, get_task
 
 POLICIES = ("expert", "random")
 
@@ -35,6 +34,8 @@ POLICIES = ("expert", "random")
 class RolloutConfig(Config):
     """What to roll out and how to render it."""
 
+    task: str = DEFAULT_TASK
+    """The task (rmtl.tasks.get_task) whose env, expert, curriculum and key the rollout uses."""
     episodes: int = Field(8, ge=1)
     """Number of episodes."""
     policy: str = "expert"
@@ -59,12 +60,21 @@ class RolloutConfig(Config):
     render: RenderSettings = RenderSettings()
     """Renderer settings (culling, mesh simplification, anti-aliasing); a store keeps one renderer."""
 
-    @field_validator("stages")
+    @field_validator("task")
     @classmethod
-    def _stages(cls, v):
-        if not v or any(not 0 <= s < len(PAPER_STAGES) for s in v):
-            raise ValueError(f"stages must be curriculum stage indices in 0..{len(PAPER_STAGES) - 1}")
-        return tuple(v)
+    def _task(cls, v):
+        get_task(v)  # one line naming the known tasks
+        return v
+
+    @model_validator(mode="after")
+    def _stages(self):
+        n = len(get_task(self.task).curriculum_stages)
+        if not self.stages or any(not 0 <= s < n for s in self.stages):
+            raise ValueError(f"stages must be curriculum stage indices in 0..{n - 1}")
+        return self
+
+    def the_task(self) -> Task:
+        return get_task(self.task)
 
     @field_validator("noise_levels")
     @classmethod
@@ -94,7 +104,7 @@ class EpisodePlan:
 def plan_episode(config: RolloutConfig, episode: int) -> EpisodePlan:
     """Deterministic reset seed, difficulty and noise of episode ``episode``."""
     rng = np.random.default_rng([config.seed, episode])
-    stage = PAPER_STAGES[config.stages[episode % len(config.stages)]]
+    stage = config.the_task().curriculum_stages[config.stages[episode % len(config.stages)]]
     cycle = episode // len(config.stages)
     if config.noise_levels is not None:
         noise = config.noise_levels[cycle % len(config.noise_levels)]
@@ -122,13 +132,12 @@ def _checkpoint(path: str):
 
 
 def make_policy(config: RolloutConfig, plan: EpisodePlan, env) -> Callable:
+    task = config.the_task()
     if config.policy == "expert":
-        from rmtl.env.expert import ScriptedExpert
-
-        return ScriptedExpert(noise_std=plan.noise_std, seed=plan.reset_seed)
+        return task.expert(plan.noise_std, plan.reset_seed)
     if config.policy == "random":
         rng = np.random.default_rng([config.seed, plan.episode, 1])
-        return lambda obs: rng.uniform(-1, 1, size=4).astype(np.float32)
+        return lambda obs: rng.uniform(-1, 1, size=task.action_dim).astype(np.float32)
     import torch
 
     model, adapt = _checkpoint(config.policy)
@@ -146,17 +155,17 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
     terminated / truncated flags (the reset row: NaN action, both False).
 
     render=False skips the camera bank (no ``frames``): state-only datasets such as BC
-    labels. ``env`` reuses an existing FetchPickAndLiftEnv (else one is made and closed).
+    labels. ``env`` reuses an existing env of the task (else one is made and closed).
     """
-    from rmtl.env import FetchPickAndLiftEnv
-
+    task = config.the_task()
     own = env is None
     if own:
-        env = FetchPickAndLiftEnv(views=config.views, resolution=config.resolution, render=config.render)
+        env = task.make_env(views=config.views, resolution=config.resolution, render=config.render)
     fields = ("frames",) * render + ("state", "episode", "step", "phase_rule", "success", "difficulty", "action",
                                      "terminated", "truncated")
     cols: dict[str, list] = {k: [] for k in fields}
-    no_action = np.full(4, np.nan, dtype=np.float32)
+    act_dim = task.action_dim
+    no_action = np.full(act_dim, np.nan, dtype=np.float32)
 
     def record(info, success: bool, action: np.ndarray = no_action, terminated: bool = False,
                truncated: bool = False) -> None:
@@ -174,7 +183,7 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
 
     def step(action: Any, obs: Any, terminated: bool, truncated: bool, info: Any) -> None:
         # stored as the env applies it (clipped to [-1, 1]), on the row the step ended in
-        applied = np.clip(np.asarray(action, dtype=np.float64).reshape(4), -1.0, 1.0).astype(np.float32)
+        applied = np.clip(np.asarray(action, dtype=np.float64).reshape(act_dim), -1.0, 1.0).astype(np.float32)
         record(info, bool(info["is_success"]), applied, terminated, truncated)
 
     try:
@@ -187,19 +196,19 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
         if own:
             env.close()
     out = {
-        "state": np.asarray(cols["state"], dtype=np.float32).reshape(-1, 25),
+        "state": np.asarray(cols["state"], dtype=np.float32).reshape(-1, task.key_spec.state_dim),
         "episode": np.asarray(cols["episode"], dtype=np.int64),
         "step": np.asarray(cols["step"], dtype=np.int32),
         "phase_rule": np.asarray(cols["phase_rule"], dtype=np.int8),
         "success": np.asarray(cols["success"], dtype=bool),
         "difficulty": np.asarray(cols["difficulty"], dtype=np.float32),
-        "action": np.asarray(cols["action"], dtype=np.float32).reshape(-1, 4),
+        "action": np.asarray(cols["action"], dtype=np.float32).reshape(-1, act_dim),
         "terminated": np.asarray(cols["terminated"], dtype=bool),
         "truncated": np.asarray(cols["truncated"], dtype=bool),
     }
     if render:
         out["frames"] = np.stack(cols["frames"]).astype(np.uint8)
-    out["key"] = state_key(out["state"])
+    out["key"] = task.key_spec.keys(out["state"])
     return out
 
 

@@ -5,7 +5,7 @@ Rows analysed: rows with committed embeddings of the model that belong to an epi
 (``episode >= 0``); rows appended by the live cache path (``episode < 0``, see
 rmtl.reward.cached_source) have no trajectory and are left out of per-step statistics.
 The active phase of a row is the distance rule on its state (rmtl.phases.rule_phase, as
-pipeline.quality and the reward wrapper's RulePhaseSelector use)."""
+rmtl.tasks.fetch_lift.quality and the reward wrapper's RulePhaseSelector use)."""
 
 from __future__ import annotations
 

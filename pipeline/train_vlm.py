@@ -7,7 +7,7 @@ makes image embeddings a smooth function of task progress, so a prompt's score g
 steadily as the state approaches what it describes (what a dense reward needs), instead
 of being flat within each captioned situation.
 
-Whole episodes are held out; the reward-quality metrics (pipeline.quality) are computed
+Whole episodes are held out; the reward-quality metrics (rmtl.tasks.fetch_lift.quality) are computed
 on held-out expert episodes at step 0 (the random-weight model of the same architecture)
 and every ``eval_every`` steps. Output directory (loadable as a model spec):
 
@@ -246,7 +246,7 @@ def evaluate(vlm, data: TrainingData, rows: np.ndarray, alpha: float = 0.9, batc
              image_embeddings: np.ndarray | None = None) -> dict:
     """Reward-quality metrics of ``vlm`` on the given rows (all views), paper prompts;
     ``image_embeddings`` [len(rows), V, D] skips encoding the frames (locked image tower)."""
-    from pipeline.quality import QualityInputs, reward_quality
+    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
     from rmtl.reward.prompts import PromptConfig, embed_prompts
 
     was_training = vlm.model.training
@@ -260,10 +260,10 @@ def evaluate(vlm, data: TrainingData, rows: np.ndarray, alpha: float = 0.9, batc
 
 
 def gate_margin(metrics: dict) -> float:
-    """The worst ratio of a multi-view metric to its acceptance gate (pipeline.quality.GATES):
+    """The worst ratio of a multi-view metric to its acceptance gate (rmtl.tasks.fetch_lift.quality.GATES):
     above 1 when every rank gate passes. Model selection uses held-out training episodes,
     never the store the gates are finally reported on."""
-    from pipeline.quality import GATES
+    from rmtl.tasks.fetch_lift.quality import GATES
 
     return float(min(np.nan_to_num(metrics["mean"][k], nan=-1.0) / v for k, v in GATES.items()))
 

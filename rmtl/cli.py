@@ -293,7 +293,7 @@ def reward_quality_cmd(
     from rich.console import Console
     from rich.table import Table
 
-    from pipeline.quality import GATES, gate_report
+    from rmtl.tasks.fetch_lift.quality import GATES, gate_report
     from pipeline.render_and_embed import quality_summary
 
     if out is not None:

@@ -1,22 +1,31 @@
-"""Micro-tasks (phases) and the distance rule that selects one (definition: docs/reward.md,
-"Phase selection").
+"""The pick-and-lift micro-tasks (phases) and the distance rule that selects one (definition:
+docs/reward.md, "Phase selection"), read from the task's spec,
+``rmtl/tasks/fetch_lift/micro_tasks.yaml`` (read as a data file: this module sits below the
+task package and imports none of it).
 
 Task order matters: the phase offset of the reward shaping uses the index.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
-PHASES: tuple[str, ...] = ("approach", "align", "grasp")
+from rmtl.micro_tasks import MicroTaskSpec
+
+MICRO_TASKS = MicroTaskSpec.from_yaml(Path(__file__).parent / "tasks" / "fetch_lift" / "micro_tasks.yaml")
+"""Names, prompts and phase rule of the pick-and-lift micro-tasks."""
+
+PHASES: tuple[str, ...] = MICRO_TASKS.names
 """Micro-tasks in task order; the index of a name is its phase id."""
 
-APPROACH, ALIGN, GRASP = 0, 1, 2
+APPROACH, ALIGN, GRASP = (PHASES.index(n) for n in ("approach", "align", "grasp"))
 
-GRASP_MAX_DISTANCE = 0.04
+GRASP_MAX_DISTANCE = MICRO_TASKS.bound("grasp")
 """Gripper-cube distance (m) at or below which the rule selects grasp: bin (0, 0.04]."""
 
-ALIGN_MAX_DISTANCE = 0.15
+ALIGN_MAX_DISTANCE = MICRO_TASKS.bound("align")
 """Gripper-cube distance (m) at or below which the rule selects align: bin (0.04, 0.15]."""
 
 
@@ -26,11 +35,7 @@ def rule_phase(distance: float | np.ndarray) -> int | np.ndarray:
     Bins: (0, 0.04] grasp, (0.04, 0.15] align, (0.15, inf) approach. Works on scalars
     and arrays (returns int64 for arrays).
     """
-    d = np.asarray(distance, dtype=np.float64)
-    phase = np.where(d <= GRASP_MAX_DISTANCE, GRASP, np.where(d <= ALIGN_MAX_DISTANCE, ALIGN, APPROACH))
-    if phase.ndim == 0:
-        return int(phase)
-    return phase.astype(np.int64)
+    return MICRO_TASKS.phase(distance)
 
 
 def phase_one_hot(phase: int | np.ndarray, num_phases: int = len(PHASES)) -> np.ndarray:

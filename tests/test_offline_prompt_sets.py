@@ -124,11 +124,11 @@ def test_a_new_prompt_set_is_answered_without_the_image_tower(store, sets_dir, t
 
 
 def test_prompt_study_metrics_are_the_quality_metrics(store, sets_dir, tmp_path):
-    """The paper set's within-phase ranks equal pipeline.quality's on the same rows, and the
+    """The paper set's within-phase ranks equal rmtl.tasks.fetch_lift.quality's on the same rows, and the
     single prompt is its own flatness reference."""
     from pipeline.embed_text import embed_text
     from pipeline.prompt_study import prompt_study
-    from pipeline.quality import QualityInputs, reward_quality
+    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
     from pipeline.render_and_embed import quality_summary
     from rmtl.reward.prompt_sets import load_prompt_sets
 

@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import field_validator
 
 from rmtl.config import Config
-from rmtl.phases import PHASES
+from rmtl.phases import MICRO_TASKS, PHASES
 
 TextEncoder = Callable[[Sequence[str]], np.ndarray]
 """Texts -> unit embeddings float32 [n, D] (e.g. ``VLM.encode_text``)."""
@@ -29,17 +29,18 @@ def _as_phrasings(value: Any) -> tuple[str, ...]:
 
 
 class PromptConfig(Config):
-    """Baseline, per-micro-task goals and the single global goal; each a list of phrasings."""
+    """Baseline, per-micro-task goals and the single global goal; each a list of phrasings
+    (defaults: the task's micro-task spec, rmtl/tasks/fetch_lift/micro_tasks.yaml)."""
 
-    baseline: tuple[str, ...] = ("a robot gripper and a red cube on a table",)
+    baseline: tuple[str, ...] = MICRO_TASKS.baseline
     """Baseline b: the scene without the goal property."""
-    approach: tuple[str, ...] = ("a two-finger robot gripper with open jaws centered above a red cube",)
+    approach: tuple[str, ...] = MICRO_TASKS.goals["approach"]
     """Goal of the approach micro-task."""
-    align: tuple[str, ...] = ("a robot gripper pinching a red cube between two fingers",)
+    align: tuple[str, ...] = MICRO_TASKS.goals["align"]
     """Goal of the align micro-task."""
-    grasp: tuple[str, ...] = ("a robot gripper lifting a red cube between its fingers",)
+    grasp: tuple[str, ...] = MICRO_TASKS.goals["grasp"]
     """Goal of the grasp micro-task."""
-    single: tuple[str, ...] = ("a robot gripper grasping a red cube and lifting it off the table",)
+    single: tuple[str, ...] = MICRO_TASKS.single
     """Global goal of the single-prompt baseline: its only goal (one phase) when single_prompt is on."""
 
     @field_validator("baseline", "approach", "align", "grasp", "single", mode="before")

@@ -1,0 +1,55 @@
+"""The Fetch pick-and-lift task as one :class:`~rmtl.tasks.task.Task`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rmtl.env.cameras import CAMERA_BANK
+from rmtl.env.curriculum import PAPER_STAGES
+from rmtl.env.state import KEY_SPEC, gripper_cube_distance
+from rmtl.layout import ACTION_FIELDS, layout
+from rmtl.phases import MICRO_TASKS
+from rmtl.tasks.task import Task
+
+
+def _make_env(**overrides: Any) -> Any:
+    from rmtl.env.fetch_lift import FetchPickAndLiftEnv  # lazy: MuJoCo only when an env is made
+
+    return FetchPickAndLiftEnv(**overrides)
+
+
+def _expert(noise_std: float, seed: int) -> Any:
+    from rmtl.env.expert import ScriptedExpert
+
+    return ScriptedExpert(noise_std=noise_std, seed=seed)
+
+
+def _dense_reward(states: np.ndarray) -> np.ndarray:
+    from rmtl.train.config import DenseRewardConfig
+    from rmtl.train.wrappers import dense_reward
+
+    return dense_reward(states, DenseRewardConfig())
+
+
+def _captions(states: np.ndarray, rng: np.random.Generator, **kwargs: Any) -> list[str]:
+    from rmtl.tasks.fetch_lift.captions import CaptionConfig, sample_captions
+
+    return sample_captions(states, rng, CaptionConfig(**kwargs))
+
+
+def _quality(*args: Any, **kwargs: Any) -> dict:
+    from rmtl.tasks.fetch_lift.quality import reward_quality
+
+    return reward_quality(*args, **kwargs)
+
+
+def fetch_lift_task() -> Task:
+    """The pick-and-lift task of the paper (App. A)."""
+    return Task(
+        name="fetch_lift", make_env=_make_env, key_spec=KEY_SPEC, layout=layout, action_dim=len(ACTION_FIELDS),
+        micro_tasks=MICRO_TASKS, phase_measure=gripper_cube_distance, expert=_expert,
+        curriculum_stages=PAPER_STAGES, camera_bank=CAMERA_BANK, dense_reward=_dense_reward, captions=_captions,
+        quality_metrics=_quality,
+    )

@@ -1,0 +1,60 @@
+"""What one task defines, behind one object that configs name (``task: fetch_lift``).
+
+The layers below (storage, env, reward, learners) never import a task: a caller hands them
+the parts they need (the key spec to a store or cache, the phase labels to the cached
+source). Layers above (pipeline, flows) look a task up by name (:func:`rmtl.tasks.get_task`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from rmtl.env.curriculum import CurriculumStage
+from rmtl.micro_tasks import MicroTaskSpec
+from storage.key_spec import KeySpec
+
+Policy = Callable[[Any], np.ndarray]
+"""observation -> action."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: its env, state layout and key, micro-tasks, expert, curriculum, cameras,
+    reference reward, VLM-training captions and reward-quality metrics.
+
+    make_env(views=..., resolution=..., render=...) returns a Gymnasium env with ``state``
+    (the current state row), ``render_views(views, resolution)`` -> uint8 [V, H, W, 3], and
+    infos carrying ``step``, ``phase_rule`` and ``is_success``; reset takes
+    ``options={"difficulty": u}``.
+    """
+
+    name: str
+    make_env: Callable[..., Any]
+    key_spec: KeySpec
+    layout: Callable[[], Mapping[str, Any]]
+    """The store's self-description of the state, key and action fields (``rmtl.layout``)."""
+    action_dim: int
+    micro_tasks: MicroTaskSpec
+    phase_measure: Callable[[np.ndarray], np.ndarray]
+    """states [N, state_dim] -> the scalar the phase rule bins (e.g. gripper-cube distance)."""
+    expert: Callable[[float, int], Policy]
+    """(noise_std, seed) -> the scripted expert policy."""
+    curriculum_stages: tuple[CurriculumStage, ...]
+    camera_bank: Mapping[str, Any]
+    dense_reward: Callable[..., np.ndarray] | None = None
+    """states -> the dense reference reward (without the success bonus)."""
+    captions: Callable[..., list[str]] | None = None
+    """(states, rng) -> one VLM-training caption per state."""
+    quality_metrics: Callable[..., dict] | None = None
+    """The reward-quality metrics of stored embeddings (within-phase rank metrics and gates)."""
+
+    def phases(self, states: np.ndarray) -> np.ndarray:
+        """Phase ids the task's rule gives states [N, state_dim] (int64 [N])."""
+        return np.atleast_1d(self.micro_tasks.phase(self.phase_measure(np.asarray(states)))).astype(np.int64)
+
+    def store_description(self) -> dict[str, Any]:
+        """``DatasetStore.create`` keywords describing this task's rows."""
+        return {"key_spec": self.key_spec, "layout": self.layout(), "action_dim": self.action_dim}

@@ -1,0 +1,166 @@
+"""A second task defined only here proves the task seam: a 2-D reach task (a point moved
+towards a target in a tiny MuJoCo scene) with two micro-tasks, its own state layout and
+versioned key spec, goes through rollout + render into a store, embedding, the state cache
+keyed by its spec and the goal-baseline scores of its own prompts, without package code
+knowing it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rmtl.env.curriculum import CurriculumStage
+from rmtl.micro_tasks import MicroTaskSpec
+from rmtl.tasks import Task, get_task, register_task
+from storage.key_spec import KeySpec
+
+SCENE = """
+<mujoco>
+  <worldbody>
+    <light pos="0 0 3"/>
+    <camera name="top" pos="0 0 1.6" xyaxes="1 0 0 0 1 0"/>
+    <geom type="plane" size="1 1 0.1" rgba=".8 .8 .8 1"/>
+    <body name="tip" pos="0 0 0.05">
+      <joint name="x" type="slide" axis="1 0 0"/><joint name="y" type="slide" axis="0 1 0"/>
+      <geom type="sphere" size="0.06" rgba="0.1 0.2 0.9 1"/>
+    </body>
+    <body name="target" mocap="true" pos="0.3 0.3 0.05">
+      <geom type="sphere" size="0.05" rgba="0.9 0.1 0.1 1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+SPEC = """
+micro_tasks:
+  - {name: approach, goal: a blue ball far from a red ball}
+  - {name: touch, goal: a blue ball touching a red ball}
+baseline: a blue ball and a red ball on a grey floor
+phase_rule:
+  measure: tip-target distance (m)
+  bins: [{micro_task: touch, max: 0.12}]
+  otherwise: approach
+"""
+STEPS = 8
+
+
+def distance(states: np.ndarray) -> np.ndarray:
+    s = np.asarray(states, dtype=np.float64)
+    return np.linalg.norm(s[..., 0:2] - s[..., 2:4], axis=-1)
+
+
+class ReachEnv(gym.Env):
+    """Kinematic reach: the action moves the tip by up to 0.1 m per step; 8-step episodes."""
+
+    def __init__(self, micro_tasks: MicroTaskSpec, views=("wide_view",), resolution=64, render=None):
+        import mujoco
+
+        self.model = mujoco.MjModel.from_xml_string(SCENE)
+        self.data = mujoco.MjData(self.model)
+        self.micro_tasks = micro_tasks
+        self.observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+        self.action_space = gym.spaces.Box(-1, 1, (2,), np.float32)
+        self._renderer = None
+        self._steps = 0
+
+    @property
+    def state(self) -> np.ndarray:
+        return np.concatenate([self.data.qpos[:2], self.data.mocap_pos[0, :2]]).astype(np.float32)
+
+    def _info(self) -> dict:
+        d = float(distance(self.state))
+        return {"step": self._steps, "phase_rule": int(self.micro_tasks.phase(d)), "is_success": d < 0.08}
+
+    def reset(self, *, seed=None, options=None):
+        import mujoco
+
+        super().reset(seed=seed)
+        u = float((options or {}).get("difficulty", 1.0))
+        target = self.np_random.uniform(-0.4, 0.4, 2)
+        self.data.mocap_pos[0, :2] = target
+        self.data.qpos[:2] = target + u * self.np_random.uniform(-0.5, 0.5, 2) + 0.1
+        mujoco.mj_forward(self.model, self.data)
+        self._steps = 0
+        return self.state, self._info()
+
+    def step(self, action):
+        import mujoco
+
+        self.data.qpos[:2] += 0.1 * np.clip(np.asarray(action, dtype=np.float64), -1, 1)
+        mujoco.mj_forward(self.model, self.data)
+        self._steps += 1
+        info = self._info()
+        return self.state, 0.0, bool(info["is_success"]), self._steps >= STEPS, info
+
+    def render_views(self, views, resolution):
+        import mujoco
+
+        if self._renderer is None or self._renderer.height != resolution:
+            self._renderer = mujoco.Renderer(self.model, resolution, resolution)
+        self._renderer.update_scene(self.data, camera="top")
+        return np.stack([self._renderer.render() for _ in views])
+
+
+def reach_task(spec_path: Path) -> Task:
+    micro = MicroTaskSpec.from_yaml(spec_path)
+
+    def expert(noise_std: float, seed: int):
+        rng = np.random.default_rng(seed)
+        return lambda s: np.clip((s[2:4] - s[0:2]) * 10 + rng.normal(0, noise_std, 2), -1, 1).astype(np.float32)
+
+    return Task(
+        name="reach2d", make_env=lambda **kw: ReachEnv(micro, **kw),
+        key_spec=KeySpec("reach2d", 1, 4, ("tip_x", "tip_y"), lambda s: s[..., 0:2]),
+        layout=lambda: {"state_fields": ["tip_x", "tip_y", "target_x", "target_y"], "action_fields": ["dx", "dy"]},
+        action_dim=2, micro_tasks=micro, phase_measure=distance, expert=expert,
+        curriculum_stages=(CurriculumStage(0.0, 0.0, 0.3, 0.5, 2), CurriculumStage(1.0, 0.7, 1.0, None, 0)),
+        camera_bank={"top": "fixed overhead camera"},
+    )
+
+
+@pytest.fixture(scope="module")
+def task(tmp_path_factory):
+    path = tmp_path_factory.mktemp("reach") / "micro_tasks.yaml"
+    path.write_text(SPEC)
+    register_task(reach_task(path))
+    return get_task("reach2d")
+
+
+def test_second_task_renders_embeds_caches_and_scores(task, tmp_path, random_tiny_vlm):
+    from pipeline.embed import embed_store
+    from pipeline.render import render_to_store
+    from pipeline.render_and_embed import build_cache
+    from pipeline.rollout import RolloutConfig
+    from rmtl.reward.projection import goal_baseline_scores
+    from storage.cache import StateCache
+    from storage.dataset import DatasetStore
+
+    path = tmp_path / "reach.zarr"
+    rollout = RolloutConfig.make(task="reach2d", episodes=2, stages=(0, 1), views=("wide_view", "close_up"),
+                                 resolution=64, noise_std=0.05)
+    done = render_to_store(path, rollout, progress=False)
+    assert done.episodes_rendered == 2 and 4 <= done.rows <= 2 * (STEPS + 1)  # success may end an episode early
+    embed_store(path, random_tiny_vlm, batch_size=32, progress=False)
+    with DatasetStore.open(path) as st:
+        assert st.info["key_spec"]["id"] == "reach2d/v1" and st.state_dim == 4 and st.key_dim == 2
+        assert st.info["action_dim"] == 2 and st.info["layout"]["action_fields"] == ["dx", "dy"]
+        cols = st.read(fields=["state", "key", "phase_rule"])
+        assert np.array_equal(cols["key"], cols["state"][:, :2])
+        assert np.array_equal(cols["phase_rule"], task.phases(cols["state"]))
+        assert set(np.unique(cols["phase_rule"]).tolist()) <= {0, 1}
+        build_cache(st, random_tiny_vlm.model_id, "flat")
+        cache = StateCache.open(st, random_tiny_vlm.model_id, persist=False)
+        hit = cache.lookup(cache.state_keys(cols["state"][3:5], task.key_spec), radius=1e-6)
+        assert hit.hit.all() and hit.rows.tolist() == [3, 4]
+        with pytest.raises(Exception, match="stores keys with layout"):
+            cache.state_keys(cols["state"][:1], get_task("fetch_lift").key_spec)  # another task's key is refused
+        emb = st.embeddings(random_tiny_vlm.model_id).astype(np.float32)
+
+    spec = task.micro_tasks  # the task's prompts: one goal per micro-task, each the mean of its phrasings
+    goals = np.stack([random_tiny_vlm.encode_text(list(spec.goals[n])).mean(axis=0) for n in spec.names])
+    baseline = random_tiny_vlm.encode_text(list(spec.baseline)).mean(axis=0)
+    scores = goal_baseline_scores(emb, goals, baseline, 0.9)  # [N, V, 2]
+    active = np.take_along_axis(scores.mean(axis=1), task.phases(cols["state"])[:, None], axis=1)[:, 0]
+    assert scores.shape == (len(cols["state"]), 2, 2) and np.isfinite(active).all()
