@@ -3,9 +3,9 @@
 Parameters are the fields of :class:`pipeline.render_and_embed.RenderAndEmbedConfig`
 (same names and defaults), validated by ``RenderAndEmbedConfig.make`` so a bad value
 fails the run with the same one-line error as the plain command. One task per pipeline
-step (load model, render, embed, build cache, quality summary), called in the order
-``pipeline.render_and_embed.render_and_embed`` calls them, with the same checks first
-and the store's writer lock held across all of them; the parallel work (Dask rendering,
+step (load model, render, embed, build cache, quality summary), run by
+``pipeline.render_and_embed.run_steps`` (the one place that orders them, with the checks
+first and the store's writer lock held across all of them); the parallel work (Dask rendering,
 batched embedding) happens inside the steps, never one task per frame.
 
 Render and embed are resumable (whole episodes / committed embedding runs), so they are
@@ -21,23 +21,13 @@ Run it:
 
 from __future__ import annotations
 
-import json
-import time
 from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from pipeline.render_and_embed import (
-    DEFAULT_MODEL,
-    RenderAndEmbedConfig,
-    build_cache,
-    format_summary,
-    preflight,
-    rollout_config,
-    write_summary,
-)
-from rmtl.errors import USER_ERRORS, ConfigError
+from pipeline.render_and_embed import DEFAULT_MODEL, RenderAndEmbedConfig, Steps, build_cache, format_summary, run_steps
+from rmtl.errors import USER_ERRORS
 
 FLOW_NAME = "render-and-embed"
 _D = {k: f.default for k, f in RenderAndEmbedConfig.model_fields.items()}
@@ -109,6 +99,7 @@ def quality(path: Any, model_id: str, alpha: float) -> dict:
       description="Roll out, render the camera bank into a Zarr store, embed with a VLM, build the FAISS "
                   "state cache, and log a reward-quality summary.")
 def render_and_embed_flow(
+    task: str = _D["task"],
     store: str | None = _D["store"],
     name: str = _D["name"],
     episodes: int = _D["episodes"],
@@ -131,7 +122,7 @@ def render_and_embed_flow(
     """Render-and-embed (parameters: pipeline.render_and_embed.RenderAndEmbedConfig)."""
 
     cfg = RenderAndEmbedConfig.make(
-        store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std, noise_levels=noise_levels,
+        task=task, store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std, noise_levels=noise_levels,
         deterministic=deterministic, stages=stages, views=views,
         resolution=resolution, model=model, batch_size=batch_size, workers=workers, dask_address=dask_address,
         seed=seed, cache_kind=cache_kind, alpha=alpha, **({"render": render} if render is not None else {}))
@@ -139,23 +130,7 @@ def render_and_embed_flow(
 
 
 def _run(cfg: RenderAndEmbedConfig) -> dict:
-    # The same steps, in the same order, as pipeline.render_and_embed.render_and_embed.
-    from dataclasses import replace
-
-    from pipeline.render import open_for_render
-
-    t0 = time.perf_counter()
-    preflight(cfg)
-    vlm = load_model(cfg.model)
-    path = cfg.store_path()
-    rollout = rollout_config(cfg, cfg.resolution or vlm.image_size)
-    store, resumed = open_for_render(path, rollout)
-    with store:  # one writer lock from render to summary
-        rendered = replace(render(store, cfg, rollout, resumed), store=path)
-        embedded = embed(store, vlm, cfg.batch_size)
-        cache = build_cache_task(store, vlm.model_id, cfg.cache_kind)
-        summary = write_summary(cfg, rendered, embedded, cache, quality(store, vlm.model_id, cfg.alpha),
-                                time.perf_counter() - t0)
+    summary = run_steps(cfg, Steps(load_model, render, embed, build_cache_task, quality))
     get_run_logger().info("render-and-embed summary\n%s", format_summary(summary))
     return summary
 
@@ -176,41 +151,16 @@ def flow_parameters(cfg: RenderAndEmbedConfig) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m flows.render_and_embed --episodes 2 --views wide_view,close_up ...``; returns
-    the exit status (errors: one line on stderr, rmtl.console)."""
-    from rmtl.console import exit_code
+    """``python -m flows.render_and_embed --episodes 2 --views wide_view,close_up ...`` (options
+    generated from RenderAndEmbedConfig, rmtl.command_config); returns the exit status (errors:
+    one line on stderr, rmtl.console)."""
+    from rmtl.command_config import config_command, run_standalone
 
-    return exit_code(_main, argv)
+    def run(cfg: RenderAndEmbedConfig) -> None:
+        """Run the render-and-embed flow."""
+        print(format_summary(run_render_and_embed(cfg)))
 
-
-def _main(argv: list[str] | None) -> int:
-    from rmtl.console import ArgumentParser
-
-    p = ArgumentParser(prog="python -m flows.render_and_embed", description="Run the render-and-embed flow.")
-    for k, f in RenderAndEmbedConfig.model_fields.items():
-        p.add_argument(f"--{k.replace('_', '-')}", dest=k, default=None, help=f.description)
-    raw = {k: v for k, v in vars(p.parse_args(argv)).items() if v is not None}
-    params = {k: _parse(k, v) for k, v in raw.items()}
-    print(format_summary(run_render_and_embed(**params)))
-    return 0
-
-
-def _parse(key: str, value: str) -> Any:
-    """Command-line strings: pydantic coerces numbers; stages and noise levels are comma lists; 'none' is None."""
-    if value.lower() in ("none", "null"):
-        return None
-    if key in ("render",):
-        try:
-            return json.loads(value)
-        except ValueError:
-            raise ConfigError(f"--{key} must be a JSON object, e.g. '{{\"mesh_reduction\": 0.75}}', got {value!r}") from None
-    if key in ("stages", "noise_levels"):
-        kind, what = (int, "stage indices") if key == "stages" else (float, "noise levels")
-        try:
-            return [kind(s) for s in value.split(",") if s.strip()]
-        except ValueError:
-            raise ConfigError(f"{key} must be comma-separated {what}, got {value!r}") from None
-    return value
+    return run_standalone(config_command(RenderAndEmbedConfig, run), argv, "python -m flows.render_and_embed")
 
 
 if __name__ == "__main__":

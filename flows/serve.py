@@ -14,11 +14,13 @@ other machines use ``prefect deploy`` with the same flow entrypoints (docs/flows
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import os
-import sys
 from typing import Any
+
+from pydantic import Field
+
+from rmtl.config import Config
 
 DEFAULT_DEPLOYMENT = "default"
 FLOW_ENTRYPOINTS = {
@@ -77,34 +79,47 @@ def serve(name: str = DEFAULT_DEPLOYMENT, flows: list[str] | None = None, limit:
     prefect.serve(*deployments(name, flows), limit=limit)
 
 
-def main(argv: list[str] | None = None, prog: str = "python -m flows.serve") -> int:
-    """``python -m flows.serve [--name N] [--flow F] ...``; returns the exit status (errors:
-    one line on stderr, 130 after Ctrl-C; rmtl.console)."""
-    from rmtl.console import exit_code
+class ServeConfig(Config):
+    """What ``python -m flows.serve`` (``rmtl serve``) serves."""
 
-    return exit_code(_main, argv, prog)
+    name: str = DEFAULT_DEPLOYMENT
+    """Deployment name of every flow."""
+    flows: tuple[str, ...] | None = None
+    """Serve only these flows (default: all of FLOW_ENTRYPOINTS)."""
+    limit: int | None = Field(None, ge=1)
+    """Most flow runs at once."""
+    api_url: str | None = None
+    """Prefect API URL (default: PREFECT_API_URL)."""
 
 
-def _main(argv: list[str] | None, prog: str) -> int:
-    from rmtl.console import ArgumentParser
+def serve_command():
+    """The serve command: options generated from ServeConfig (rmtl.command_config)."""
+    from rmtl.command_config import config_command
 
-    p = ArgumentParser(prog=prog, description="Serve the rmtl flows as deployments.")
-    p.add_argument("--name", default=DEFAULT_DEPLOYMENT, help="deployment name (default: %(default)s)")
-    p.add_argument("--flow", action="append", dest="flows", help="serve only this flow (repeatable)")
-    p.add_argument("--limit", type=int, default=None, help="max concurrent flow runs")
-    p.add_argument("--api-url", default=None, help="Prefect API URL (default: PREFECT_API_URL)")
-    a = p.parse_args(argv)
+    return config_command(ServeConfig, serve_from_config, aliases={"flow": "flows"})
+
+
+def serve_from_config(cfg: ServeConfig) -> None:
+    """Serve the rmtl flows as deployments."""
     # settings first, before Prefect is imported (it reads them once)
     from flows.server import base_settings
 
     for k, v in base_settings(os.environ.get("PREFECT_HOME")).items():
         os.environ.setdefault(k, v)
     os.makedirs(os.environ["PREFECT_HOME"], exist_ok=True)
-    if a.api_url:
-        os.environ["PREFECT_API_URL"] = a.api_url
-    load_flows(a.flows)  # an unknown --flow fails before Prefect starts
-    serve(a.name, a.flows, a.limit)
-    return 0
+    if cfg.api_url:
+        os.environ["PREFECT_API_URL"] = cfg.api_url
+    flows = list(cfg.flows) if cfg.flows else None
+    load_flows(flows)  # an unknown flow fails before Prefect starts
+    serve(cfg.name, flows, cfg.limit)
+
+
+def main(argv: list[str] | None = None, prog: str = "python -m flows.serve") -> int:
+    """``python -m flows.serve [--name N] [--flow F] ...``; returns the exit status (errors:
+    one line on stderr, 130 after Ctrl-C; rmtl.console)."""
+    from rmtl.command_config import run_standalone
+
+    return run_standalone(serve_command(), argv, prog)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from pydantic import Field, field_validator
 
@@ -173,27 +175,58 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
     return summary
 
 
-def render_and_embed(cfg: RenderAndEmbedConfig, progress: bool = True) -> dict:
-    """Run the job; returns a summary with the paths of what it wrote."""
+@dataclass(frozen=True)
+class Steps:
+    """The job's steps, which the plain command runs as functions and the Prefect flow as
+    tasks (flows.render_and_embed); :func:`run_steps` calls them in the one order there is."""
+
+    load_model: Callable[[str], Any]
+    render: Callable[[Any, RenderAndEmbedConfig, Any, bool], Any]
+    """(store open as writer, config, rollout config, resumed?) -> RenderResult."""
+    embed: Callable[[Any, Any, int], Any]
+    """(store, VLM, batch size) -> EmbedResult."""
+    build_cache: Callable[[Any, str, str], dict]
+    quality: Callable[[Any, str, float], dict]
+
+
+def local_steps(progress: bool = True) -> Steps:
+    """The steps as plain functions (progress bars on the terminal when ``progress``)."""
+    from pipeline.embed import embed_store
+    from pipeline.render import render_into
+    from rmtl.vlm import load_vlm
+
+    def render(store: Any, cfg: RenderAndEmbedConfig, rollout: Any, resumed: bool) -> Any:
+        return render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
+                           progress=progress)
+
+    return Steps(load_vlm, render, lambda store, vlm, batch: embed_store(store, vlm, batch_size=batch, progress=progress),
+                 build_cache, quality_summary)
+
+
+def run_steps(cfg: RenderAndEmbedConfig, steps: Steps) -> dict:
+    """Checks first, then the model (a bad spec fails before any rendering), then render, embed,
+    cache and quality with the store's writer lock held throughout; returns the summary."""
     from dataclasses import replace
+
+    from pipeline.render import open_for_render
 
     t0 = time.perf_counter()
     preflight(cfg)  # before the heavy imports and the model
-    from pipeline.embed import embed_store
-    from pipeline.render import open_for_render, render_into
-    from rmtl.vlm import load_vlm
-
-    vlm = load_vlm(cfg.model)  # before any rendering: a bad model spec fails first
+    vlm = steps.load_model(cfg.model)
     path = cfg.store_path()
     rollout = rollout_config(cfg, cfg.resolution or vlm.image_size)
     store, resumed = open_for_render(path, rollout)
     with store:  # one writer lock for the whole job
-        rendered = replace(render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
-                                       progress=progress), store=path)
-        embedded = embed_store(store, vlm, batch_size=cfg.batch_size, progress=progress)
-        cache = build_cache(store, vlm.model_id, cfg.cache_kind)
-        quality = quality_summary(store, vlm.model_id, cfg.alpha)
+        rendered = replace(steps.render(store, cfg, rollout, resumed), store=path)
+        embedded = steps.embed(store, vlm, cfg.batch_size)
+        cache = steps.build_cache(store, vlm.model_id, cfg.cache_kind)
+        quality = steps.quality(store, vlm.model_id, cfg.alpha)
         return write_summary(cfg, rendered, embedded, cache, quality, time.perf_counter() - t0)
+
+
+def render_and_embed(cfg: RenderAndEmbedConfig, progress: bool = True) -> dict:
+    """Run the job; returns a summary with the paths of what it wrote."""
+    return run_steps(cfg, local_steps(progress))
 
 
 def format_summary(summary: dict) -> str:

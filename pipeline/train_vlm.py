@@ -23,10 +23,9 @@ import csv
 import json
 import math
 import time
-import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Sequence
+from typing import Any, Literal, Optional, Sequence
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -555,89 +554,74 @@ def load_checkpoint(path: str | Path, device="cpu") -> dict:
                             "another --out", map_location=device)
 
 
-def parse_args(argv: list[str] | None = None, prog: str | None = None):
-    """Command-line arguments and the TrainVLMConfig they give (flags left out keep its defaults)."""
-    import argparse
+def train_vlm_command(run: Any = None) -> Any:
+    """The ``train-reward-vlm`` command: options generated from TrainVLMConfig (rmtl.command_config)
+    plus the data options; ``run(config, **data options)`` defaults to training."""
+    import typer
 
-    from rmtl.console import ArgumentParser
+    from rmtl.command_config import config_command, option
 
-    ap = ArgumentParser(prog=prog or "python -m pipeline.train_vlm", description="Train the domain reward VLM (see module docstring).")
-    ap.add_argument("--store", action="append", default=[], help="dataset store(s) with frames")
-    ap.add_argument("--render-episodes", type=int, default=0, help="render this many expert episodes instead")
-    ap.add_argument("--random-episodes", type=int, default=0, help="and this many random-action episodes")
-    ap.add_argument("--resolution", type=int, default=96)
-    ap.add_argument("--workers", type=int, default=1)
-    ap.add_argument("--out", type=Path, required=True)
-    def arg_type(field):
-        if isinstance(field.default, bool):  # bool("false") is True: parse the word instead
-            def boolean(text: str) -> bool:
-                words = {"true": True, "1": True, "false": False, "0": False}
-                if text.lower() not in words:
-                    raise ValueError(text)  # argparse: "invalid boolean value"
-                return words[text.lower()]
-
-            boolean.__name__ = "boolean"
-            return boolean
-        base = type(field.default) if field.default is not None else str
-        if type(None) in typing.get_args(field.annotation):  # optional: "none" sets None
-            return lambda text: None if text.lower() == "none" else base(text)
-        return base
-
-    for name, field in TrainVLMConfig.model_fields.items():  # unset flags keep the config's defaults
-        ap.add_argument("--" + name.replace("_", "-"), dest=name, default=argparse.SUPPRESS, type=arg_type(field))
-    args = ap.parse_args(argv)
-    cfg = TrainVLMConfig.make(**{k: getattr(args, k) for k in TrainVLMConfig.model_fields if hasattr(args, k)})
-    return args, cfg
+    return config_command(TrainVLMConfig, run or train_from_options, extra=[
+        option("store", Optional[list[str]], typer.Option(None, "--store", help="Dataset store(s) with frames (repeatable).")),
+        option("render_episodes", int, typer.Option(0, min=0, help="Render this many expert episodes instead.")),
+        option("random_episodes", int, typer.Option(0, min=0, help="And this many random-action episodes.")),
+        option("resolution", int, typer.Option(96, help="Frame size of rendered episodes (px).")),
+        option("workers", int, typer.Option(1, min=1, help="Render processes.")),
+        option("out", Path, typer.Option(..., "--out", help="Output directory of the weights and model card.")),
+    ])
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """``python -m pipeline.train_vlm``: train from stores, or render the data first; returns
     the exit status (errors: one line on stderr, rmtl.console)."""
-    from rmtl.console import exit_code
+    from rmtl.command_config import run_standalone
 
-    return exit_code(_main, argv, prog)
+    return run_standalone(train_vlm_command(), argv, prog or "python -m pipeline.train_vlm")
 
 
-def _main(argv: list[str] | None, prog: str | None) -> None:
+def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, render_episodes: int = 0,
+                       random_episodes: int = 0, resolution: int = 96, workers: int = 1,
+                       out: Path | None = None) -> None:
+    """Train the domain reward VLM from stores and/or freshly rendered episodes into ``out``."""
     import sys
 
     from rmtl.console import check_output_dir
     from storage.dataset import DatasetStore
 
-    args, cfg = parse_args(argv, prog)
-    check_output_dir(args.out, "--out")  # before any model or data loads
-    for path in args.store:
+    stores = list(store or [])
+    check_output_dir(out, "--out")  # before any model or data loads
+    for path in stores:
         DatasetStore.open(path, "r")  # a missing or foreign store fails now
     parts, desc = [], []
     init_vlm = None
-    if args.store:
+    if stores:
         tower = None
         if cfg.tune == "text":  # the locked tower's id finds its stored embeddings under any model id
             from rmtl.vlm import load_vlm
 
             init_vlm = load_vlm(cfg.init, device=cfg.device, precision="fp32")  # trained below, not loaded twice
             tower = init_vlm.image_tower_id
-        parts.append(TrainingData.from_stores(args.store, embeddings_of=cfg.init if cfg.tune == "text" else None,
+        parts.append(TrainingData.from_stores(stores, embeddings_of=cfg.init if cfg.tune == "text" else None,
                                               image_tower=tower))
-        desc.append(f"stores {', '.join(args.store)}")
-    if args.render_episodes or args.random_episodes:
+        desc.append(f"stores {', '.join(stores)}")
+    if render_episodes or random_episodes:
         from pipeline.rollout import RolloutConfig, map_rollouts
 
         offset = int(max(p.episode.max() for p in parts)) + 1 if parts else 0
-        for policy, n in (("expert", args.render_episodes), ("random", args.random_episodes)):
+        for policy, n in (("expert", render_episodes), ("random", random_episodes)):
             if n:
-                rc = RolloutConfig.make(episodes=n, policy=policy, resolution=args.resolution, seed=cfg.seed + offset)
+                rc = RolloutConfig.make(episodes=n, policy=policy, resolution=resolution, seed=cfg.seed + offset)
                 t = time.perf_counter()
-                batches = list(map_rollouts(rc, list(range(n)), workers=args.workers, chunk=4))
+                batches = list(map_rollouts(rc, list(range(n)), workers=workers, chunk=4))
                 parts.append(TrainingData.from_batches(batches, rc.views, policy == "expert", offset))
                 print(f"rendered {n} {policy} episodes, {len(parts[-1])} rows in {time.perf_counter() - t:.0f} s", flush=True)
                 desc.append(f"{n} {policy} episodes ({len(parts[-1])} states x {len(rc.views)} views, "
-                            f"{args.resolution} px, curriculum stages 0-4, noise {rc.noise_std}/{2 * rc.noise_std})")
+                            f"{resolution} px, curriculum stages 0-4, noise {rc.noise_std}/{2 * rc.noise_std})")
                 offset += n
     data = TrainingData.concat(parts)
-    metrics = train_reward_vlm(data, cfg, args.out, vlm=init_vlm)
-    write_model_card(args.out, cfg, "; ".join(desc), metrics, "python -m pipeline.train_vlm " + " ".join(sys.argv[1:]))
-    print(f"final: {_summary(metrics['final'])}\nwrote {args.out}")
+    metrics = train_reward_vlm(data, cfg, out, vlm=init_vlm)
+    write_model_card(out, cfg, "; ".join(desc), metrics, "python -m pipeline.train_vlm " + " ".join(sys.argv[1:]))
+    print(f"final: {_summary(metrics['final'])}\nwrote {out}")
 
 
 if __name__ == "__main__":

@@ -12,12 +12,13 @@ from typing import Any, NoReturn, Optional
 import typer
 
 from rmtl.console import check_output_dir, check_output_file, check_store_path, exit_code, finish
-from rmtl.errors import ConfigError, RmtlError
+from rmtl.errors import RmtlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RMTL: phased multi-view VLM rewards for Fetch.")
 env_app = typer.Typer(no_args_is_help=True, help="The Fetch pick-and-lift environment.")
 app.add_typer(env_app, name="env")
-from rmtl.train.cli import eval_cmd, report_cmd, train_app  # noqa: E402  (cheap: no torch)
+from rmtl.train import cli as train_cli  # noqa: E402  (cheap: no torch)
+from rmtl.train.cli import eval_cmd, report_cmd, train_app  # noqa: E402
 
 app.add_typer(train_app, name="train")
 app.command("eval")(eval_cmd)
@@ -99,60 +100,27 @@ def env_check(
         typer.echo(f"wrote {out}")
 
 
-def _float_list(text: str, name: str) -> list[float]:
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"--{name} must be comma-separated numbers, got {text!r}") from None
+def _render_and_embed_command():
+    """``rmtl render-and-embed``: options generated from RenderAndEmbedConfig (rmtl.command_config)."""
+    from pipeline.render_and_embed import RenderAndEmbedConfig
+    from rmtl.command_config import config_command, option
+
+    return config_command(RenderAndEmbedConfig, _render_and_embed, extra=[
+        option("prefect", bool, typer.Option(False, "--prefect", help="Run as the 'render-and-embed/default' "
+                                             "deployment on a local Prefect server.")),
+        option("data_dir", Optional[Path], DataDirOption),
+    ])
 
 
-def _json_object(text: str, name: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise ConfigError(f"--{name} must be a JSON object such as '{{\"mesh_reduction\": 0.75}}', got {text!r}")
-    return value
-
-
-@app.command("render-and-embed")
-def render_and_embed_cmd(
-    episodes: int = typer.Option(8, min=1, help="Episodes to roll out."),
-    policy: str = typer.Option("expert", help="'expert', 'random' or an SB3 checkpoint (.zip)."),
-    noise_std: float = typer.Option(0.15, min=0.0, help="Expert action noise."),
-    stages: str = typer.Option("0,1,2,3,4", help="Curriculum stages episodes cycle through."),
-    views: str = typer.Option("all", help="Comma-separated views or 'all'."),
-    resolution: Optional[int] = typer.Option(None, help="Frame size (px); default: the model's input size."),
-    model: str = typer.Option("rmtl-fetch-tiny", help="VLM spec (name, name:tag, hf-hub:..., local dir or file)."),
-    batch_size: int = typer.Option(64, min=1, help="Images per VLM call."),
-    workers: int = typer.Option(1, min=1, help="Render processes (Dask LocalCluster when > 1)."),
-    dask_address: Optional[str] = typer.Option(None, help="Existing Dask scheduler address."),
-    store: Optional[str] = typer.Option(None, help="Store path (default <data-dir>/stores/<name>.zarr)."),
-    name: str = typer.Option("default", help="Dataset name for the default store path."),
-    seed: int = typer.Option(0, help="Base episode seed."),
-    noise_levels: Optional[str] = typer.Option(None, help="Comma-separated expert noise levels to cycle through "
-                                                         "(instead of noise-std and 2x noise-std)."),
-    render: Optional[str] = typer.Option(None, help="Render settings as JSON, e.g. '{\"mesh_reduction\": 0.75, "
-                                                  "\"msaa_samples\": 0}' (docs/env.md)."),
-    prefect: bool = typer.Option(False, "--prefect", help="Run as the 'render-and-embed/default' deployment on a local Prefect server."),
-    data_dir: Optional[Path] = DataDirOption,
-) -> None:
+def _render_and_embed(cfg: Any, prefect: bool = False, data_dir: Optional[Path] = None) -> None:
     """Render episodes into a Zarr store, embed them, build the FAISS cache, summarise reward quality."""
     import os
 
-    from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, preflight, render_and_embed
+    from pipeline.render_and_embed import format_summary, preflight, render_and_embed
     from rmtl.provenance import DATA_DIR_ENV
 
     if data_dir is not None:
         os.environ[DATA_DIR_ENV] = str(data_dir)
-    cfg = RenderAndEmbedConfig.make(
-        store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std,
-        stages=_int_list(stages, "stages"), views=views, resolution=resolution, model=model,
-        batch_size=batch_size, workers=workers, dask_address=dask_address, seed=seed,
-        noise_levels=None if noise_levels is None else _float_list(noise_levels, "noise-levels"),
-        **({} if render is None else {"render": _json_object(render, "render")}),
-    )
     if prefect:
         preflight(cfg)  # the store path and settings, before a server and a model are started
         from flows.local import render_and_embed_deployment
@@ -225,25 +193,6 @@ def server_status_cmd() -> None:
 
     info = server_status()
     typer.echo(json.dumps(info, indent=2) if info else "not running")
-
-
-@app.command("serve", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []})
-def serve_cmd(ctx: typer.Context) -> None:
-    """Serve the flows as deployments (options: rmtl serve --help)."""
-    from flows.serve import main as serve_main
-
-    raise typer.Exit(serve_main(list(ctx.args), prog=ctx.command_path))
-
-
-@app.command(
-    "train-reward-vlm",
-    context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "help_option_names": []},
-)
-def train_reward_vlm_cmd(ctx: typer.Context) -> None:
-    """Train the domain reward VLM (options: rmtl train-reward-vlm --help)."""
-    from pipeline.train_vlm import main as train_main
-
-    raise typer.Exit(train_main(list(ctx.args), prog=ctx.command_path))
 
 
 ModelOption = typer.Option(None, "--model", help="Stored model id or spec (default: the store's only model).")
@@ -517,11 +466,48 @@ def _int_list(text: str, what: str) -> list[int]:
         raise ConfigError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
+def _serve_command():
+    from flows.serve import serve_command
+
+    return serve_command()
+
+
+def _train_vlm_command():
+    from pipeline.train_vlm import train_vlm_command
+
+    return train_vlm_command()
+
+
+LAZY_COMMANDS = {
+    ("render-and-embed",): (_render_and_embed_command, "Render episodes into a Zarr store, embed them, build the "
+                                                       "FAISS cache, summarise reward quality."),
+    ("train-reward-vlm",): (_train_vlm_command, "Train the domain reward VLM."),
+    ("serve",): (_serve_command, "Serve the flows as deployments."),
+    ("train", "stage1"): (train_cli.stage1_command, "Train the Stage-1 PPO worker (paper Table 1)."),
+    ("train", "stage2"): (train_cli.stage2_command, "Train the Stage-2 manager over a Stage-1 worker (paper Table 2)."),
+}
+"""Commands whose options are generated from their config class (rmtl.command_config) when
+they run: their config classes import the VLM stack or Prefect, which other commands skip."""
+
+
+def command_group() -> Any:
+    """The click group of ``rmtl``, generated commands included."""
+    from rmtl.command_config import lazy_command
+
+    cmd = typer.main.get_command(app)
+    for path, (load, short_help) in LAZY_COMMANDS.items():
+        group = cmd
+        for part in path[:-1]:
+            group = group.commands[part]
+        group.add_command(lazy_command(path[-1], load, short_help))
+    return cmd
+
+
 def _invoke(argv: list[str] | None) -> Any:
     """Parse and run one command line; exceptions are left to :func:`rmtl.console.exit_code`
     (typer's own standalone handling would turn Ctrl-C and ``typer.Exit`` into return
     values and usage errors into multi-line panels)."""
-    cmd = typer.main.get_command(app)
+    cmd = command_group()
     args = sys.argv[1:] if argv is None else list(argv)
     with cmd.make_context("rmtl", args) as ctx:
         return cmd.invoke(ctx)

@@ -180,9 +180,9 @@ CASES = [
     (["store", "verify", "{ROOT}"], ["corrupt metadata"]),
     (["train-reward-vlm", "--store", "/nonexistent", "--out", "{W}/v"], ["no dataset store at /nonexistent"]),
     # argparse-based commands behind rmtl
-    (["train-reward-vlm"], ["required: --out", "rmtl train-reward-vlm --help"]),
-    (["train-reward-vlm", "--bogus", "--out", "{W}/v"], ["unrecognized arguments: --bogus"]),
-    (["train-reward-vlm", "--steps", "abc", "--out", "{W}/v"], ["--steps", "invalid int value"]),
+    (["train-reward-vlm"], ["Missing option '--out'", "rmtl train-reward-vlm --help"]),
+    (["train-reward-vlm", "--bogus", "--out", "{W}/v"], ["No such option: --bogus", "rmtl train-reward-vlm --help"]),
+    (["train-reward-vlm", "--steps", "abc", "--out", "{W}/v"], ["'--steps'", "valid integer"]),
     (["train-reward-vlm", "--keep-best", "maybe", "--out", "{W}/v"], ["--keep-best"]),
     # checkpoints and runs
     (["eval", "/nonexistent"], ["is not a Stage-1 checkpoint"]),

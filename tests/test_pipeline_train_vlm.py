@@ -9,7 +9,7 @@ from pipeline.train_vlm import (
     TrainVLMConfig,
     baseline_balance_penalty,
     gate_margin,
-    parse_args,
+    train_vlm_command,
     soft_targets,
     task_geometry,
     train_reward_vlm,
@@ -172,12 +172,23 @@ def test_model_card_says_where_the_weights_started_and_the_goal_baseline_cosines
     assert "weights of step 2" in tuned
 
 
-def test_command_line_flags_parse_words_and_none_and_keep_unset_defaults():
-    _, cfg = parse_args(["--out", "x", "--target-prompt-rate", "none", "--keep-best", "false", "--lr", "2e-4"])
+def parse_args(argv):
+    """(config, data options) the train-reward-vlm command gets from ``argv``."""
+    from rmtl.command_config import invoke
+
+    return invoke(train_vlm_command(run=lambda cfg, **options: (cfg, options)), argv, "train-reward-vlm")
+
+
+def test_command_line_flags_parse_words_and_none_and_keep_unset_defaults(tmp_path):
+    cfg, options = parse_args(["--out", "x", "--target-prompt-rate", "none", "--keep-best", "false", "--lr", "2e-4"])
     assert cfg.target_prompt_rate is None and cfg.keep_best is False and cfg.lr == 2e-4
     assert cfg.baseline_balance == TrainVLMConfig().baseline_balance  # not given: the default
-    _, cfg = parse_args(["--out", "x", "--target-prompt-rate", "0.6", "--init", "rmtl-fetch-tiny", "--tune", "text"])
+    assert str(options["out"]) == "x" and options["store"] is None
+    cfg, _ = parse_args(["--out", "x", "--target-prompt-rate", "0.6", "--init", "rmtl-fetch-tiny", "--tune", "text"])
     assert cfg.target_prompt_rate == 0.6 and cfg.init == "rmtl-fetch-tiny"
+    (tmp_path / "c.yaml").write_text("lr: 0.001\nsteps: 7\n")  # file, then options, then --set
+    cfg, _ = parse_args(["--out", "x", "--config", str(tmp_path / "c.yaml"), "--steps", "9", "--set", "lr=0.002"])
+    assert (cfg.lr, cfg.steps) == (0.002, 9)
 
 
 def _training_texts(vlm):

@@ -2,15 +2,16 @@
 
     app.add_typer(train_app, name="train")       # rmtl train stage1 --variant rmtl ...
     app.command("eval")(eval_cmd)                # rmtl eval CKPT --episodes 100
-    app.command("report")(report_cmd)            # rmtl report RUN... --out DIR
+    app.command("report")(report_cmd)            # rmtl report RUN... --out DIR; rmtl report --stage 2 RUN
                                                  # rmtl train select RUN (best on validation, test seeds)
+    stage1_command, stage2_command               # generated from their config classes (rmtl.command_config)
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 
@@ -19,42 +20,37 @@ from rmtl.console import check_output_dir, check_output_file
 train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1: PPO worker).")
 
 
-@train_app.command("stage1")
-def stage1_cmd(
-    variant: str = typer.Option("rmtl", help="Variant: rmtl, single_prompt_multi_view, single_prompt_single_view, "
-                                             "no_curriculum, no_phase_input, dense_reference, rmtl_phase_offset, "
-                                             "rmtl_no_trend_momentum (rmtl_no_phase_offset = rmtl, "
-                                             "rmtl_level_only = rmtl_no_trend_momentum)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Total env steps (default 600000)."),
-    seed: Optional[int] = typer.Option(None, help="Seed (default 0)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML Stage1Config to start from (the variant is applied on top)."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a field: key.sub=value (repeatable), "
-                                                                 "e.g. --set reward.resolution=96 --set n_envs=8."),
-    model: Optional[str] = typer.Option(None, help="Reward model spec (default rmtl-fetch-tiny)."),
-    cache_store: Optional[str] = typer.Option(None, help="Dataset store whose FAISS cache serves the reward."),
-    cache_radius: Optional[float] = typer.Option(None, help="Cache radius in key units (m)."),
-    cache_grow: bool = typer.Option(False, help="Append cache misses to the store."),
-    out: Optional[Path] = typer.Option(None, help="Run directory (default <data-dir>/runs/stage1/<variant>_s<seed>)."),
-    fresh: bool = typer.Option(False, help="Start over instead of resuming from the run directory's last checkpoint."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
-    verbose: bool = typer.Option(False, help="Print SB3's log table, evaluations and checkpoints."),
-) -> None:
+RUN_ALIASES = {"steps": "total_timesteps", "out": "output_dir", "progress": "progress_bar"}
+"""Short options of both training commands (earlier versions' names)."""
+
+
+def _train_extras() -> list:
+    from rmtl.command_config import option
+
+    return [option("fresh", bool, typer.Option(False, help="Start over instead of resuming from the run directory's "
+                                                            "last checkpoint.")),
+            option("verbose", bool, typer.Option(False, help="Print SB3's log table, evaluations and checkpoints."))]
+
+
+def stage1_command():
+    """``rmtl train stage1``: options generated from Stage1Config, a variant applied on top of --config."""
+    from rmtl.command_config import config_command
+    from rmtl.train.config import Stage1Config, stage1_config
+
+    def build(file_values: dict, cli: dict) -> Stage1Config:
+        variant = cli.pop("variant", None) or file_values.get("variant") or "rmtl"
+        return stage1_config(variant, Stage1Config.make(**file_values) if file_values else None, **cli)
+
+    aliases = {**RUN_ALIASES, "model": "reward.model", "cache-store": "cache.store", "cache-radius": "cache.radius",
+               "cache-grow": "cache.grow"}
+    return config_command(Stage1Config, _train_stage1, aliases=aliases, extra=_train_extras(), build=build)
+
+
+def _train_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints."""
-    from rmtl.train.config import Stage1Config, deep_merge, parse_overrides, stage1_config
     from rmtl.train.stage1 import train_stage1
 
-    base = Stage1Config.from_yaml(config) if config else None
-    ov = parse_overrides(set_ or [])
-    direct = _run_fields(steps, seed, out, progress)
-    if model is not None:
-        direct["reward"] = {"model": model}
-    cache = {k: v for k, v in (("store", cache_store), ("radius", cache_radius)) if v is not None}
-    if cache_grow:
-        cache["grow"] = True
-    if cache:
-        direct["cache"] = cache
-    cfg = stage1_config(variant, base, **deep_merge(direct, ov))
-    check_output_dir(cfg.run_dir(), "--out" if out else "run directory")  # before the reward model loads
+    check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
     run = train_stage1(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
@@ -84,21 +80,49 @@ def eval_cmd(
 
 
 def report_cmd(
-    runs: List[Path] = typer.Argument(..., help="Stage-1 run directories."),
-    out: Path = typer.Option(Path("results/stage1"), help="Output directory for PNG/CSV/MD."),
-    select: bool = typer.Option(True, help="Evaluate checkpoints on validation/test seeds where selection.json "
-                                           "lacks them (--no-select: use what is there)."),
-    validation_episodes: int = typer.Option(100, min=1, help="Validation episodes per checkpoint."),
-    test_episodes: int = typer.Option(200, min=1, help="Test episodes of the best and the final checkpoint."),
+    runs: List[Path] = typer.Argument(..., help="Stage-1 run directories (--stage 2: one Stage-2 run or checkpoint)."),
+    stage: int = typer.Option(1, min=1, max=2, help="1: Fig. 5/6 and the success table of Stage-1 runs; "
+                                                     "2: Fig. 7, the behaviour of a Stage-2 run."),
+    out: Optional[Path] = typer.Option(None, help="Output directory (default results/stage1 or results/stage2)."),
+    select: bool = typer.Option(True, help="Stage 1: evaluate checkpoints on validation/test seeds where "
+                                           "selection.json lacks them (--no-select: use what is there)."),
+    validation_episodes: int = typer.Option(100, min=1, help="Stage 1: validation episodes per checkpoint."),
+    test_episodes: int = typer.Option(200, min=1, help="Stage 1: test episodes of the best and the final checkpoint."),
+    no_phase: Optional[Path] = typer.Option(None, help="Stage 2: (a) Stage-1 no_phase_input run/checkpoint."),
+    single_prompt: Optional[Path] = typer.Option(None, help="Stage 2: (d) Stage-1 single-prompt run/checkpoint."),
+    episodes: int = typer.Option(100, min=1, help="Stage 2: seeded random-start episodes per policy."),
+    seed: int = typer.Option(1_000_000, help="Stage 2: seed of the first episode."),
+    traces: int = typer.Option(4, min=0, help="Stage 2: episodes drawn in phase_traces.png."),
 ) -> None:
-    """Paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels), and final / best-on-validation / last-5 success."""
+    """Stage 1: paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels), final / best-on-validation /
+    last-5 success. Stage 2 (--stage 2): Fig. 7, random-start success (95% CI) of PPO without phase input,
+    worker + rule, worker + manager, single prompt."""
+    from rmtl.errors import ConfigError
+
+    out = out or Path(f"results/stage{stage}")
+    check_output_dir(out, "--out")
+    if stage == 2:
+        if len(runs) != 1:
+            raise ConfigError(f"--stage 2 reports one Stage-2 run, got {len(runs)}; pass one run directory")
+        _stage2_report(runs[0], out, no_phase, single_prompt, episodes, seed, traces)
+        return
     from rmtl.train.report import stage1_report
 
-    check_output_dir(out, "--out")
     paths = stage1_report(runs, out, select=select, validation_episodes=validation_episodes,
                           test_episodes=test_episodes)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["success_table_md"].read_text())
+
+
+def _stage2_report(run: Path, out: Path, no_phase: Optional[Path], single_prompt: Optional[Path], episodes: int,
+                   seed: int, traces: int) -> None:
+    from rmtl.train.report import stage2_report
+
+    _check_stage2_run(run)
+    paths = stage2_report(run, out, no_phase=no_phase, single_prompt=single_prompt, episodes=episodes, seed=seed,
+                          traces=traces)
+    typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
+    typer.echo(paths["behaviour_md"].read_text())
 
 
 @train_app.command("select")
@@ -122,30 +146,20 @@ def select_cmd(
     typer.echo(f"wrote {run / SELECTION_FILE}")
 
 
-@train_app.command("stage2")
-def stage2_cmd(
-    worker: Path = typer.Option(..., "--worker", help="Stage-1 checkpoint dir, its model.zip, or a Stage-1 run dir (latest)."),
-    steps: Optional[int] = typer.Option(None, "--steps", help="Stage-2 env steps (default 200000)."),
-    seed: Optional[int] = typer.Option(None, help="Seed (default 0)."),
-    bc_labels: Optional[str] = typer.Option(None, help="bc-labels dataset store (default: roll out the worker with the rule)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML Stage2Config to start from."),
-    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a field: key.sub=value (repeatable), e.g. "
-                                                                 "--set manager.kl_coef=0.1 --set stage1.n_envs=8."),
-    out: Optional[Path] = typer.Option(None, help="Run directory (default <data-dir>/runs/stage2/<worker run>_s<seed>)."),
-    fresh: bool = typer.Option(False, help="Start over instead of resuming from the run directory's last checkpoint."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
-    verbose: bool = typer.Option(False, help="Print SB3's log table, BC accuracy, evaluations and checkpoints."),
-) -> None:
+def stage2_command():
+    """``rmtl train stage2``: options generated from Stage2Config."""
+    from rmtl.command_config import config_command
+    from rmtl.train.config import Stage2Config
+
+    return config_command(Stage2Config, _train_stage2, aliases={**RUN_ALIASES, "bc-labels": "bc.labels"},
+                          extra=_train_extras())
+
+
+def _train_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
-    from rmtl.train.config import Stage2Config, deep_merge, parse_overrides
     from rmtl.train.stage2 import train_stage2
 
-    data = Stage2Config.from_yaml(config).model_dump() if config else {}
-    direct = {"worker": str(worker), **_run_fields(steps, seed, out, progress)}
-    if bc_labels is not None:
-        direct["bc"] = {"labels": bc_labels}
-    cfg = Stage2Config.make(**deep_merge(deep_merge(data, direct), parse_overrides(set_ or [])))
-    check_output_dir(cfg.run_dir(), "--out" if out else "run directory")  # before the reward model loads
+    check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
     run = train_stage2(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev, bc = summary.get("final_eval") or {}, summary.get("bc") or {}
@@ -156,7 +170,7 @@ def stage2_cmd(
                f"run directory {run}")
 
 
-@train_app.command("stage2-report")
+@train_app.command("stage2-report", hidden=True)
 def stage2_report_cmd(
     run: Path = typer.Argument(..., help="Stage-2 run directory (or one of its checkpoints)."),
     no_phase: Optional[Path] = typer.Option(None, help="(a) Stage-1 no_phase_input run/checkpoint."),
@@ -166,15 +180,9 @@ def stage2_report_cmd(
     traces: int = typer.Option(4, min=0, help="Episodes drawn in phase_traces.png."),
     out: Path = typer.Option(Path("results/stage2"), help="Output directory for CSV/MD/JSON/PNG."),
 ) -> None:
-    """Paper Fig. 7: random-start success (95% CI) of PPO without phase input, worker + rule, worker + manager, single prompt."""
-    from rmtl.train.report import stage2_report
-
+    """The earlier name of ``rmtl report --stage 2``."""
     check_output_dir(out, "--out")
-    _check_stage2_run(run)
-    paths = stage2_report(run, out, no_phase=no_phase, single_prompt=single_prompt, episodes=episodes, seed=seed,
-                          traces=traces)
-    typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
-    typer.echo(paths["behaviour_md"].read_text())
+    _stage2_report(run, out, no_phase, single_prompt, episodes, seed, traces)
 
 
 def _check_stage2_run(run: Path) -> None:
@@ -193,15 +201,3 @@ def _check_stage2_run(run: Path) -> None:
     if not isinstance(meta, dict) or "env" not in (meta.get("config") or {}) or not (ck / "manager.pt").is_file():
         raise ConfigError(f"{ck} is not a Stage-2 checkpoint (its meta.json has no Stage-1 config, or it has no "
                           f"manager.pt); {fix}")
-
-
-def _run_fields(steps: int | None, seed: int | None, out: Path | None, progress: bool) -> dict:
-    """Config fields set by the options every training command shares (None: keep the default)."""
-    fields: dict = {"progress_bar": progress}
-    if steps is not None:
-        fields["total_timesteps"] = steps
-    if seed is not None:
-        fields["seed"] = seed
-    if out is not None:
-        fields["output_dir"] = str(out)
-    return fields

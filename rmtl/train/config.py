@@ -12,7 +12,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import Field, model_validator
 
-from rmtl.config import Config
+from rmtl.config import Config, deep_merge
 from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.fetch_lift import EnvConfig
 from rmtl.errors import ConfigError
@@ -174,38 +174,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
 PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "no_curriculum",
                   "no_phase_input", "dense_reference")
 SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum")
-
-
-def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
-    """``base`` with ``override`` merged in; nested mappings merge, everything else replaces."""
-    out = dict(base)
-    for k, v in override.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = deep_merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
-def parse_overrides(items: list[str] | tuple[str, ...]) -> dict[str, Any]:
-    """``["reward.resolution=64", "n_envs=4"]`` -> nested dict (values parsed as YAML scalars/lists)."""
-    import yaml
-
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r} must look like key.subkey=value")
-        key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            value = raw
-        node = out
-        parts = key.strip().split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
-    return out
 
 
 def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] | None = None,
