@@ -66,7 +66,7 @@ def worker_stage1_config(config: Stage2Config) -> Stage1Config:
     if s1.uses_vlm and s1.reward.single_prompt:
         # One goal, one phase: no micro-task for a manager to choose, no per-phase scores for its progress signal.
         raise ConfigError("Stage 2 needs a micro-task worker: a single-prompt worker has one phase and nothing to "
-                          "choose (evaluate single-prompt runs with the rule, e.g. stage2-report --single-prompt)")
+                          "choose (evaluate single-prompt runs with the rule, e.g. rmtl report --stage 2 --single-prompt)")
     return s1
 
 
