@@ -11,7 +11,7 @@ from typing import Any, NoReturn, Optional
 
 import typer
 
-from rmtl.console import check_output_dir, check_output_file, check_store_path, exit_code, finish
+from rmtl.console import check_output_file, exit_code, finish
 from rmtl.errors import RmtlError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="RMTL: phased multi-view VLM rewards for Fetch.")
@@ -133,24 +133,6 @@ def _render_and_embed(cfg: Any, prefect: bool = False, data_dir: Optional[Path] 
     typer.echo(format_summary(render_and_embed(cfg)))
 
 
-@app.command("embed")
-def embed_cmd(
-    store: str = typer.Option(..., help="Dataset store with frames (made by render-and-embed)."),
-    model: str = typer.Option("rmtl-fetch-tiny", help="VLM spec (name, name:tag, hf-hub:..., local dir or file)."),
-    batch_size: int = typer.Option(64, min=1, help="Images per VLM call."),
-) -> None:
-    """Embed a store's rows not yet embedded by a model, and the prompts' text (no rendering)."""
-    from pipeline.embed import embed_store
-    from rmtl.vlm import load_vlm
-    from storage.dataset import DatasetStore
-
-    DatasetStore.open(store, "r")  # a missing or foreign store fails before the model loads
-    res = embed_store(store, load_vlm(model), batch_size=batch_size)
-    copied = f" ({res.rows_copied} copied from {res.copied_from}: same image tower)" if res.rows_copied else ""
-    typer.echo(f"store {res.store}: embedded {res.rows_embedded} rows{copied}; {res.rows_total} rows have "
-               f"embeddings of {res.model_id}")
-
-
 @store_app.command("verify")
 def store_verify_cmd(store: str = typer.Argument(..., help="Dataset store path or URL.")) -> None:
     """Read every committed chunk of a store and name the damaged ones (array, chunk, rows); status 2 if any."""
@@ -201,34 +183,6 @@ PromptsOption = typer.Option(None, "--prompts", help="Prompt-set YAML file or a 
                                                    "first: rmtl embed-text.")
 
 
-def _prompt_set(path: Optional[str]):
-    """The prompt set of a --prompts value (None: the paper's prompts)."""
-    if path is None:
-        return None
-    from rmtl.reward.prompt_sets import load_prompt_set
-
-    return load_prompt_set(path)
-
-
-@app.command("query")
-def query_cmd(
-    store: str = typer.Option(..., help="Dataset store with embeddings."),
-    model: Optional[str] = ModelOption,
-    alpha: float = typer.Option(0.9, help="Projection alpha."),
-    radii: str = typer.Option("0,0.002,0.005,0.01,0.02", help="Cache radii (m) for hit rate vs reward error."),
-    holdout: float = typer.Option(0.25, help="Fraction of episodes used as cache queries."),
-    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis/queries)."),
-    prompts: Optional[str] = PromptsOption,
-) -> None:
-    """Reward-quality questions over a store: tables, JSON and PNG plots."""
-    from pipeline.query import run_queries
-
-    if out is not None:
-        check_output_dir(out, "--out")
-    run_queries(store, model, out_dir=out, alpha=alpha, radii=_float_list(radii, "radii"), holdout=holdout,
-                prompts=_prompt_set(prompts))
-
-
 @app.command("reward-quality")
 def reward_quality_cmd(
     store: str = typer.Option(..., help="Dataset store with embeddings of both models."),
@@ -247,7 +201,9 @@ def reward_quality_cmd(
 
     if out is not None:
         check_output_file(out, "--out")
-    pset = _prompt_set(prompts)
+    from pipeline.analysis_commands import prompt_set_of
+
+    pset = prompt_set_of(prompts)
     m, r = quality_summary(store, model, alpha, pset), quality_summary(store, against, alpha, pset)
     gates = gate_report(m, r)
     table = Table(title=f"{store}: within-phase reward quality, multi-view mean, alpha {alpha}")
@@ -273,84 +229,6 @@ def reward_quality_cmd(
         out.write_text(json.dumps({"store": store, "model": m, "against": r, "gates": gates, "groups": groups},
                                   indent=2, default=str))
         typer.echo(f"wrote {out}")
-
-
-@app.command("alpha-sweep")
-def alpha_sweep_cmd(
-    store: str = typer.Option(..., help="Dataset store with embeddings."),
-    model: Optional[str] = ModelOption,
-    alphas: str = typer.Option("0,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0", help="Alphas to score."),
-    episode: Optional[int] = typer.Option(None, help="Episode for the per-step plot."),
-    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis)."),
-    prompts: Optional[str] = PromptsOption,
-) -> None:
-    """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
-    from pipeline.alpha_sweep import alpha_sweep
-
-    if out is not None:
-        check_output_dir(out, "--out")
-    res = alpha_sweep(store, model, _float_list(alphas, "alphas"), prompts=_prompt_set(prompts), out_dir=out,
-                      episode=episode)
-    _echo_result(res.dataset, res.plots, res.summary)
-
-
-@app.command("per-view-analysis")
-def per_view_cmd(
-    store: str = typer.Option(..., help="Dataset store with embeddings."),
-    model: Optional[str] = ModelOption,
-    alpha: float = typer.Option(0.9, help="Projection alpha."),
-    episodes: Optional[str] = typer.Option(None, help="Comma-separated episodes to plot."),
-    row: Optional[int] = typer.Option(None, help="Store row for the one-frame plot."),
-    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis)."),
-    prompts: Optional[str] = PromptsOption,
-) -> None:
-    """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
-    from pipeline.per_view import per_view_analysis
-
-    if out is not None:
-        check_output_dir(out, "--out")
-    eps = _int_list(episodes, "episodes") if episodes else None
-    res = per_view_analysis(store, model, alpha, prompts=_prompt_set(prompts), out_dir=out, episodes=eps, row=row)
-    _echo_result(res.dataset, res.plots, res.summary)
-
-
-@app.command("bc-labels")
-def bc_labels_cmd(
-    out: Path = typer.Option(..., help="Store to write (states and rule phase labels, no frames)."),
-    policy: str = typer.Option("expert", help="'expert', 'random' or an SB3 checkpoint (.zip)."),
-    episodes: int = typer.Option(250, min=1, help="Episodes to roll out."),
-    noise_std: float = typer.Option(0.15, min=0.0, help="Expert action noise."),
-    stages: str = typer.Option("0,1,2,3,4", help="Curriculum stages episodes cycle through."),
-    seed: int = typer.Option(0, help="Base episode seed."),
-    overwrite: bool = typer.Option(False, help="Replace an existing store."),
-    minari: Optional[str] = typer.Option(None, help="Also write a Minari dataset of this name (dense reference reward, "
-                                                    "BC labels in its infos; under $MINARI_DATASETS_PATH)."),
-) -> None:
-    """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
-    from pipeline.bc_labels import bc_labels
-
-    check_store_path(out, "--out")
-    res = bc_labels(out, policy=policy, episodes=episodes, noise_std=noise_std,
-                    stages=tuple(_int_list(stages, "stages")), seed=seed, overwrite=overwrite, minari=minari)
-    typer.echo(f"{res}\nwrote {out}" + (f"\nwrote Minari dataset {res.minari}" if res.minari else ""))
-
-
-@app.command("return-ranking")
-def return_ranking_cmd(
-    store: str = typer.Option(..., help="Dataset store with embeddings (all six views for the multi-view variants)."),
-    model: Optional[str] = ModelOption,
-    variants: str = typer.Option("rmtl,single_prompt_multi_view,single_prompt_single_view,rmtl_phase_offset",
-                                 help="Comma-separated Stage-1 variants whose shaped return to rank."),
-    bounds: str = typer.Option("adapted", help="'adapted': bounds where long training leaves them; 'running': "
-                                               "start at 0.45/0.70 like a fresh env."),
-    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis/return_ranking)."),
-) -> None:
-    """ROC AUC of successful vs failed episodes for each reward variant's shaped return, from stored embeddings."""
-    from pipeline.return_ranking import return_ranking
-
-    res = return_ranking(store, model, [v.strip() for v in variants.split(",") if v.strip()], out_dir=out,
-                         bounds=bounds)
-    typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
 
 
 @app.command("gate-set")
@@ -380,40 +258,6 @@ def gate_set_cmd(
         typer.echo(f"wrote {cfg.store_path()}")
 
 
-@app.command("embed-text")
-def embed_text_cmd(
-    store: str = typer.Option(..., help="Dataset store with image embeddings of the model."),
-    prompts: str = typer.Option(..., help="Prompt-set YAML file, a directory of them, or a shipped set's name."),
-    model: Optional[str] = typer.Option(None, help="Model spec (default: the spec of the store's only model)."),
-    device: Optional[str] = typer.Option(None, help="Torch device (default: CUDA when present, else CPU)."),
-) -> None:
-    """Store the text embeddings of prompt sets: the text tower only, no frame read, no image encoded."""
-    from pipeline.embed_text import embed_text
-    from rmtl.reward.prompt_sets import load_prompt_sets
-
-    for r in embed_text(store, load_prompt_sets(prompts), model, device=device):
-        typer.echo(f"{r.store}: prompt set {r.prompt_set} ({r.prompt_set_id}), {r.texts} texts of {r.model_id}")
-
-
-@app.command("prompt-study")
-def prompt_study_cmd(
-    store: str = typer.Option(..., help="Dataset store with image embeddings and the sets' text embeddings."),
-    prompts: str = typer.Option(..., help="Directory of prompt-set YAML files (or one file)."),
-    model: Optional[str] = ModelOption,
-    alpha: float = typer.Option(0.9, help="Projection alpha."),
-    bounds: str = typer.Option("adapted", help="Shaping bounds of the return ranking: 'adapted' or 'running'."),
-    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis/prompt_study)."),
-) -> None:
-    """Rank prompt sets on one store from stored embeddings: within-phase ranks, right prompt, spreads,
-    success-vs-failure AUCs, flatness against the single prompt (table, JSON, CSV, PNG)."""
-    from pipeline.prompt_study import prompt_study
-    from rmtl.reward.prompt_sets import load_prompt_sets
-
-    if out is not None:
-        check_output_dir(out, "--out")
-    prompt_study(store, load_prompt_sets(prompts), model, alpha=alpha, out_dir=out, bounds=bounds)
-
-
 export_app = typer.Typer(no_args_is_help=True, help="Export a dataset store to other formats.")
 app.add_typer(export_app, name="export")
 
@@ -441,13 +285,6 @@ def export_minari_cmd(
                f"minari.load_dataset({res['dataset_id']!r})")
 
 
-def _echo_result(dataset, plots, summary) -> None:
-    typer.echo(json.dumps(summary, indent=2, default=str))
-    typer.echo(f"wrote {dataset}")
-    for p in plots.values():
-        typer.echo(f"wrote {p}")
-
-
 def _float_list(text: str, what: str) -> list[float]:
     from rmtl.errors import ConfigError
 
@@ -455,15 +292,6 @@ def _float_list(text: str, what: str) -> list[float]:
         return [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise ConfigError(f"{what} must be comma-separated numbers, got {text!r}") from None
-
-
-def _int_list(text: str, what: str) -> list[int]:
-    from rmtl.errors import ConfigError
-
-    try:
-        return [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ConfigError(f"{what} must be comma-separated integers, got {text!r}") from None
 
 
 def _serve_command():
@@ -492,7 +320,8 @@ they run: their config classes import the VLM stack or Prefect, which other comm
 
 def command_group() -> Any:
     """The click group of ``rmtl``, generated commands included."""
-    from rmtl.command_config import lazy_command
+    from pipeline.analysis_commands import COMMANDS
+    from rmtl.command_config import config_command, lazy_command
 
     cmd = typer.main.get_command(app)
     for path, (load, short_help) in LAZY_COMMANDS.items():
@@ -500,6 +329,9 @@ def command_group() -> Any:
         for part in path[:-1]:
             group = group.commands[part]
         group.add_command(lazy_command(path[-1], load, short_help))
+    for name, (cls, run_it) in COMMANDS.items():
+        short = (run_it.__doc__ or "").strip().split("\n")[0]
+        cmd.add_command(lazy_command(name, lambda cls=cls, run_it=run_it: config_command(cls, run_it), short))
     return cmd
 
 

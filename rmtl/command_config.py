@@ -228,7 +228,11 @@ def config_command(
         cli = deep_merge(cli, parse_overrides(params.pop(SET_PARAM) or []))
         for name, field in cls.model_fields.items():
             if field.is_required() and name not in file_values and name not in cli:
-                raise ConfigError(f"Missing option '--{name.replace('_', '-')}' (or a --config file that sets {name})")
+                from typer._click.exceptions import UsageError
+                from typer._click.globals import get_current_context
+
+                raise UsageError(f"Missing option '--{name.replace('_', '-')}' (or a --config file that sets {name})",
+                                 get_current_context(silent=True))
         config = build(file_values, cli) if build is not None else cls.make(**deep_merge(file_values, cli))
         return run(config, **params)
 

@@ -190,12 +190,11 @@ def test_checkpoint_rollouts_are_seeded_and_labelled(tiny_dense_run, tmp_path):
 def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path):
     from typer.testing import CliRunner
 
-    from rmtl.cli import app
+    from rmtl.cli import app, run
 
+    assert run(["return-ranking", "--store", str(store), "--model", MODEL, "--variants",
+                "rmtl,single_prompt_multi_view", "--out", str(tmp_path / "rr")]) == 0
     r = CliRunner()
-    res = r.invoke(app, ["return-ranking", "--store", str(store), "--model", MODEL, "--variants",
-                         "rmtl,single_prompt_multi_view", "--out", str(tmp_path / "rr")])
-    assert res.exit_code == 0, res.output
     saved = json.loads((tmp_path / "rr" / "return_ranking.json").read_text())
     assert [v["variant"] for v in saved["variants"]][:2] == ["rmtl", "single_prompt_multi_view"]
     res = r.invoke(app, ["gate-set", "--out", str(tmp_path / "gates"), "--checkpoint", str(tiny_dense_run),

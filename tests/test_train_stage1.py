@@ -165,11 +165,12 @@ def test_phase_obs_matches_reward_phase(runs):
     assert chk.checked == SMOKE_STEPS and chk.episode_ends > 0 and chk.mismatches == 0
 
 
-def test_cli_commands(runs, tmp_path):
-    """The typer commands rmtl.cli registers (train stage1, eval, report)."""
+def test_cli_commands(runs, tmp_path, capsys):
+    """The commands rmtl.cli registers (train stage1, eval, report)."""
     import typer
     from typer.testing import CliRunner
 
+    from rmtl.cli import run
     from rmtl.train.cli import eval_cmd, report_cmd, train_app
 
     app = typer.Typer()
@@ -177,8 +178,8 @@ def test_cli_commands(runs, tmp_path):
     app.command("eval")(eval_cmd)
     app.command("report")(report_cmd)
     r = CliRunner()
-    res = r.invoke(app, ["train", "stage1", "--help"])
-    assert res.exit_code == 0 and "--variant" in res.output
+    assert run(["train", "stage1", "--help"]) == 0
+    assert all(flag in capsys.readouterr().out for flag in ("--variant", "--steps", "--config", "--set"))
     res = r.invoke(app, ["eval", str(runs["dense_reference"]), "--episodes", "1", "--out", str(tmp_path / "e.json")])
     assert res.exit_code == 0, res.output
     assert json.loads((tmp_path / "e.json").read_text())["episodes"] == 1
@@ -188,9 +189,8 @@ def test_cli_commands(runs, tmp_path):
     args = ["train", "stage1", "--variant", "dense_reference", "--steps", "32", "--out", str(tmp_path / "d"),
             "--no-progress", "--set", "n_envs=2", "--set", "n_steps=16", "--set", "batch_size=16",
             "--set", "n_epochs=1", "--set", "eval_episodes=1", "--set", "env.max_episode_steps=16"]
-    res = r.invoke(app, args)
-    assert res.exit_code == 0, res.output
-    assert "32 env steps" in res.output
+    assert run(args) == 0
+    assert "32 env steps" in capsys.readouterr().out
 
 
 def test_cached_reward_path(random_tiny_vlm, tmp_path):

@@ -1,0 +1,242 @@
+"""The configs of the commands over stored data (embed, embed-text, query, alpha-sweep,
+per-view-analysis, bc-labels, return-ranking, prompt-study) and what each command runs.
+Their command-line options are generated from these classes (rmtl.command_config)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import typer
+from pydantic import Field
+
+from rmtl.config import Config
+
+
+class EmbedConfig(Config):
+    """``rmtl embed``: embed a store's rows not yet embedded by a model."""
+
+    store: str
+    """Dataset store with frames (made by render-and-embed)."""
+    model: str = "rmtl-fetch-tiny"
+    """VLM spec (name, name:tag, hf-hub:..., local dir or file)."""
+    batch_size: int = Field(64, ge=1)
+    """Images per VLM call."""
+
+
+class EmbedTextConfig(Config):
+    """``rmtl embed-text``: the text embeddings of prompt sets."""
+
+    store: str
+    """Dataset store with image embeddings of the model."""
+    prompts: str
+    """Prompt-set YAML file, a directory of them, or a shipped set's name."""
+    model: str | None = None
+    """Model spec (default: the spec of the store's only model)."""
+    device: str | None = None
+    """Torch device (default: CUDA when present, else CPU)."""
+
+
+class StoreQuestion(Config):
+    """What every analysis of a store's embeddings takes."""
+
+    store: str
+    """Dataset store with embeddings."""
+    model: str | None = None
+    """Stored model id or spec (default: the store's only model)."""
+    out: str | None = None
+    """Output directory (default under <store>.analysis)."""
+
+
+class PromptedQuestion(StoreQuestion):
+    prompts: str | None = None
+    """Prompt-set YAML file or a shipped set's name (default: the paper's prompts; add its text
+    embeddings first: rmtl embed-text)."""
+
+
+class QueryConfig(PromptedQuestion):
+    """``rmtl query``: reward-quality questions over a store."""
+
+    alpha: float = 0.9
+    """Projection alpha."""
+    radii: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
+    """Cache radii (m) for hit rate vs reward error."""
+    holdout: float = 0.25
+    """Fraction of episodes used as cache queries."""
+
+
+class AlphaSweepConfig(PromptedQuestion):
+    """``rmtl alpha-sweep``: scores for every alpha (paper Fig. 10/11)."""
+
+    alphas: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
+    """Alphas to score."""
+    episode: int | None = None
+    """Episode for the per-step plot."""
+
+
+class PerViewConfig(PromptedQuestion):
+    """``rmtl per-view-analysis``: per-view vs mean scores (paper Fig. 3/8)."""
+
+    alpha: float = 0.9
+    """Projection alpha."""
+    episodes: tuple[int, ...] | None = None
+    """Episodes to plot."""
+    row: int | None = None
+    """Store row for the one-frame plot."""
+
+
+class ReturnRankingConfig(StoreQuestion):
+    """``rmtl return-ranking``: ROC AUC of successful vs failed episodes per reward variant."""
+
+    variants: tuple[str, ...] = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "rmtl_phase_offset")
+    """Stage-1 variants whose shaped return to rank."""
+    bounds: str = "adapted"
+    """'adapted': bounds where long training leaves them; 'running': start at 0.45/0.70 like a fresh env."""
+
+
+class PromptStudyConfig(StoreQuestion):
+    """``rmtl prompt-study``: rank prompt sets on one store."""
+
+    prompts: str
+    """Directory of prompt-set YAML files (or one file)."""
+    alpha: float = 0.9
+    """Projection alpha."""
+    bounds: str = "adapted"
+    """Shaping bounds of the return ranking: 'adapted' or 'running'."""
+
+
+class BCLabelsConfig(Config):
+    """``rmtl bc-labels``: rule-phase labels on rollouts of a policy."""
+
+    out: str
+    """Store to write (states and rule phase labels, no frames)."""
+    policy: str = "expert"
+    """'expert', 'random' or an SB3 checkpoint (.zip)."""
+    episodes: int = Field(250, ge=1)
+    """Episodes to roll out."""
+    noise_std: float = Field(0.15, ge=0)
+    """Expert action noise."""
+    stages: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """Curriculum stages episodes cycle through."""
+    seed: int = 0
+    """Base episode seed."""
+    overwrite: bool = False
+    """Replace an existing store."""
+    minari: str | None = None
+    """Also write a Minari dataset of this name (dense reference reward, BC labels in its infos;
+    under $MINARI_DATASETS_PATH)."""
+
+
+def prompt_set_of(path: str | None) -> Any:
+    """The prompt set of a --prompts value (None: the paper's prompts)."""
+    if path is None:
+        return None
+    from rmtl.reward.prompt_sets import load_prompt_set
+
+    return load_prompt_set(path)
+
+
+def _out_dir(cfg: StoreQuestion) -> Path | None:
+    from rmtl.console import check_output_dir
+
+    if cfg.out is None:
+        return None
+    check_output_dir(Path(cfg.out), "--out")
+    return Path(cfg.out)
+
+
+def _echo_result(dataset: Any, plots: dict, summary: Any) -> None:
+    typer.echo(json.dumps(summary, indent=2, default=str))
+    typer.echo(f"wrote {dataset}")
+    for p in plots.values():
+        typer.echo(f"wrote {p}")
+
+
+def embed(cfg: EmbedConfig) -> None:
+    """Embed a store's rows not yet embedded by a model, and the prompts' text (no rendering)."""
+    from pipeline.embed import embed_store
+    from rmtl.vlm import load_vlm
+    from storage.dataset import DatasetStore
+
+    DatasetStore.open(cfg.store, "r")  # a missing or foreign store fails before the model loads
+    res = embed_store(cfg.store, load_vlm(cfg.model), batch_size=cfg.batch_size)
+    copied = f" ({res.rows_copied} copied from {res.copied_from}: same image tower)" if res.rows_copied else ""
+    typer.echo(f"store {res.store}: embedded {res.rows_embedded} rows{copied}; {res.rows_total} rows have "
+               f"embeddings of {res.model_id}")
+
+
+def embed_text(cfg: EmbedTextConfig) -> None:
+    """Store the text embeddings of prompt sets: the text tower only, no frame read, no image encoded."""
+    from pipeline.embed_text import embed_text as run
+    from rmtl.reward.prompt_sets import load_prompt_sets
+
+    for r in run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, device=cfg.device):
+        typer.echo(f"{r.store}: prompt set {r.prompt_set} ({r.prompt_set_id}), {r.texts} texts of {r.model_id}")
+
+
+def query(cfg: QueryConfig) -> None:
+    """Reward-quality questions over a store: tables, JSON and PNG plots."""
+    from pipeline.query import run_queries
+
+    run_queries(cfg.store, cfg.model, out_dir=_out_dir(cfg), alpha=cfg.alpha, radii=list(cfg.radii),
+                holdout=cfg.holdout, prompts=prompt_set_of(cfg.prompts))
+
+
+def alpha_sweep(cfg: AlphaSweepConfig) -> None:
+    """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
+    from pipeline.alpha_sweep import alpha_sweep as run
+
+    res = run(cfg.store, cfg.model, list(cfg.alphas), prompts=prompt_set_of(cfg.prompts), out_dir=_out_dir(cfg),
+              episode=cfg.episode)
+    _echo_result(res.dataset, res.plots, res.summary)
+
+
+def per_view(cfg: PerViewConfig) -> None:
+    """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
+    from pipeline.per_view import per_view_analysis
+
+    res = per_view_analysis(cfg.store, cfg.model, cfg.alpha, prompts=prompt_set_of(cfg.prompts), out_dir=_out_dir(cfg),
+                            episodes=list(cfg.episodes) if cfg.episodes else None, row=cfg.row)
+    _echo_result(res.dataset, res.plots, res.summary)
+
+
+def return_ranking(cfg: ReturnRankingConfig) -> None:
+    """ROC AUC of successful vs failed episodes for each reward variant's shaped return, from stored embeddings."""
+    from pipeline.return_ranking import return_ranking as run
+
+    res = run(cfg.store, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg), bounds=cfg.bounds)
+    typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
+
+
+def prompt_study(cfg: PromptStudyConfig) -> None:
+    """Rank prompt sets on one store from stored embeddings: within-phase ranks, right prompt, spreads,
+    success-vs-failure AUCs, flatness against the single prompt (table, JSON, CSV, PNG)."""
+    from pipeline.prompt_study import prompt_study as run
+    from rmtl.reward.prompt_sets import load_prompt_sets
+
+    run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, alpha=cfg.alpha, out_dir=_out_dir(cfg), bounds=cfg.bounds)
+
+
+def bc_labels(cfg: BCLabelsConfig) -> None:
+    """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
+    from pipeline.bc_labels import bc_labels as run
+    from rmtl.console import check_store_path
+
+    check_store_path(Path(cfg.out), "--out")
+    res = run(cfg.out, policy=cfg.policy, episodes=cfg.episodes, noise_std=cfg.noise_std, stages=cfg.stages,
+              seed=cfg.seed, overwrite=cfg.overwrite, minari=cfg.minari)
+    typer.echo(f"{res}\nwrote {cfg.out}" + (f"\nwrote Minari dataset {res.minari}" if res.minari else ""))
+
+
+COMMANDS: dict[str, tuple[type[Config], Callable[[Any], None]]] = {
+    "embed": (EmbedConfig, embed),
+    "embed-text": (EmbedTextConfig, embed_text),
+    "query": (QueryConfig, query),
+    "alpha-sweep": (AlphaSweepConfig, alpha_sweep),
+    "per-view-analysis": (PerViewConfig, per_view),
+    "return-ranking": (ReturnRankingConfig, return_ranking),
+    "prompt-study": (PromptStudyConfig, prompt_study),
+    "bc-labels": (BCLabelsConfig, bc_labels),
+}
+"""Command name -> (its config class, what it runs)."""
