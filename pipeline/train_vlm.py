@@ -568,7 +568,7 @@ def train_vlm_command(run: Any = None) -> Any:
         option("resolution", int, typer.Option(96, help="Frame size of rendered episodes (px).")),
         option("workers", int, typer.Option(1, min=1, help="Render processes.")),
         option("out", Path, typer.Option(..., "--out", help="Output directory of the weights and model card.")),
-    ])
+    ], switches=False)  # its booleans have always taken a value: --keep-best false
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -4,12 +4,12 @@ generated here from its :class:`~rmtl.config.Config` class.
 A command made by :func:`config_command` takes
 
 - ``--config FILE``: a YAML file of the config's fields (what ``Config.to_yaml`` writes);
-- one option per field (``--noise-std 0.2``; booleans ``--keep-best false``; tuples as
-  comma lists ``--stages 0,1``; nested configs as a JSON/YAML mapping ``--render '{...}'``),
-  with the field's docstring as help and its bounds as the option's range;
+- one option per field (``--noise-std 0.2``; booleans as ``--flag/--no-flag`` pairs, or
+  taking a value, ``--keep-best false``, for commands that always took one; tuples as comma
+  lists ``--stages 0,1``; nested configs as a JSON/YAML mapping ``--render '{...}'``), with
+  the field's docstring as help and its bounds as the option's range;
 - aliases: short names for nested fields kept from earlier versions (``--steps`` for
-  ``total_timesteps``, ``--model`` for ``reward.model``); an alias of a boolean field is a
-  ``--flag/--no-flag`` pair (``--progress/--no-progress``);
+  ``total_timesteps``, ``--model`` for ``reward.model``; for a boolean, a flag pair);
 - ``--set a.b=value`` (repeatable) for any field, nested ones included.
 
 Later sources win: field defaults, then the file, then the options, then ``--set``. Bad
@@ -149,9 +149,15 @@ class _Kind:
         ranged = {"min": lo, "max": hi} if self.cli_type in (int, float) else {}
         return typer.Option(None, f"--{flag}", help=help_text, show_default=False, **ranged)
 
+    def argument(self) -> Any:
+        help_text = (self.field.description or "").split("\n")[0] or None
+        return typer.Argument(None, help=help_text, show_default=False)
+
     def value(self, given: Any, flag: str) -> Any:
-        if given is None:
+        if given is None or (isinstance(given, list) and not given):
             return _UNSET
+        if isinstance(given, list):  # a positional argument taking several values
+            return given
         if given is _NONE_GIVEN:
             return None
         if self.nested:
@@ -194,6 +200,8 @@ def config_command(
     exclude: Iterable[str] = (),
     build: Callable[[dict[str, Any], dict[str, Any]], Config] | None = None,
     doc: str | None = None,
+    switches: bool = True,
+    positional: Sequence[str] = (),
 ) -> Callable[..., Any]:
     """A typer command function for ``cls`` that calls ``run(config, **extras)``.
 
@@ -201,7 +209,8 @@ def config_command(
     the generated ones) passed to ``run`` by name. aliases: ``{flag: dotted field}``.
     exclude: fields left out of the generated options (still settable by file or --set).
     build(file_values, cli_values) -> config replaces ``cls.make(**merged)`` (e.g. to apply
-    a named variant between the two).
+    a named variant between the two). switches: booleans as flag pairs (False: they take a
+    value, ``--flag true``). positional: fields given as positional arguments instead.
     """
     aliases = dict(aliases or {})
     skip = set(exclude)
@@ -210,9 +219,10 @@ def config_command(
         if name in skip:
             continue
         flag = name.replace("_", "-")
-        kinds[f"f_{name}"] = (flag, name, _Kind(field))
+        kinds[f"f_{name}"] = (flag, name, _Kind(field, switch=switches))
     for flag, dotted in aliases.items():
         kinds[f"a_{flag.replace('-', '_')}"] = (flag, dotted, _Kind(_field_at(cls, dotted), switch=True))
+    args = {f"f_{name}" for name in positional}
     taken = {flag for flag, _, _ in kinds.values()}
     clashes = sorted(taken & {p.name.replace("_", "-") for p in (*arguments, *extra)})
     if clashes:
@@ -231,21 +241,24 @@ def config_command(
                 from typer._click.exceptions import UsageError
                 from typer._click.globals import get_current_context
 
-                raise UsageError(f"Missing option '--{name.replace('_', '-')}' (or a --config file that sets {name})",
-                                 get_current_context(silent=True))
+                what = f"argument '{name.upper()}'" if name in positional else f"option '--{name.replace('_', '-')}'"
+                raise UsageError(f"Missing {what} (or a --config file that sets {name})", get_current_context(silent=True))
         config = build(file_values, cli) if build is not None else cls.make(**deep_merge(file_values, cli))
         return run(config, **params)
 
     generated = [inspect.Parameter(pname, inspect.Parameter.KEYWORD_ONLY, default=kind.option(flag),
                                    annotation=Any if kind.parser else Optional[kind.cli_type])
-                 for pname, (flag, _, kind) in kinds.items()]
+                 for pname, (flag, _, kind) in kinds.items() if pname not in args]
+    field_args = [inspect.Parameter(pname, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=kind.argument(),
+                                    annotation=Optional[list[str]] if kind.sequence else Optional[str])
+                  for pname, (_, _, kind) in kinds.items() if pname in args]
     common = [
         inspect.Parameter(CONFIG_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[Path],
                           default=typer.Option(None, "--config", help=f"YAML file of {cls.__name__} fields.")),
         inspect.Parameter(SET_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[list[str]],
                           default=typer.Option(None, "--set", help="Set any field: key.sub=value (repeatable).")),
     ]
-    positional = [p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in arguments]
+    positional = [*field_args, *(p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in arguments)]
     keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*common, *generated, *extra)]
     params = positional + keyword
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

@@ -9,6 +9,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from rmtl.env import PAPER_STAGES, FetchPickAndLiftEnv, ReverseCurriculum
 from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, STATE_DIM
+from rmtl.config import parse_overrides
 from rmtl.errors import ConfigError
 from rmtl.phases import rule_phase
 from rmtl.train.callbacks import CurriculumCallback
@@ -17,7 +18,6 @@ from rmtl.train.config import (
     VARIANTS,
     DenseRewardConfig,
     Stage1Config,
-    parse_overrides,
     stage1_config,
 )
 from rmtl.train.train_env import make_curriculum
