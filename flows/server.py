@@ -13,7 +13,6 @@ here imports Prefect, so the helpers are cheap and settings are in place before 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -25,8 +24,9 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import IO, Iterator, Mapping
+from typing import IO, Iterator, Literal, Mapping
 
+from rmtl.config import Config
 from rmtl.errors import RmtlError
 from rmtl.provenance import data_dir
 
@@ -352,38 +352,69 @@ def stop_temporary_server() -> None:
     SubprocessASGIServer().stop()
 
 
-# -- python -m flows.server ------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    """``python -m flows.server ACTION``; returns the exit status (errors: one line, rmtl.console)."""
-    from rmtl.console import exit_code
+# -- commands ------------------------------------------------------------------------------
+class ServerConfig(Config):
+    """A local Prefect server: where it listens, its home, whether it serves the UI."""
 
-    return exit_code(_main, argv)
+    port: int = DEFAULT_PORT
+    """Port on the host."""
+    host: str = DEFAULT_HOST
+    """Address to listen on."""
+    home: str | None = None
+    """PREFECT_HOME (default <data dir>/prefect)."""
+    ui: bool = True
+    """Serve the web UI."""
 
 
-def _main(argv: list[str] | None) -> int:
-    from rmtl.console import ArgumentParser
+class ServerActionConfig(ServerConfig):
+    """``python -m flows.server ACTION``."""
 
-    p = ArgumentParser(prog="python -m flows.server", description=__doc__.splitlines()[0])
-    p.add_argument("action", choices=["start", "stop", "status", "run"],
-                   help="start/stop/status: a background server recorded in PREFECT_HOME; run: foreground")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--host", default=DEFAULT_HOST)
-    p.add_argument("--home", default=None, help="PREFECT_HOME (default <data dir>/prefect)")
-    p.add_argument("--no-ui", action="store_true")
-    a = p.parse_args(argv)
-    if a.action == "run":
-        return run_foreground(a.port, a.host, a.home, ui=not a.no_ui)
-    if a.action == "start":
-        info = start_background(a.port, a.host, a.home, ui=not a.no_ui)
+    action: Literal["start", "stop", "status", "run"]
+    """start/stop/status: a background server recorded in PREFECT_HOME; run: in the foreground."""
+
+
+def server_start_command():
+    """``rmtl server start``: options generated from ServerConfig (rmtl.command_config)."""
+    from rmtl.command_config import config_command
+
+    def start(cfg: ServerConfig) -> None:
+        """Start a background Prefect server and print the settings clients need."""
+        info = start_background(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
+        print(f"Prefect server at {info['url']} (log {info['log']})\n"
+              f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
+
+    return config_command(ServerConfig, start)
+
+
+def server_action(cfg: ServerActionConfig) -> int:
+    """Start, stop or show a local Prefect server, or run one in the foreground."""
+    if cfg.action == "run":
+        return run_foreground(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
+    if cfg.action == "start":
+        info = start_background(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
         print(f"Prefect server running: pid {info['pid']}, log {info['log']}\n"
               f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
         return 0
-    if a.action == "stop":
-        print("stopped" if stop_background(a.home) else "no server running")
+    if cfg.action == "stop":
+        print("stopped" if stop_background(cfg.home) else "no server running")
         return 0
-    info = server_status(a.home)
+    info = server_status(cfg.home)
     print("no server running" if info is None else json.dumps(info))
     return 0 if info is not None else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m flows.server ACTION [--port N] [--no-ui] ...``; returns the exit status (errors:
+    one line, rmtl.console)."""
+    from rmtl.command_config import config_command, run_standalone
+
+    def act(cfg: ServerActionConfig) -> None:
+        """Start, stop or show a local Prefect server, or run one in the foreground."""
+        import typer
+
+        raise typer.Exit(server_action(cfg))
+
+    return run_standalone(config_command(ServerActionConfig, act, positional=("action",)), argv, "python -m flows.server")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
-"""The configs of the commands over stored data (embed, embed-text, query, alpha-sweep,
-per-view-analysis, bc-labels, return-ranking, prompt-study) and what each command runs.
-Their command-line options are generated from these classes (rmtl.command_config)."""
+"""The configs of the commands over stored data (embed, embed-text, query, reward-quality,
+alpha-sweep, per-view-analysis, bc-labels, return-ranking, gate-set, prompt-study, export
+minari) and what each command runs. Their command-line options are generated from these
+classes (rmtl.command_config)."""
 
 from __future__ import annotations
 
@@ -104,6 +105,71 @@ class PromptStudyConfig(StoreQuestion):
     """Projection alpha."""
     bounds: str = "adapted"
     """Shaping bounds of the return ranking: 'adapted' or 'running'."""
+
+
+class RewardQualityConfig(Config):
+    """``rmtl reward-quality``: acceptance metrics of a reward model beside a random-weight one."""
+
+    store: str
+    """Dataset store with embeddings of both models."""
+    model: str = "rmtl-fetch-tiny"
+    """Model to judge: a model spec or a stored model id."""
+    against: str = "rmtl-fetch-tiny@random"
+    """Model to compare with (random weights): spec or stored id."""
+    alpha: float = 0.9
+    """Projection alpha."""
+    out: str | None = None
+    """JSON path for all metrics and gates."""
+    prompts: str | None = None
+    """Prompt-set YAML file or a shipped set's name (default: the paper's prompts)."""
+
+
+class GateSetConfig(Config):
+    """``rmtl gate-set``: noisy experts and learner checkpoints rendered and embedded."""
+
+    out: str
+    """Directory for the gate stores."""
+    checkpoint: tuple[str, ...] = ()
+    """Stage-1 checkpoints (or run dirs) to roll out."""
+    noise_levels: tuple[float, ...] | None = (0.1, 0.3, 0.6, 1.0)
+    """Expert noise levels ('none': no noisy-expert store)."""
+    episodes: int = Field(100, ge=1)
+    """Episodes per store."""
+    model: str = "rmtl-fetch-tiny"
+    """VLM spec to embed with and judge."""
+    against: str | None = "rmtl-fetch-tiny@random"
+    """Comparison model embedded too ('none': skip)."""
+    resolution: int | None = None
+    """Frame size (px); default: the model's input size."""
+    workers: int = Field(1, ge=1)
+    """Render processes."""
+    seed: int = 50_000
+    """Base episode seed."""
+    alpha: float = 0.9
+    """Projection alpha."""
+
+
+class ExportMinariConfig(Config):
+    """``rmtl export minari STORE``: a store's episodes as a Minari dataset."""
+
+    store: str
+    """Dataset store (schema v2: with actions)."""
+    name: str
+    """Dataset name: rmtl/NAME-v0 unless it has a namespace or a version."""
+    prompts: str = "paper"
+    """Prompt set of the VLM reward: a YAML file or a shipped set's name."""
+    model: str | None = None
+    """Stored model id or spec (default: the store's only model)."""
+    reward: str = "vlm"
+    """'vlm': the prompt set's shaped reward; 'dense': the dense reference."""
+    alpha: float = 0.9
+    """Projection alpha."""
+    env_reward: bool = True
+    """Add the env's +1 on the success step."""
+    overwrite: bool = False
+    """Replace a Minari dataset of the same name."""
+    data_dir: str | None = None
+    """Data directory (default $RMTL_DATA_DIR or ./data)."""
 
 
 class BCLabelsConfig(Config):
@@ -229,14 +295,83 @@ def bc_labels(cfg: BCLabelsConfig) -> None:
     typer.echo(f"{res}\nwrote {cfg.out}" + (f"\nwrote Minari dataset {res.minari}" if res.minari else ""))
 
 
-COMMANDS: dict[str, tuple[type[Config], Callable[[Any], None]]] = {
-    "embed": (EmbedConfig, embed),
-    "embed-text": (EmbedTextConfig, embed_text),
-    "query": (QueryConfig, query),
-    "alpha-sweep": (AlphaSweepConfig, alpha_sweep),
-    "per-view-analysis": (PerViewConfig, per_view),
-    "return-ranking": (ReturnRankingConfig, return_ranking),
-    "prompt-study": (PromptStudyConfig, prompt_study),
-    "bc-labels": (BCLabelsConfig, bc_labels),
+def reward_quality(cfg: RewardQualityConfig) -> None:
+    """Acceptance metrics of a reward model beside a random-weight one, with pass/fail (and per source: noise level, checkpoint)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pipeline.gate_set import group_table, grouped_quality  # sources: noise levels, checkpoints
+    from pipeline.render_and_embed import quality_summary
+    from rmtl.console import check_output_file
+    from rmtl.tasks.fetch_lift.quality import GATES, gate_report
+
+    out = Path(cfg.out) if cfg.out else None
+    if out is not None:
+        check_output_file(out, "--out")
+    pset = prompt_set_of(cfg.prompts)
+    m, r = quality_summary(cfg.store, cfg.model, cfg.alpha, pset), quality_summary(cfg.store, cfg.against, cfg.alpha, pset)
+    gates = gate_report(m, r)
+    table = Table(title=f"{cfg.store}: within-phase reward quality, multi-view mean, alpha {cfg.alpha}")
+    for col in ("metric", "target", cfg.model, cfg.against):
+        table.add_column(col)
+    for key in ("approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
+                "grasp_spread", "right_prompt_accuracy", "step_variation"):
+        table.add_row(key, str(GATES.get(key, "")), f"{m['mean'][key]:.4g}", f"{r['mean'][key]:.4g}")
+    for name in m["goal_baseline_cosine"]:
+        table.add_row(f"{name} goal-baseline cosine", "", f"{m['goal_baseline_cosine'][name]:.3f}",
+                      f"{r['goal_baseline_cosine'][name]:.3f}")
+    console = Console()
+    console.print(table)
+    for name, ok in gates.items():
+        console.print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    groups = grouped_quality(cfg.store, cfg.model, cfg.alpha, pset)
+    if len(groups) > 1:
+        console.print(group_table(cfg.store, groups, cfg.model))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"store": cfg.store, "model": m, "against": r, "gates": gates, "groups": groups},
+                                  indent=2, default=str))
+        typer.echo(f"wrote {out}")
+
+
+def gate_set(cfg: GateSetConfig) -> None:
+    """Off-expert gate set: noisy experts and learner checkpoints rendered and embedded; within-phase ranks per source."""
+    from rich.console import Console
+
+    from pipeline.gate_set import build_gate_set, gate_set_configs, group_table, grouped_quality
+
+    configs = gate_set_configs(Path(cfg.out), checkpoints=[Path(c) for c in cfg.checkpoint],
+                               noise_levels=cfg.noise_levels, episodes=cfg.episodes, model=cfg.model, seed=cfg.seed,
+                               resolution=cfg.resolution, workers=cfg.workers)
+    build_gate_set(configs, against=None if (cfg.against or "none").lower() == "none" else cfg.against)
+    for c in configs:
+        Console().print(group_table(c.store_path(), grouped_quality(c.store_path(), cfg.model, cfg.alpha), cfg.model))
+        typer.echo(f"wrote {c.store_path()}")
+
+
+def export_minari(cfg: ExportMinariConfig) -> None:
+    """Write a store's episodes as a Minari dataset (observations, actions, rewards, terminations,
+    truncations; infos: rule phase, BC label, VLM score) under $MINARI_DATASETS_PATH."""
+    from pipeline.minari_export import export_minari as run
+
+    res = run(cfg.store, cfg.name, prompts=cfg.prompts, model=cfg.model, reward=cfg.reward, alpha=cfg.alpha,
+              env_reward=cfg.env_reward, overwrite=cfg.overwrite, data_dir=cfg.data_dir)
+    typer.echo(f"wrote Minari dataset {res['dataset_id']} ({res['episodes']} episodes, {res['steps']} steps) at "
+               f"{res['path']}; load it with MINARI_DATASETS_PATH={res['root']} and "
+               f"minari.load_dataset({res['dataset_id']!r})")
+
+
+COMMANDS: dict[tuple[str, ...], tuple[type[Config], Callable[[Any], None], tuple[str, ...]]] = {
+    ("embed",): (EmbedConfig, embed, ()),
+    ("embed-text",): (EmbedTextConfig, embed_text, ()),
+    ("query",): (QueryConfig, query, ()),
+    ("reward-quality",): (RewardQualityConfig, reward_quality, ()),
+    ("alpha-sweep",): (AlphaSweepConfig, alpha_sweep, ()),
+    ("per-view-analysis",): (PerViewConfig, per_view, ()),
+    ("bc-labels",): (BCLabelsConfig, bc_labels, ()),
+    ("return-ranking",): (ReturnRankingConfig, return_ranking, ()),
+    ("gate-set",): (GateSetConfig, gate_set, ()),
+    ("prompt-study",): (PromptStudyConfig, prompt_study, ()),
+    ("export", "minari"): (ExportMinariConfig, export_minari, ("store",)),
 }
-"""Command name -> (its config class, what it runs)."""
+"""Command path -> (its config class, what it runs, the fields given as positional arguments)."""

@@ -118,7 +118,7 @@ class _Kind:
         self.ann = ann
         self.switch = switch and ann is bool
         """A ``--flag/--no-flag`` pair (else a boolean takes a value: ``--flag false``)."""
-        optional = type(None) in typing.get_args(field.annotation)
+        optional = self.optional = type(None) in typing.get_args(field.annotation)
         self.nested = inspect.isclass(ann) and issubclass(ann, BaseModel)
         self.sequence = typing.get_origin(ann) in (tuple, list)
         item = (typing.get_args(ann) or (str,))[0] if self.sequence else None
@@ -158,6 +158,8 @@ class _Kind:
             return _UNSET
         if isinstance(given, list):  # a positional argument taking several values
             return given
+        if (self.sequence or self.nested) and str(given).lower() == "none" and self.optional:
+            return None
         if given is _NONE_GIVEN:
             return None
         if self.nested:
@@ -258,9 +260,9 @@ def config_command(
         inspect.Parameter(SET_PARAM, inspect.Parameter.KEYWORD_ONLY, annotation=Optional[list[str]],
                           default=typer.Option(None, "--set", help="Set any field: key.sub=value (repeatable).")),
     ]
-    positional = [*field_args, *(p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in arguments)]
+    leading = [*field_args, *(p.replace(kind=inspect.Parameter.POSITIONAL_OR_KEYWORD) for p in arguments)]
     keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*common, *generated, *extra)]
-    params = positional + keyword
+    params = leading + keyword
     command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     command.__annotations__ = {p.name: p.annotation for p in params}
     command.__doc__ = doc or run.__doc__

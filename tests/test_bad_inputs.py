@@ -257,7 +257,7 @@ def _console(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     (["-m", "rmtl.cli", "serve"], ["no Prefect API to serve to"]),  # typer.Exit(2) from serve's main
     (["-m", "rmtl.cli", "serve", "--limit", "x"], ["--limit", "rmtl serve --help"]),
     (["-m", "flows.serve", "--limit", "x"], ["--limit", "python -m flows.serve --help"]),
-    (["-m", "flows.server", "nosuch"], ["invalid choice", "python -m flows.server --help"]),
+    (["-m", "flows.server", "nosuch"], ["ServerActionConfig.action", "'start', 'stop', 'status' or 'run'"]),
 ], ids=["rmtl usage", "rmtl serve no API", "rmtl serve usage", "flows.serve usage", "flows.server usage"])
 def test_console_entry_points(args, words):
     r = _console(*args)

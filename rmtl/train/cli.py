@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
+from pydantic import Field
 
+from rmtl.command_config import config_command
+from rmtl.config import Config
 from rmtl.console import check_output_dir, check_output_file
 
 train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1: PPO worker).")
@@ -60,81 +63,115 @@ def _train_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
                f"run directory {run}")
 
 
-def eval_cmd(
-    checkpoint: Path = typer.Argument(..., help="Checkpoint dir, its model.zip, or a run dir (latest checkpoint)."),
-    episodes: int = typer.Option(100, min=1, help="Seeded episodes on the final (random-start) stage."),
-    seed: int = typer.Option(1_000_000, help="Seed of the first episode (episode i uses seed + i)."),
-    stochastic: bool = typer.Option(False, help="Sample actions instead of the deterministic mean."),
-    out: Optional[Path] = typer.Option(None, help="Write the result as JSON here."),
-) -> None:
+class EvalConfig(Config):
+    """``rmtl eval CHECKPOINT``: success rate of a Stage-1 checkpoint on the fully random start."""
+
+    checkpoint: str
+    """Checkpoint dir, its model.zip, or a run dir (latest checkpoint)."""
+    episodes: int = Field(100, ge=1)
+    """Seeded episodes on the final (random-start) stage."""
+    seed: int = 1_000_000
+    """Seed of the first episode (episode i uses seed + i)."""
+    stochastic: bool = False
+    """Sample actions instead of the deterministic mean."""
+    out: str | None = None
+    """Write the result as JSON here."""
+
+
+def evaluate(cfg: EvalConfig) -> None:
     """Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."""
     from rmtl.train.evaluate import evaluate_checkpoint
 
+    out = Path(cfg.out) if cfg.out else None
     if out is not None:
         check_output_file(out, "--out")
-    res = evaluate_checkpoint(checkpoint, episodes, seed, deterministic=not stochastic)
+    res = evaluate_checkpoint(cfg.checkpoint, cfg.episodes, cfg.seed, deterministic=not cfg.stochastic)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res.to_dict(), indent=1))
     typer.echo(f"{res.checkpoint} ({res.num_timesteps} env steps): {res}")
 
 
-def report_cmd(
-    runs: List[Path] = typer.Argument(..., help="Stage-1 run directories (--stage 2: one Stage-2 run or checkpoint)."),
-    stage: int = typer.Option(1, min=1, max=2, help="1: Fig. 5/6 and the success table of Stage-1 runs; "
-                                                     "2: Fig. 7, the behaviour of a Stage-2 run."),
-    out: Optional[Path] = typer.Option(None, help="Output directory (default results/stage1 or results/stage2)."),
-    select: bool = typer.Option(True, help="Stage 1: evaluate checkpoints on validation/test seeds where "
-                                           "selection.json lacks them (--no-select: use what is there)."),
-    validation_episodes: int = typer.Option(100, min=1, help="Stage 1: validation episodes per checkpoint."),
-    test_episodes: int = typer.Option(200, min=1, help="Stage 1: test episodes of the best and the final checkpoint."),
-    no_phase: Optional[Path] = typer.Option(None, help="Stage 2: (a) Stage-1 no_phase_input run/checkpoint."),
-    single_prompt: Optional[Path] = typer.Option(None, help="Stage 2: (d) Stage-1 single-prompt run/checkpoint."),
-    episodes: int = typer.Option(100, min=1, help="Stage 2: seeded random-start episodes per policy."),
-    seed: int = typer.Option(1_000_000, help="Stage 2: seed of the first episode."),
-    traces: int = typer.Option(4, min=0, help="Stage 2: episodes drawn in phase_traces.png."),
-) -> None:
+class Stage2ReportConfig(Config):
+    """Fig. 7 of one Stage-2 run: the policies compared beside the worker with the manager."""
+
+    no_phase: str | None = None
+    """Stage 2: (a) Stage-1 no_phase_input run/checkpoint."""
+    single_prompt: str | None = None
+    """Stage 2: (d) Stage-1 single-prompt run/checkpoint."""
+    episodes: int = Field(100, ge=1)
+    """Stage 2: seeded random-start episodes per policy."""
+    seed: int = 1_000_000
+    """Stage 2: seed of the first episode."""
+    traces: int = Field(4, ge=0)
+    """Stage 2: episodes drawn in phase_traces.png."""
+
+
+class ReportConfig(Stage2ReportConfig):
+    """``rmtl report RUN...`` (Stage 1) and ``rmtl report --stage 2 RUN``."""
+
+    runs: tuple[str, ...]
+    """Stage-1 run directories (--stage 2: one Stage-2 run or checkpoint)."""
+    stage: int = Field(1, ge=1, le=2)
+    """1: Fig. 5/6 and the success table of Stage-1 runs; 2: Fig. 7, the behaviour of a Stage-2 run."""
+    out: str | None = None
+    """Output directory (default results/stage1 or results/stage2)."""
+    select: bool = True
+    """Stage 1: evaluate checkpoints on validation/test seeds where selection.json lacks them."""
+    validation_episodes: int = Field(100, ge=1)
+    """Stage 1: validation episodes per checkpoint."""
+    test_episodes: int = Field(200, ge=1)
+    """Stage 1: test episodes of the best and the final checkpoint."""
+
+
+def report(cfg: ReportConfig) -> None:
     """Stage 1: paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels), final / best-on-validation /
     last-5 success. Stage 2 (--stage 2): Fig. 7, random-start success (95% CI) of PPO without phase input,
     worker + rule, worker + manager, single prompt."""
     from rmtl.errors import ConfigError
 
-    out = out or Path(f"results/stage{stage}")
+    out = Path(cfg.out or f"results/stage{cfg.stage}")
     check_output_dir(out, "--out")
-    if stage == 2:
-        if len(runs) != 1:
-            raise ConfigError(f"--stage 2 reports one Stage-2 run, got {len(runs)}; pass one run directory")
-        _stage2_report(runs[0], out, no_phase, single_prompt, episodes, seed, traces)
+    if cfg.stage == 2:
+        if len(cfg.runs) != 1:
+            raise ConfigError(f"--stage 2 reports one Stage-2 run, got {len(cfg.runs)}; pass one run directory")
+        _stage2_report(Path(cfg.runs[0]), out, cfg)
         return
     from rmtl.train.report import stage1_report
 
-    paths = stage1_report(runs, out, select=select, validation_episodes=validation_episodes,
-                          test_episodes=test_episodes)
+    paths = stage1_report([Path(r) for r in cfg.runs], out, select=cfg.select,
+                          validation_episodes=cfg.validation_episodes, test_episodes=cfg.test_episodes)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["success_table_md"].read_text())
 
 
-def _stage2_report(run: Path, out: Path, no_phase: Optional[Path], single_prompt: Optional[Path], episodes: int,
-                   seed: int, traces: int) -> None:
+def _stage2_report(run: Path, out: Path, cfg: Stage2ReportConfig) -> None:
     from rmtl.train.report import stage2_report
 
     _check_stage2_run(run)
-    paths = stage2_report(run, out, no_phase=no_phase, single_prompt=single_prompt, episodes=episodes, seed=seed,
-                          traces=traces)
+    paths = stage2_report(run, out, no_phase=cfg.no_phase and Path(cfg.no_phase),
+                          single_prompt=cfg.single_prompt and Path(cfg.single_prompt), episodes=cfg.episodes,
+                          seed=cfg.seed, traces=cfg.traces)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["behaviour_md"].read_text())
 
 
-@train_app.command("select")
-def select_cmd(
-    run: Path = typer.Argument(..., help="Stage-1 run directory."),
-    validation_episodes: int = typer.Option(100, min=1, help="Validation episodes per checkpoint (seeds from 2000000)."),
-    test_episodes: int = typer.Option(200, min=1, help="Test episodes of the best and final checkpoint (seeds from 3000000)."),
-) -> None:
+class SelectConfig(Config):
+    """``rmtl train select RUN``."""
+
+    run: str
+    """Stage-1 run directory."""
+    validation_episodes: int = Field(100, ge=1)
+    """Validation episodes per checkpoint (seeds from 2000000)."""
+    test_episodes: int = Field(200, ge=1)
+    """Test episodes of the best and final checkpoint (seeds from 3000000)."""
+
+
+def select(cfg: SelectConfig) -> None:
     """Best checkpoint on validation seeds, it and the final one on test seeds, mean of the last 5 evaluations."""
     from rmtl.train.selection import SELECTION_FILE, select_checkpoint
 
-    sel = select_checkpoint(run, validation_episodes, test_episodes, verbose=True)
+    sel = select_checkpoint(Path(cfg.run), cfg.validation_episodes, cfg.test_episodes, verbose=True)
     best, final, last = sel["best"], sel["final"], sel["last_periodic"]
     typer.echo(f"best on validation: {best['checkpoint']} ({best['validation']['success_rate']:.3f}); test "
                f"{best['test']['success_rate']:.3f} ({best['test']['ci_low']:.3f}-{best['test']['ci_high']:.3f})\n"
@@ -143,7 +180,7 @@ def select_cmd(
     if last:
         typer.echo(f"last {last['n']} periodic evaluations: mean {last['mean_success_rate']:.3f} "
                    f"({last['ci_low']:.3f}-{last['ci_high']:.3f})")
-    typer.echo(f"wrote {run / SELECTION_FILE}")
+    typer.echo(f"wrote {Path(cfg.run) / SELECTION_FILE}")
 
 
 def stage2_command():
@@ -170,19 +207,26 @@ def _train_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
                f"run directory {run}")
 
 
-@train_app.command("stage2-report", hidden=True)
-def stage2_report_cmd(
-    run: Path = typer.Argument(..., help="Stage-2 run directory (or one of its checkpoints)."),
-    no_phase: Optional[Path] = typer.Option(None, help="(a) Stage-1 no_phase_input run/checkpoint."),
-    single_prompt: Optional[Path] = typer.Option(None, help="(d) Stage-1 single-prompt run/checkpoint."),
-    episodes: int = typer.Option(100, min=1, help="Seeded random-start episodes per policy."),
-    seed: int = typer.Option(1_000_000, help="Seed of the first episode."),
-    traces: int = typer.Option(4, min=0, help="Episodes drawn in phase_traces.png."),
-    out: Path = typer.Option(Path("results/stage2"), help="Output directory for CSV/MD/JSON/PNG."),
-) -> None:
+class Stage2ReportAliasConfig(Stage2ReportConfig):
+    """``rmtl train stage2-report RUN``: the earlier name of ``rmtl report --stage 2``."""
+
+    run: str
+    """Stage-2 run directory (or one of its checkpoints)."""
+    out: str = "results/stage2"
+    """Output directory for CSV/MD/JSON/PNG."""
+
+
+def stage2_report_alias(cfg: Stage2ReportAliasConfig) -> None:
     """The earlier name of ``rmtl report --stage 2``."""
-    check_output_dir(out, "--out")
-    _stage2_report(run, out, no_phase, single_prompt, episodes, seed, traces)
+    check_output_dir(Path(cfg.out), "--out")
+    _stage2_report(Path(cfg.run), Path(cfg.out), cfg)
+
+
+eval_cmd = config_command(EvalConfig, evaluate, positional=("checkpoint",))
+report_cmd = config_command(ReportConfig, report, positional=("runs",))
+train_app.command("select")(config_command(SelectConfig, select, positional=("run",)))
+train_app.command("stage2-report", hidden=True)(config_command(Stage2ReportAliasConfig, stage2_report_alias,
+                                                                positional=("run",)))
 
 
 def _check_stage2_run(run: Path) -> None:

@@ -1,0 +1,125 @@
+"""The configs of the ``rmtl env`` and ``rmtl store`` commands and what each runs (options
+generated from the configs by rmtl.command_config)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from pydantic import Field
+
+from rmtl.config import Config
+from rmtl.console import check_output_file
+from rmtl.errors import RmtlError
+
+
+class EnvPreviewConfig(Config):
+    """``rmtl env preview``: a labelled PNG montage of the camera views of one seeded reset."""
+
+    difficulty: float = 0.5
+    """Start difficulty u in [0, 1]."""
+    seed: int = 0
+    """Reset seed."""
+    resolution: int = 224
+    """Square frame size in pixels (64-720)."""
+    views: str = "all"
+    """Comma-separated view names, or 'all'."""
+    visual_domain: bool = True
+    """Apply the paper's visual domain."""
+    shadows: bool = True
+    """Render shadows (slower, nicer)."""
+    out: str | None = None
+    """PNG path (default <data-dir>/preview/...)."""
+    data_dir: str | None = None
+    """Data directory (default $RMTL_DATA_DIR or ./data)."""
+
+
+class EnvCheckConfig(Config):
+    """``rmtl env check``: success rates of the scripted expert and of random actions."""
+
+    episodes: int = Field(100, ge=1)
+    """Episodes per row."""
+    seed: int = 0
+    """First episode seed."""
+    noise: float = Field(0.0, ge=0)
+    """Expert action noise std."""
+    out: str | None = None
+    """JSON path for the rates."""
+
+
+class StoreVerifyConfig(Config):
+    """``rmtl store verify STORE``."""
+
+    store: str
+    """Dataset store path or URL."""
+
+
+def env_preview(cfg: EnvPreviewConfig) -> None:
+    """Write a labelled PNG montage of the camera views for one seeded reset."""
+    from rmtl.env import EnvConfig, FetchPickAndLiftEnv
+    from rmtl.env.fetch_lift import check_difficulty
+    from rmtl.provenance import data_dir as resolve_data_dir
+    from rmtl.viz import montage
+
+    check_difficulty(cfg.difficulty)
+    env_cfg = EnvConfig.make(views=cfg.views, resolution=cfg.resolution, visual_domain=cfg.visual_domain,
+                             shadows=cfg.shadows)
+    out = Path(cfg.out) if cfg.out else (resolve_data_dir(cfg.data_dir) / "preview" /
+                                         f"preview_d{cfg.difficulty:.2f}_s{cfg.seed}_{cfg.resolution}px.png")
+    check_output_file(out, "--out")  # before rendering
+    env = FetchPickAndLiftEnv(env_cfg)
+    _, info = env.reset(seed=cfg.seed, options={"difficulty": cfg.difficulty})
+    frames = env.render_views()
+    env.close()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    montage(frames, list(env_cfg.views)).save(out)
+    typer.echo(f"gripper-cube distance {info['gripper_cube_distance']:.3f} m, rule phase {info['phase_rule']}\n"
+               f"wrote {out}")
+
+
+def env_check(cfg: EnvCheckConfig) -> None:
+    """Success rates of the scripted expert (difficulty 1 and 0) and of random actions."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.env.check import expert_policy, random_policy, success_rate
+
+    out = Path(cfg.out) if cfg.out else None
+    if out is not None:
+        check_output_file(out, "--out")
+    env = FetchPickAndLiftEnv()
+    n, seed = cfg.episodes, cfg.seed
+    rows = [
+        success_rate(env, expert_policy(cfg.noise, seed), "expert", n, 1.0, seed),
+        success_rate(env, expert_policy(cfg.noise, seed), "expert", n, 0.0, seed),
+        success_rate(env, random_policy(env, seed), "random", n, 1.0, seed),
+    ]
+    table = Table(title=f"Pick-and-lift success ({n} seeded episodes each, expert noise {cfg.noise})")
+    for col in ("policy", "difficulty", "success rate", "95% CI", "mean length"):
+        table.add_column(col)
+    for r in rows:
+        lo, hi = r.wilson_interval()
+        table.add_row(r.policy, f"{r.difficulty:.1f}", f"{r.rate:.2f}", f"[{lo:.2f}, {hi:.2f}]", f"{r.mean_length:.1f}")
+    Console().print(table)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps([{**r.__dict__, "rate": r.rate} for r in rows], indent=2))
+        typer.echo(f"wrote {out}")
+
+
+def store_verify(cfg: StoreVerifyConfig) -> None:
+    """Read every committed chunk of a store and name the damaged ones (array, chunk, rows); status 2 if any."""
+    from storage.dataset import DatasetStore
+
+    with DatasetStore.open(cfg.store, "r") as st:
+        rep = st.verify()
+    kind = "checksummed" if rep.checksums else "no checksums (an older store: changed bytes go unnoticed)"
+    for d in rep.damage:
+        typer.echo(f"DAMAGED {d.describe()}")
+    typer.echo(f"{rep.store}: {rep.arrays} arrays, {rep.chunks} chunks read, {kind}; "
+               f"{len(rep.damage) or 'no'} damaged")
+    if rep.damage:
+        raise RmtlError(f"store {rep.store} has {len(rep.damage)} damaged part(s), listed above; restore the store "
+                        f"from a copy, or re-create it (rmtl render-and-embed --store NEW_PATH)")
