@@ -4,27 +4,20 @@ dataset store (read back by rmtl.train.bc_data.read_bc_labels)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
+from pipeline.render import RenderResult
 from rmtl.phases import PHASES
 
 
 @dataclass(frozen=True)
-class BCLabelsResult:
-    """What ``bc_labels`` wrote."""
+class BCLabelsResult(RenderResult):
+    """What ``bc_labels`` wrote: the rollout into the store, and the rows per rule-phase label."""
 
-    store: str
-    rows: int
-    """Rows in the store after the run (one per recorded state)."""
-    episodes_rolled: int
-    """Episodes rolled out by this run (fewer than the total when resuming)."""
-    episodes_total: int
-    resumed: bool
-    phase_counts: dict[str, int]
-    """Rows per rule-phase label."""
+    phase_counts: dict[str, int] = field(default_factory=dict)
     minari: str | None = None
     """Id of the Minari dataset written beside the store (None: none asked for)."""
 

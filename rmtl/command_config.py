@@ -31,7 +31,7 @@ from annotated_types import Ge, Le
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from rmtl.config import Config, deep_merge, parse_overrides
+from rmtl.config import Config, deep_merge, parse_overrides, read_yaml_mapping
 from rmtl.errors import ConfigError
 
 CONFIG_PARAM = "config_file"
@@ -40,17 +40,7 @@ SET_PARAM = "set_"
 
 def read_config_file(path: Path | None) -> dict[str, Any]:
     """The mapping in a ``--config`` YAML file ({} without one); one line if it is not one."""
-    if path is None:
-        return {}
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist; pass the path of a YAML file written by rmtl")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping of field names to values")
-    return data
+    return {} if path is None else read_yaml_mapping(path)
 
 
 def _field_at(cls: type[BaseModel], dotted: str) -> FieldInfo:

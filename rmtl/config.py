@@ -47,16 +47,7 @@ class Config(BaseModel):
 
     @classmethod
     def from_yaml(cls: type[C], path: str | Path) -> C:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist; pass the path of a YAML file written by rmtl")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"config file {p} is not valid YAML: {str(err).splitlines()[0]}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {p} must hold a mapping of field names to values")
-        return cls.make(**data)
+        return cls.make(**read_yaml_mapping(Path(path)))
 
     def to_yaml(self, path: str | Path) -> Path:
         p = Path(path)
@@ -93,3 +84,16 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
             node = node.setdefault(p, {})
         node[parts[-1]] = value
     return out
+
+
+def read_yaml_mapping(path: Path) -> dict[str, Any]:
+    """The mapping in a config YAML file; one line if it is missing, invalid or not a mapping."""
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist; pass the path of a YAML file written by rmtl")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of field names to values")
+    return data

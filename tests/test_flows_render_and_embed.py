@@ -85,4 +85,4 @@ def test_flow_runs_directly_and_matches_the_pipeline(prefect_local):
     assert sweep["alphas"] == (0.0, 0.5, 1.0) and sweep["summary"]["rows"] > 0
     for p in [sweep["dataset"], *sweep["plots"].values(), views["dataset"], *views["plots"].values()]:
         assert (prefect_local / p).exists(), p
-    assert bc["rows"] > 0 and bc["episodes_rolled"] == 2 and sum(bc["phase_counts"].values()) == bc["rows"]
+    assert bc["rows"] > 0 and bc["episodes_rendered"] == 2 and sum(bc["phase_counts"].values()) == bc["rows"]

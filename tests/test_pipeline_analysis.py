@@ -121,9 +121,9 @@ def test_bc_labels_store_resumes_without_duplicates(tmp_path):
 
     path = tmp_path / "bc.zarr"
     first = bc_labels(path, episodes=2, chunk=1, progress=False)
-    assert first.episodes_rolled == 2 and not first.resumed
+    assert first.episodes_rendered == 2 and not first.resumed
     second = bc_labels(path, episodes=3, chunk=1, progress=False)
-    assert second.resumed and second.episodes_rolled == 1 and second.rows > first.rows
+    assert second.resumed and second.episodes_rendered == 1 and second.rows > first.rows
     labels = read_bc_labels(path)
     pairs = set(zip(labels["episode"].tolist(), labels["step"].tolist()))
     assert len(pairs) == len(labels["episode"]) == second.rows
