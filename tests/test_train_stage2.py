@@ -93,20 +93,17 @@ def test_freeze_keeps_actor_bit_identical_then_trains_it(runs):
         assert m.learning_rate == (3e-4 if k <= FREEZE else 1e-4)
 
 
-def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm, tmp_path):
-    from typer.testing import CliRunner
-
-    from rmtl.cli import app
+def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm, tmp_path, capsys):
+    from rmtl.cli import run
     from rmtl.train.csv_log import read_csv
     from rmtl.train.stage2 import train_stage2
 
     d = tmp_path / "copy"
     shutil.copytree(runs["run"], d)
     before = torch.load(_ck(d, 128) / "manager.pt", weights_only=True)
-    r = CliRunner().invoke(app, ["train", "stage2", "--worker", str(runs["worker"]), "--config", str(d / "config.yaml"),
-                                 "--out", str(d), "--steps", "160", "--no-progress"])
-    assert r.exit_code == 0, (r.output, r.exception)
-    assert "stage 2: 160 env steps" in r.output
+    assert run(["train", "stage2", "--worker", str(runs["worker"]), "--config", str(d / "config.yaml"),
+                "--out", str(d), "--steps", "160", "--no-progress"]) == 0
+    assert "stage 2: 160 env steps" in capsys.readouterr().out
     assert (d / "run_resume_000000128.json").is_file() and (d / "progress_000000128.csv").is_file()
     m = read_csv(d / "manager.csv")
     assert [r["timesteps"] for r in m] == [32, 64, 96, 128, 160] and m[-1]["updates"] == 5
@@ -142,7 +139,7 @@ def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
     assert all(t % horizon == 0 for t in changes)
 
     out = tmp_path / "rep"
-    r = CliRunner().invoke(app, ["train", "stage2-report", str(runs["run"]), "--no-phase", str(runs["no_phase"]),
+    r = CliRunner().invoke(app, ["report", "--stage", "2", str(runs["run"]), "--no-phase", str(runs["no_phase"]),
                                  "--single-prompt", str(runs["worker"]), "--episodes", "2", "--traces", "2",
                                  "--out", str(out)])
     assert r.exit_code == 0, (r.output, r.exception)
