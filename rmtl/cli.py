@@ -404,6 +404,24 @@ def return_ranking_cmd(
     typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
 
 
+@app.command("diagnose-rollouts")
+def diagnose_rollouts_cmd(
+    store: str = typer.Option(..., help="Store of a policy's rollouts with embeddings (e.g. from rmtl gate-set --checkpoint)."),
+    reference: Optional[str] = typer.Option(None, help="Store of reference (expert) episodes embedded by the same model."),
+    model: Optional[str] = ModelOption,
+    variants: str = typer.Option("rmtl,rmtl_phase_offset", help="Comma-separated Stage-1 variants; the first is traced and plotted."),
+    episodes: int = typer.Option(4, min=1, help="Episodes shown in the traces and the montage (failures first)."),
+    view: str = typer.Option("front", help="Camera view of the montage."),
+    out: Optional[Path] = typer.Option(None, help="Output dir (default <store>.analysis/diagnosis)."),
+) -> None:
+    """A policy's own rollouts: VLM vs dense reward along them, what it does (PNG montage), whether it games the reward."""
+    from pipeline.rollout_diagnosis import diagnose_rollouts
+
+    res = diagnose_rollouts(store, reference, model, [v.strip() for v in variants.split(",") if v.strip()], out_dir=out,
+                            montage_episodes=episodes, montage_view=view)
+    typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
+
+
 @app.command("gate-set")
 def gate_set_cmd(
     out: Path = typer.Option(..., help="Directory for the gate stores."),
