@@ -1,6 +1,6 @@
 """The configs of the commands over stored data (embed, embed-text, query, reward-quality,
-alpha-sweep, per-view-analysis, bc-labels, return-ranking, gate-set, prompt-study, export
-minari) and what each command runs. Their command-line options are generated from these
+alpha-sweep, per-view-analysis, bc-labels, return-ranking, diagnose-rollouts, gate-set,
+prompt-study, export minari) and what each command runs. Their command-line options are generated from these
 classes (rmtl.command_config)."""
 
 from __future__ import annotations
@@ -94,6 +94,21 @@ class ReturnRankingConfig(StoreQuestion):
     """Stage-1 variants whose shaped return to rank."""
     bounds: str = "adapted"
     """'adapted': bounds where long training leaves them; 'running': start at 0.45/0.70 like a fresh env."""
+
+
+class DiagnoseRolloutsConfig(StoreQuestion):
+    """``rmtl diagnose-rollouts``: a policy's own rollouts against a reference."""
+
+    store: str
+    """Store of a policy's rollouts with embeddings (e.g. from rmtl gate-set --checkpoint)."""
+    reference: str | None = None
+    """Store of reference (expert) episodes embedded by the same model."""
+    variants: tuple[str, ...] = ("rmtl", "rmtl_phase_offset")
+    """Stage-1 variants; the first is traced and plotted."""
+    episodes: int = Field(4, ge=1)
+    """Episodes shown in the traces and the montage (failures first)."""
+    view: str = "front"
+    """Camera view of the montage."""
 
 
 class PromptStudyConfig(StoreQuestion):
@@ -275,6 +290,15 @@ def return_ranking(cfg: ReturnRankingConfig) -> None:
     typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
 
 
+def diagnose_rollouts(cfg: DiagnoseRolloutsConfig) -> None:
+    """A policy's own rollouts: VLM vs dense reward along them, what it does (PNG montage), whether it games the reward."""
+    from pipeline.rollout_diagnosis import diagnose_rollouts as run
+
+    res = run(cfg.store, cfg.reference, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg),
+              montage_episodes=cfg.episodes, montage_view=cfg.view)
+    typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
+
+
 def prompt_study(cfg: PromptStudyConfig) -> None:
     """Rank prompt sets on one store from stored embeddings: within-phase ranks, right prompt, spreads,
     success-vs-failure AUCs, flatness against the single prompt (table, JSON, CSV, PNG)."""
@@ -370,6 +394,7 @@ COMMANDS: dict[tuple[str, ...], tuple[type[Config], Callable[[Any], None], tuple
     ("per-view-analysis",): (PerViewConfig, per_view, ()),
     ("bc-labels",): (BCLabelsConfig, bc_labels, ()),
     ("return-ranking",): (ReturnRankingConfig, return_ranking, ()),
+    ("diagnose-rollouts",): (DiagnoseRolloutsConfig, diagnose_rollouts, ()),
     ("gate-set",): (GateSetConfig, gate_set, ()),
     ("prompt-study",): (PromptStudyConfig, prompt_study, ()),
     ("export", "minari"): (ExportMinariConfig, export_minari, ("store",)),

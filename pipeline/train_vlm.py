@@ -127,11 +127,49 @@ class TrainVLMConfig(Config):
         return self
 
 
+class RowFrames:
+    """Frames [N, V, H, W, 3] of which only some rows are in memory.
+
+    Training the text tower against stored image embeddings needs frames only where a
+    model must encode them (held-out rows, for the random-weight reference), so the
+    other rows' frames are never read: a 60k-state store is 10 GB of frames."""
+
+    def __init__(self, rows: np.ndarray, frames: np.ndarray, n_rows: int):
+        self.rows = np.asarray(rows, dtype=np.int64)  # sorted global row ids held
+        self.frames = frames
+        self.shape = (n_rows, *frames.shape[1:])
+
+    @classmethod
+    def dense(cls, frames: np.ndarray) -> "RowFrames":
+        return cls(np.arange(len(frames)), frames, len(frames))
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        pos = np.clip(np.searchsorted(self.rows, rows), 0, max(len(self.rows) - 1, 0))
+        missing = rows[(len(self.rows) == 0) | (self.rows[pos] != rows)] if len(rows) else rows
+        if len(missing):
+            raise ValueError(f"frames of rows {missing[:5].tolist()} were not loaded (only held-out rows "
+                             f"are read when stored image embeddings stand in for the frames)")
+        return self.frames[pos]
+
+    @classmethod
+    def concat(cls, parts: list) -> "RowFrames | np.ndarray":
+        if all(isinstance(p, np.ndarray) for p in parts):
+            return np.concatenate(parts)
+        parts = [p if isinstance(p, RowFrames) else cls.dense(p) for p in parts]
+        offsets = np.cumsum([0] + [len(p) for p in parts])
+        rows = np.concatenate([p.rows + o for p, o in zip(parts, offsets)])
+        return cls(rows, np.concatenate([p.frames for p in parts]), int(offsets[-1]))
+
+
 @dataclass
 class TrainingData:
     """Rendered rows: frames [N, V, H, W, 3], states [N, 25], episode/step [N], expert [N]."""
 
-    frames: np.ndarray
+    frames: "np.ndarray | RowFrames"
     states: np.ndarray
     episode: np.ndarray
     step: np.ndarray
@@ -149,8 +187,8 @@ class TrainingData:
             raise ValueError("no training data")
         cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
         have = all(p.image_embeddings is not None for p in parts)
-        return cls(cat("frames"), cat("states"), cat("episode"), cat("step"), cat("expert"), parts[0].views,
-                   cat("image_embeddings") if have else None)
+        return cls(RowFrames.concat([p.frames for p in parts]), cat("states"), cat("episode"), cat("step"),
+                   cat("expert"), parts[0].views, cat("image_embeddings") if have else None)
 
     @classmethod
     def from_batches(cls, batches: list[dict], views: Sequence[str], expert: bool, episode_offset: int = 0) -> "TrainingData":
@@ -161,11 +199,13 @@ class TrainingData:
 
     @classmethod
     def from_stores(cls, paths: Sequence[str | Path], embeddings_of: str | None = None,
-                    image_tower: str | None = None) -> "TrainingData":
+                    image_tower: str | None = None, holdout_fraction: float | None = None) -> "TrainingData":
         """Rows of one or more dataset stores; episode ids are made unique across stores.
         ``embeddings_of``: a model spec whose stored image embeddings to load too (when a
         store has them for every row); ``image_tower``: its ``VLM.image_tower_id``, so that
-        embeddings stored by another model with the same image tower serve as well."""
+        embeddings stored by another model with the same image tower serve as well.
+        ``holdout_fraction``: where a store's embeddings were loaded, read the frames of
+        the held-out rows only (:meth:`holdout_mask`); None reads every frame."""
         from pipeline.embed import same_image_tower
         from rmtl.vlm.spec import parse_spec
         from storage.dataset import DatasetStore
@@ -174,7 +214,7 @@ class TrainingData:
         parts, offset = [], 0
         for path in paths:
             with DatasetStore.open(path, "r") as store:
-                d = store.read(fields=["frames", "state", "episode", "step"])
+                d = store.read(fields=["state", "episode", "step"])
                 policy = store.info.get("provenance", {}).get("policy", "expert")
                 n = len(d["state"])
                 emb, source = None, model_id
@@ -182,15 +222,24 @@ class TrainingData:
                     source = same_image_tower(store, model_id, image_tower) or model_id
                 if source is not None and store.embedded_rows(source) == n:
                     emb = np.asarray(store.embeddings(source, slice(0, n)), dtype=np.float32)
-                parts.append(cls(d["frames"], d["state"], d["episode"] + offset, d["step"],
+                if emb is not None and holdout_fraction is not None:
+                    rows = np.flatnonzero(_held_out(d["episode"] + offset, holdout_fraction))
+                    frames = RowFrames(rows, store.read(rows=rows, fields=["frames"])["frames"], n)
+                else:
+                    frames = store.read(fields=["frames"])["frames"]
+                parts.append(cls(frames, d["state"], d["episode"] + offset, d["step"],
                                  np.full(n, policy == "expert"), store.views, emb))
                 offset = int(parts[-1].episode.max()) + 1 if len(d["state"]) else offset
         return cls.concat(parts)
 
     def holdout_mask(self, fraction: float) -> np.ndarray:
         """Rows of held-out episodes (a deterministic hash of the episode id)."""
-        h = (self.episode.astype(np.int64) * HOLDOUT_SALT) % 1000
-        return h < int(round(fraction * 1000))
+        return _held_out(self.episode, fraction)
+
+
+def _held_out(episode: np.ndarray, fraction: float) -> np.ndarray:
+    h = (np.asarray(episode).astype(np.int64) * HOLDOUT_SALT) % 1000
+    return h < int(round(fraction * 1000))
 
 
 def task_geometry(states: np.ndarray) -> np.ndarray:
@@ -320,6 +369,8 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     geometry = torch.from_numpy(task_geometry(data.states)).to(device)
     locked = None  # image embeddings [N, V, D] of the locked image tower (tune='text')
     if cfg.tune == "all":
+        if isinstance(data.frames, RowFrames):
+            raise ValueError("tune='all' trains the image tower on every frame, but only held-out frames were read")
         frames_t = torch.from_numpy(data.frames)
         if device.type == "cuda":
             free, _ = torch.cuda.mem_get_info(device)
@@ -330,6 +381,9 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         if data.image_embeddings is not None:
             locked = data.image_embeddings
             print(f"image tower locked: using the stores' embeddings of {cfg.init} ({locked.shape[0]} rows)")
+        elif isinstance(data.frames, RowFrames):
+            raise ValueError("some stores hold no image embeddings of the init model, and only their held-out "
+                             f"frames were read: embed them first (rmtl embed STORE --model {cfg.init})")
         else:
             print(f"image tower locked: encoding {len(data)} rows x {n_views} views once")
             locked = encode_rows(vlm, data, np.arange(len(data)))
@@ -602,7 +656,8 @@ def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, rend
             init_vlm = load_vlm(cfg.init, device=cfg.device, precision="fp32")  # trained below, not loaded twice
             tower = init_vlm.image_tower_id
         parts.append(TrainingData.from_stores(stores, embeddings_of=cfg.init if cfg.tune == "text" else None,
-                                              image_tower=tower))
+                                              image_tower=tower,
+                                              holdout_fraction=cfg.holdout_fraction if cfg.tune == "text" else None))
         desc.append(f"stores {', '.join(stores)}")
     if render_episodes or random_episodes:
         from pipeline.rollout import RolloutConfig, map_rollouts

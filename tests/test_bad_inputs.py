@@ -131,6 +131,7 @@ CASES = [
     (["train", "stage2"], ["Missing option '--worker'"]),
     (["eval", "{RUN}", "--episodes", "0"], ["'--episodes'"]),
     (["store", "verify"], ["Missing argument", "rmtl store verify --help"]),
+    (["diagnose-rollouts", "--store", "{W}/missing.zarr"], ["no dataset store", "missing.zarr"]),
     (["bc-labels", "--out", "{W}/bc.zarr", "--episodes", "0"], ["'--episodes'"]),
     # invalid values, checked before the model loads
     (["render-and-embed", "--stages", "0,9", "--store", "{W}/r.zarr"], ["stages", "0..4"]),

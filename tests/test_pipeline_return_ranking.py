@@ -206,6 +206,14 @@ def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path):
     for name, source in (("noisy_expert", "expert noise 0"), ("run_step_000000128", "checkpoint step_000000128")):
         assert f"wrote {tmp_path / 'gates' / name}.zarr" in res.output.replace("\n", "")
         assert list(grouped_quality(str(tmp_path / "gates" / f"{name}.zarr"), MODEL)) == [source]
+    # The checkpoint's rollouts diagnosed against the noisy experts.
+    res = r.invoke(app, ["diagnose-rollouts", "--store", str(tmp_path / "gates" / "run_step_000000128.zarr"),
+                         "--reference", str(store), "--model", MODEL, "--variants", "rmtl", "--episodes", "1",
+                         "--out", str(tmp_path / "diag")])
+    assert res.exit_code == 0, res.output
+    assert "hacking:" in res.output and (tmp_path / "diag" / "montage.png").is_file()
+    res = r.invoke(app, ["diagnose-rollouts", "--store", str(store), "--model", MODEL, "--variants", "dense_reference"])
+    assert "has no VLM reward" in str(res.exception)  # one line, exit 2 under rmtl's console (tests/test_bad_inputs.py)
 
 
 @pytest.mark.parametrize("shaping_kw, num_phases", [({}, 3), ({"phase_offset": True}, 3), ({}, 1),
@@ -238,3 +246,43 @@ def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phase
         for i in idx:
             expect[i] = shaper(active[i:i + 1], phases[i:i + 1]).reward[0]
     np.testing.assert_array_equal(shaped_rewards(active, phases, episodes, shaping, num_phases, "adapted"), expect)
+
+
+def test_rollout_diagnosis_follows_the_shaper_and_writes_its_plots(store, ranking, tmp_path):
+    from PIL import Image
+
+    from pipeline.rollout_diagnosis import diagnose_rollouts
+
+    res = diagnose_rollouts(store, None, MODEL, ("rmtl", "single_prompt_multi_view"), out_dir=tmp_path / "a",
+                            montage_episodes=2, show=False)
+    with open(tmp_path / "a" / "steps.csv") as f:
+        steps = list(csv.DictReader(f))
+    assert len(steps) == res["policy"]["reward_steps"] == ranking["reward_steps"]
+    # Alone, the store's own adapted bounds: the per-episode sums are return-ranking's returns.
+    with open(ranking["files"]["episodes_csv"]) as f:
+        ranked = {int(r["episode"]): float(r["rmtl"]) for r in csv.DictReader(f)}
+    sums: dict[int, float] = {}
+    for r in steps:
+        sums[int(r["episode"])] = sums.get(int(r["episode"]), 0.0) + float(r["vlm_reward"])
+    assert sums.keys() == ranked.keys()
+    np.testing.assert_allclose([sums[e] for e in ranked], list(ranked.values()), atol=1e-3)
+    assert set(res["policy"]["mean_return"]) == {"rmtl", "single_prompt_multi_view", "dense_reference"}
+    assert sum(p["fraction"] for p in res["policy"]["phases"].values()) == pytest.approx(1.0)
+    assert Image.open(res["files"]["montage.png"]).size[0] == 6 * 64  # six steps of one view per episode
+    for name in ("traces.png", "reward_scatter.png"):
+        assert Image.open(res["files"][name]).size[0] > 300
+
+    # Against itself as the reference: paid the same, not worse, so no hacking, no preference.
+    same = diagnose_rollouts(store, store, MODEL, ("rmtl",), out_dir=tmp_path / "b", montage_episodes=1, show=False)
+    assert same["verdict"]["hacking"] is False and same["verdict"]["return_prefers_policy"] == {"rmtl": False,
+                                                                                                "dense_reference": False}
+    assert json.loads((tmp_path / "b" / "diagnosis.json").read_text())["verdict"] == same["verdict"]
+
+
+def test_discounted_returns_add_the_success_bonus_on_the_last_step():
+    from pipeline.rollout_diagnosis import _discounted
+
+    p = {"episodes": [np.array([0, 1]), np.array([2])], "success": np.array([True, False])}
+    r = np.array([-0.5, -0.25, -1.0])
+    np.testing.assert_allclose(_discounted(p, r, 0.5, True), [-0.5 + 0.5 * 0.75, -1.0])
+    np.testing.assert_allclose(_discounted(p, r, 0.5, False), [-0.5 - 0.125, -1.0])

@@ -156,6 +156,19 @@ def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tmp_path):
     np.testing.assert_array_equal(found.image_embeddings, data.image_embeddings)
     assert TrainingData.from_stores([store], embeddings_of="rmtl-fetch-tiny@random",
                                     image_tower="0" * 12).image_embeddings is None
+    # With the embeddings standing in, only held-out rows' frames are read, and they are
+    # the same frames; asking for any other row's frames says so.
+    lean = TrainingData.from_stores([store, store], embeddings_of="rmtl-fetch-tiny", holdout_fraction=0.5)
+    held = np.flatnonzero(lean.holdout_mask(0.5))
+    assert 0 < len(held) < len(lean) and lean.frames.shape == (len(lean), *data.frames.shape[1:])
+    full = TrainingData.from_stores([store, store])
+    np.testing.assert_array_equal(lean.frames[held], full.frames[held])
+    with pytest.raises(ValueError, match="were not loaded"):
+        lean.frames[np.flatnonzero(~lean.holdout_mask(0.5))[:1]]
+    cfg = TrainVLMConfig.make(steps=2, batch_size=4, warmup_steps=0, eval_every=2, holdout_fraction=0.5, device="cpu",
+                              init="rmtl-fetch-tiny", tune="text", keep_best=False)
+    metrics = train_reward_vlm(lean, cfg, tmp_path / "lean", progress=False)
+    assert "random_init" in metrics and metrics["steps_done"] == 2
 
 
 def test_model_card_says_where_the_weights_started_and_the_goal_baseline_cosines(tmp_path):

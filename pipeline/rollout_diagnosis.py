@@ -1,0 +1,300 @@
+"""Why does a VLM-reward learner fail? Its own rollouts, read back from a store.
+
+Input: a store of a policy's rollouts (``rmtl gate-set --checkpoint ...`` makes one, with
+frames and embeddings) and, optionally, a reference store of the same model's embeddings
+(expert episodes) to put the numbers in scale. From stored data only (no rendering, no
+model), for every reward step (rows with step >= 1):
+
+- the variant's shaped VLM reward (:func:`pipeline.return_ranking.variant_rewards`, with
+  the adaptive bounds both stores share, so the two are on one scale) and its raw
+  active-prompt score;
+- the hand-written dense reward of the state (the dense reference learner's reward);
+- gripper-cube distance, cube lift and rule phase.
+
+What it answers:
+
+- **does the VLM reward follow the task along the policy's own states?** Spearman of VLM
+  vs dense reward, pooled and within each rule phase (within-phase is what the shaping
+  rewards; pooled mostly shows the phase structure);
+- **what does the policy do?** phase occupancy, final distance and lift, success; per-step
+  traces and a PNG montage of frames of a few episodes, labelled with both rewards;
+- **does it game the reward?** ``hacking``: the policy earns at least the reference's mean
+  VLM reward per step while its mean dense reward per step is below the reference's (it is
+  paid as well as the expert without doing the task); per phase, the policy's mean active
+  score against the reference's in the same phase.
+
+Writes ``diagnosis.json``, ``steps.csv`` (every reward step of both stores),
+``traces.png``, ``reward_scatter.png`` and ``montage.png`` into ``out_dir`` (default
+``<store>.analysis/diagnosis``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from rmtl.errors import ConfigError
+from rmtl.phases import PHASES
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
+    from scipy.stats import spearmanr
+
+    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return None
+    return float(spearmanr(a, b).statistic)
+
+
+def _steps(store: Any, model: str | None, variants: Sequence[str]) -> dict[str, Any]:
+    """Per reward step of one store: rows, labels, dense reward, each variant's active score."""
+    from pipeline.store_models import resolve_model_id
+    from pipeline.store_rows import load_rows, per_view_scores
+    from pipeline.stored_text import text_embeddings
+    from rmtl.reward.scorer import Scores
+    from rmtl.train.config import DenseRewardConfig, stage1_config
+    from rmtl.train.wrappers import dense_reward
+
+    model_id = resolve_model_id(store, model)
+    labels = load_rows(store, model_id)
+    keep = labels.step >= 1
+    if not keep.any():
+        raise ConfigError(f"{store.path} has no reward steps (rows with step >= 1) to diagnose")
+    rows, episode, step, phase = labels.rows[keep], labels.episode[keep], labels.step[keep], labels.phase[keep]
+    scores, configs = {}, {}
+    for variant in variants:
+        cfg = stage1_config(variant)
+        if not cfg.uses_vlm:
+            raise ConfigError(f"variant {variant!r} has no VLM reward to diagnose")
+        text = text_embeddings(store, model_id, cfg.reward.prompts, cfg.reward.single_prompt)
+        per_view = per_view_scores(store, model_id, text, [cfg.reward.alpha], rows, views=cfg.reward.active_views)[0]
+        scores[variant] = Scores(per_view, per_view.mean(axis=1)).active(phase).astype(np.float64)
+        configs[variant] = (cfg.reward.shaping, text.goals.shape[0], cfg.gamma, cfg.reward.add_env_reward)
+    ids = np.unique(episode)
+    success_rows = store.read(fields=["success"])["success"][labels.rows]
+    success = np.array([bool(success_rows[labels.episode == e].any()) for e in ids])
+    return {
+        "path": str(store.path), "model_id": model_id, "rows": rows, "episode": episode, "step": step,
+        "phase": phase, "distance": labels.distance[keep], "lift": labels.lift[keep], "scores": scores,
+        "score": scores[variants[0]], "configs": configs,
+        "dense": dense_reward(labels.state[keep], DenseRewardConfig()).astype(np.float64),
+        "episode_ids": ids, "success": success,
+        "episodes": [np.flatnonzero(episode == e)[np.argsort(step[episode == e], kind="stable")] for e in ids],
+    }
+
+
+def _shared_bounds_rewards(parts: Sequence[dict[str, Any]], variants: Sequence[str]) -> None:
+    """Each variant's shaped VLM reward of every step, with the adaptive bounds of all parts
+    together (one scale for policy and reference)."""
+    from pipeline.return_ranking import shaped_rewards
+
+    phase = np.concatenate([p["phase"] for p in parts])
+    offsets = np.cumsum([0] + [len(p["phase"]) for p in parts])
+    episodes = [idx + o for p, o in zip(parts, offsets) for idx in p["episodes"]]
+    for variant in variants:
+        shaping, num_phases, _, _ = parts[0]["configs"][variant]
+        score = np.concatenate([p["scores"][variant] for p in parts])
+        k = phase if num_phases > 1 else np.zeros_like(phase)
+        reward = shaped_rewards(score, k, episodes, shaping, num_phases, "adapted")
+        for p, a, b in zip(parts, offsets[:-1], offsets[1:]):
+            p.setdefault("rewards", {})[variant] = reward[a:b]
+    for p in parts:
+        p["vlm"] = p["rewards"][variants[0]]
+
+
+def _discounted(p: dict[str, Any], r: np.ndarray, gamma: float, add_bonus: bool) -> np.ndarray:
+    out = np.empty(len(p["episodes"]))
+    for j, idx in enumerate(p["episodes"]):
+        steps = r[idx].copy()
+        if add_bonus and p["success"][j]:
+            steps[-1] += 1.0
+        out[j] = float(np.sum(steps * gamma ** np.arange(len(steps))))
+    return out
+
+
+def dense_returns(p: dict[str, Any]) -> np.ndarray:
+    """The same return under the dense reference reward (with its success bonus), at the
+    first variant's gamma: what the dense learner would prefer."""
+    from rmtl.train.config import DenseRewardConfig
+
+    gamma = next(iter(p["configs"].values()))[2]
+    return _discounted(p, p["dense"], gamma, DenseRewardConfig().add_env_reward)
+
+
+def episode_returns(p: dict[str, Any], variant: str) -> np.ndarray:
+    """Discounted return of each episode as the learner sees it: the variant's shaped
+    reward of every step, plus the env's success bonus on the last step of a successful
+    episode (when the variant adds it), discounted by the variant's PPO gamma."""
+    _, _, gamma, add_bonus = p["configs"][variant]
+    return _discounted(p, p["rewards"][variant], gamma, add_bonus)
+
+
+def summarise(p: dict[str, Any]) -> dict[str, Any]:
+    """The numbers of one store's steps (module docstring)."""
+    last = np.array([idx[-1] for idx in p["episodes"]])
+    out: dict[str, Any] = {
+        "store": p["path"], "episodes": int(len(p["episode_ids"])), "success_rate": float(p["success"].mean()),
+        "reward_steps": int(len(p["score"])), "mean_length": float(np.mean([len(i) for i in p["episodes"]])),
+        "final_distance_m": float(np.median(p["distance"][last])), "final_lift_m": float(np.median(p["lift"][last])),
+        "mean_vlm_reward": float(p["vlm"].mean()), "mean_dense_reward": float(p["dense"].mean()),
+        "spearman_vlm_dense": _spearman(p["vlm"], p["dense"]),
+        "spearman_score_dense": _spearman(p["score"], p["dense"]),
+        "phases": {},
+        "mean_return": {**{v: float(episode_returns(p, v).mean()) for v in p["rewards"]},
+                        "dense_reference": float(dense_returns(p).mean())},
+    }
+    for k, name in enumerate(PHASES):
+        m = p["phase"] == k
+        out["phases"][name] = {
+            "fraction": float(m.mean()), "mean_score": float(p["score"][m].mean()) if m.any() else None,
+            "mean_vlm_reward": float(p["vlm"][m].mean()) if m.any() else None,
+            "spearman_vlm_dense": _spearman(p["vlm"][m], p["dense"][m]),
+            "spearman_score_progress": _spearman(p["score"][m], -p["distance"][m] if k < 2 else p["lift"][m]),
+        }
+    return out
+
+
+def hacking_verdict(policy: dict[str, Any], reference: dict[str, Any]) -> dict[str, Any]:
+    """Does the reward prefer what the policy does to what the reference does? (module docstring)"""
+    paid = policy["mean_vlm_reward"] >= reference["mean_vlm_reward"]
+    worse = policy["mean_dense_reward"] < reference["mean_dense_reward"]
+    per_phase = {}
+    for name in PHASES:
+        a, b = policy["phases"][name]["mean_score"], reference["phases"][name]["mean_score"]
+        per_phase[name] = None if a is None or b is None else float(a - b)
+    prefers = {v: bool(policy["mean_return"][v] > reference["mean_return"][v]) for v in policy["mean_return"]}
+    return {"hacking": bool(paid and worse), "paid_at_least_reference": bool(paid),
+            "dense_below_reference": bool(worse), "return_prefers_policy": prefers,
+            "score_minus_reference_by_phase": per_phase}
+
+
+def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | None = None,
+                      variants: Sequence[str] = ("rmtl", "rmtl_phase_offset"),
+                      out_dir: str | Path | None = None, montage_episodes: int = 4, montage_view: str = "front",
+                      show: bool = True) -> dict[str, Any]:
+    """Diagnose a policy's stored rollouts (module docstring); the first of ``variants`` is
+    the one traced and plotted, every one gets episode returns. Returns the JSON written."""
+    from pipeline.analysis_dataset import default_out_dir
+    from pipeline.store_rows import open_store
+
+    parts = []
+    with open_store(store) as st:
+        if not variants:
+            raise ConfigError("give at least one reward variant to diagnose")
+        parts.append(_steps(st, model, variants))
+        out = Path(out_dir) if out_dir is not None else default_out_dir(st) / "diagnosis"
+        if reference is not None:
+            with open_store(reference) as ref:
+                parts.append(_steps(ref, parts[0]["model_id"], variants))
+        _shared_bounds_rewards(parts, variants)
+        out.mkdir(parents=True, exist_ok=True)
+        result: dict[str, Any] = {"variants": list(variants), "model_id": parts[0]["model_id"], "policy": summarise(parts[0])}
+        if reference is not None:
+            result["reference"] = summarise(parts[1])
+            result["verdict"] = hacking_verdict(result["policy"], result["reference"])
+        _write_steps(out / "steps.csv", parts, ["policy", "reference"])
+        _plot_traces(out / "traces.png", parts[0], montage_episodes)
+        _plot_scatter(out / "reward_scatter.png", parts)
+        _montage(out / "montage.png", st, parts[0], montage_episodes, montage_view)
+    files = {n: str(out / n) for n in ("diagnosis.json", "steps.csv", "traces.png", "reward_scatter.png", "montage.png")}
+    result["files"] = files
+    (out / "diagnosis.json").write_text(json.dumps(result, indent=1))
+    if show:
+        print(format_summary(result))
+    return result
+
+
+def _write_steps(path: Path, parts: Sequence[dict[str, Any]], names: Sequence[str]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["source", "store_row", "episode", "step", "phase", "distance_m", "lift_m", "score", "vlm_reward",
+                    "dense_reward"])
+        for name, p in zip(names, parts):
+            for i in range(len(p["score"])):
+                w.writerow([name, int(p["rows"][i]), int(p["episode"][i]), int(p["step"][i]), PHASES[p["phase"][i]],
+                            round(float(p["distance"][i]), 4), round(float(p["lift"][i]), 4),
+                            round(float(p["score"][i]), 5), round(float(p["vlm"][i]), 5), round(float(p["dense"][i]), 5)])
+
+
+def _shown_episodes(p: dict[str, Any], n: int) -> list[int]:
+    """Indices into p['episodes']: failures first (what needs explaining), then successes."""
+    order = np.argsort(p["success"], kind="stable")
+    return [int(i) for i in order[:n]]
+
+
+def _plot_traces(path: Path, p: dict[str, Any], n: int) -> None:
+    from pipeline.plots import figure
+
+    shown = _shown_episodes(p, n)
+    fig, axes = figure(3.2 * len(shown), 5.4, 2, len(shown), sharey="row")
+    for j, e in enumerate(shown):
+        idx = p["episodes"][e]
+        t = p["step"][idx]
+        top, bottom = axes[0][j], axes[1][j]
+        top.plot(t, p["distance"][idx] * 100, label="gripper-cube distance (cm)")
+        top.plot(t, p["lift"][idx] * 100, label="cube lift (cm)")
+        top.set_title(f"episode {int(p['episode_ids'][e])} ({'success' if p['success'][e] else 'failure'})")
+        bottom.plot(t, p["vlm"][idx], label="VLM reward (shaped)")
+        bottom.plot(t, p["dense"][idx], label="dense reward")
+        bottom.set_xlabel("step")
+    axes[0][0].legend(fontsize=7)
+    axes[1][0].legend(fontsize=7)
+    fig.savefig(path, dpi=110)
+
+
+def _plot_scatter(path: Path, parts: Sequence[dict[str, Any]]) -> None:
+    from pipeline.plots import figure
+
+    fig, axes = figure(4.2 * len(PHASES), 3.8, 1, len(PHASES))
+    for k, name in enumerate(PHASES):
+        ax = axes[0][k]
+        for p, label in zip(parts, ("policy", "reference")):
+            m = p["phase"] == k
+            ax.scatter(p["dense"][m], p["vlm"][m], s=3, alpha=0.4, label=f"{label} ({int(m.sum())} steps)")
+        ax.set_title(f"{name} phase")
+        ax.set_xlabel("dense reward")
+        ax.set_ylabel("VLM reward (shaped)")
+        ax.legend(fontsize=7, markerscale=3)
+    fig.savefig(path, dpi=110)
+
+
+def _montage(path: Path, store: Any, p: dict[str, Any], n: int, view: str, per_episode: int = 6) -> None:
+    """Frames of one view at evenly spaced steps of the shown episodes, labelled."""
+    from rmtl.viz import montage
+
+    if view not in store.views:
+        raise ConfigError(f"montage view {view!r} is not in {store.path} (views: {', '.join(store.views)})")
+    frames, labels = [], []
+    for e in _shown_episodes(p, n):
+        idx = p["episodes"][e]
+        for i in idx[np.linspace(0, len(idx) - 1, per_episode).round().astype(int)]:
+            frames.append(store.read(rows=int(p["rows"][i]), fields=["frames"], views=[view])["frames"][0])
+            labels.append(f"e{int(p['episode'][i])} t{int(p['step'][i])} v{p['vlm'][i]:.2f} d{p['dense'][i]:.2f}")
+    montage(np.stack(frames), labels, columns=per_episode, label_height=14).save(path)
+
+
+def format_summary(result: dict[str, Any]) -> str:
+    """A few lines a person reads first."""
+    lines = []
+    for name in ("policy", "reference"):
+        s = result.get(name)
+        if s is None:
+            continue
+        occ = ", ".join(f"{k} {v['fraction']:.2f}" for k, v in s["phases"].items())
+        rho = s["spearman_vlm_dense"]
+        lines.append(f"{name}: {s['episodes']} episodes, success {s['success_rate']:.2f}, final distance "
+                     f"{s['final_distance_m'] * 100:.1f} cm, lift {s['final_lift_m'] * 100:.1f} cm; phases {occ}; "
+                     f"mean VLM reward {s['mean_vlm_reward']:.3f}, dense {s['mean_dense_reward']:.3f}, "
+                     f"Spearman(VLM, dense) {'n/a' if rho is None else f'{rho:.2f}'}")
+    v = result.get("verdict")
+    if v is not None:
+        lines.append(f"hacking: {'yes' if v['hacking'] else 'no'} (paid at least the reference: "
+                     f"{v['paid_at_least_reference']}, dense below the reference: {v['dense_below_reference']})")
+        for name, prefers in v["return_prefers_policy"].items():
+            lines.append(f"{name}: mean discounted return policy {result['policy']['mean_return'][name]:.3f}, "
+                         f"reference {result['reference']['mean_return'][name]:.3f}: the reward "
+                         f"{'prefers the policy' if prefers else 'prefers the reference'}")
+    return "\n".join(lines)
