@@ -13,6 +13,7 @@ import typer
 from pydantic import Field
 
 from rmtl.config import Config
+from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 
 
 class EmbedConfig(Config):
@@ -20,7 +21,7 @@ class EmbedConfig(Config):
 
     store: str
     """Dataset store with frames (made by render-and-embed)."""
-    model: str = "rmtl-fetch-tiny"
+    model: str = DEFAULT_MODEL
     """VLM spec (name, name:tag, hf-hub:..., local dir or file)."""
     batch_size: int = Field(64, ge=1)
     """Images per VLM call."""
@@ -127,9 +128,9 @@ class RewardQualityConfig(Config):
 
     store: str
     """Dataset store with embeddings of both models."""
-    model: str = "rmtl-fetch-tiny"
+    model: str = DEFAULT_MODEL
     """Model to judge: a model spec or a stored model id."""
-    against: str = "rmtl-fetch-tiny@random"
+    against: str = RANDOM_REFERENCE
     """Model to compare with (random weights): spec or stored id."""
     alpha: float = 0.9
     """Projection alpha."""
@@ -150,9 +151,9 @@ class GateSetConfig(Config):
     """Expert noise levels ('none': no noisy-expert store)."""
     episodes: int = Field(100, ge=1)
     """Episodes per store."""
-    model: str = "rmtl-fetch-tiny"
+    model: str = DEFAULT_MODEL
     """VLM spec to embed with and judge."""
-    against: str | None = "rmtl-fetch-tiny@random"
+    against: str | None = RANDOM_REFERENCE
     """Comparison model embedded too ('none': skip)."""
     resolution: int | None = None
     """Frame size (px); default: the model's input size."""

@@ -23,6 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
+
 DEFAULT_NOISE_LEVELS: tuple[float, ...] = (0.1, 0.3, 0.6, 1.0)
 """Expert action-noise standard deviations (actions lie in [-1, 1]); 1.0 is close to random."""
 
@@ -43,7 +45,7 @@ def checkpoint_store_name(checkpoint: str | Path) -> str:
 
 def gate_set_configs(out_dir: str | Path, *, checkpoints: Sequence[str | Path] = (),
                      noise_levels: Sequence[float] | None = DEFAULT_NOISE_LEVELS, episodes: int = 100,
-                     model: str = "rmtl-fetch-tiny", seed: int = 50_000, **common: Any) -> list:
+                     model: str = DEFAULT_MODEL, seed: int = 50_000, **common: Any) -> list:
     """Render-and-embed configs: ``noisy_expert.zarr`` (skipped if ``noise_levels`` is None)
     and ``<run>_<step>.zarr`` per checkpoint, all under ``out_dir``. ``common``: further
     RenderAndEmbedConfig fields (views, stages, workers, batch_size...)."""
@@ -64,7 +66,7 @@ def gate_set_configs(out_dir: str | Path, *, checkpoints: Sequence[str | Path] =
     return configs
 
 
-def build_gate_set(configs: Sequence[Any], against: str | None = "rmtl-fetch-tiny@random",
+def build_gate_set(configs: Sequence[Any], against: str | None = RANDOM_REFERENCE,
                    progress: bool = True) -> list[dict]:
     """Run each render-and-embed job (resumable), then embed ``against`` (the comparison
     model of ``rmtl reward-quality``) too; returns the jobs' summaries."""

@@ -18,13 +18,12 @@ from typing import Any, Callable
 from pydantic import Field, field_validator
 
 from rmtl.config import Config
+from rmtl.default_model import DEFAULT_MODEL
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
 from rmtl.provenance import data_dir
 from rmtl.tasks import DEFAULT_TASK
 
-DEFAULT_MODEL = "rmtl-fetch-tiny"
-"""The offline default: the project's domain-trained small CLIP (weights ship in the package)."""
 
 class RenderAndEmbedConfig(Config):
     """Parameters of the render-and-embed job (also the Prefect flow's parameters)."""

@@ -13,12 +13,12 @@ from typing import Any, Literal, Mapping
 from pydantic import Field, model_validator
 
 from rmtl.config import Config, deep_merge
+from rmtl.default_model import DEFAULT_MODEL
 from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.fetch_lift import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardConfig
 
-DEFAULT_MODEL = "rmtl-fetch-tiny"
 """Default scorer of real runs: the domain-trained tiny CLIP (see rmtl/vlm/registry.py)."""
 
 FINAL_STAGE_RANGE: tuple[float, float] = (PAPER_STAGES[-1].d_min, PAPER_STAGES[-1].d_max)
