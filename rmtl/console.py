@@ -15,13 +15,11 @@ status (docs/errors.md):
   traceback for every error.
 
 It also holds the checks commands run before their work (:func:`check_output_dir`,
-:func:`check_output_file`, :func:`check_store_path`) and an argparse parser whose errors
-are one line (:class:`ArgumentParser`).
+:func:`check_output_file`, :func:`check_store_path`).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import os
@@ -241,14 +239,6 @@ def finish(code: int) -> NoReturn:
 def run_console(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> NoReturn:
     """``finish(exit_code(fn, ...))``: the way every console entry point ends."""
     finish(exit_code(fn, *args, **kwargs))
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse with one-line errors: a usage error raises :class:`ConfigError` (status 2
-    through :func:`run_console`) instead of printing the usage block."""
-
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
-        raise ConfigError(f"{message}; see '{self.prog} --help'")
 
 
 # ----------------------------------------------------------------------- output checks
