@@ -187,33 +187,31 @@ def test_checkpoint_rollouts_are_seeded_and_labelled(tiny_dense_run, tmp_path):
     assert configs[0].noise_levels == (0.1, 1.0) and configs[1].policy == str(ck)
 
 
-def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path):
-    from typer.testing import CliRunner
-
-    from rmtl.cli import app, run
+def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path, capsys):
+    from rmtl.cli import run
 
     assert run(["return-ranking", "--store", str(store), "--model", MODEL, "--variants",
                 "rmtl,single_prompt_multi_view", "--out", str(tmp_path / "rr")]) == 0
-    r = CliRunner()
     saved = json.loads((tmp_path / "rr" / "return_ranking.json").read_text())
     assert [v["variant"] for v in saved["variants"]][:2] == ["rmtl", "single_prompt_multi_view"]
-    res = r.invoke(app, ["gate-set", "--out", str(tmp_path / "gates"), "--checkpoint", str(tiny_dense_run),
-                         "--noise-levels", "0.0", "--episodes", "1", "--resolution", "64", "--against", "none"])
-    assert res.exit_code == 0, res.output
-    # The tables wrap at the runner's width: check the stores they were computed from instead.
+    capsys.readouterr()
+    assert run(["gate-set", "--out", str(tmp_path / "gates"), "--checkpoint", str(tiny_dense_run),
+                "--noise-levels", "0.0", "--episodes", "1", "--resolution", "64", "--against", "none"]) == 0
+    output = capsys.readouterr().out
+    # The tables wrap at the console's width: check the stores they were computed from instead.
     from pipeline.gate_set import grouped_quality
 
     for name, source in (("noisy_expert", "expert noise 0"), ("run_step_000000128", "checkpoint step_000000128")):
-        assert f"wrote {tmp_path / 'gates' / name}.zarr" in res.output.replace("\n", "")
+        assert f"wrote {tmp_path / 'gates' / name}.zarr" in output.replace("\n", "")
         assert list(grouped_quality(str(tmp_path / "gates" / f"{name}.zarr"), MODEL)) == [source]
     # The checkpoint's rollouts diagnosed against the noisy experts.
-    res = r.invoke(app, ["diagnose-rollouts", "--store", str(tmp_path / "gates" / "run_step_000000128.zarr"),
-                         "--reference", str(store), "--model", MODEL, "--variants", "rmtl", "--episodes", "1",
-                         "--out", str(tmp_path / "diag")])
-    assert res.exit_code == 0, res.output
-    assert "hacking:" in res.output and (tmp_path / "diag" / "montage.png").is_file()
-    res = r.invoke(app, ["diagnose-rollouts", "--store", str(store), "--model", MODEL, "--variants", "dense_reference"])
-    assert "has no VLM reward" in str(res.exception)  # one line, exit 2 under rmtl's console (tests/test_bad_inputs.py)
+    assert run(["diagnose-rollouts", "--store", str(tmp_path / "gates" / "run_step_000000128.zarr"),
+                "--reference", str(store), "--model", MODEL, "--variants", "rmtl", "--episodes", "1",
+                "--out", str(tmp_path / "diag")]) == 0
+    assert "hacking:" in capsys.readouterr().out and (tmp_path / "diag" / "montage.png").is_file()
+    assert run(["diagnose-rollouts", "--store", str(store), "--model", MODEL, "--variants", "dense_reference"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "has no VLM reward" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("shaping_kw, num_phases", [({}, 3), ({"phase_offset": True}, 3), ({}, 1),
