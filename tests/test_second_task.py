@@ -1,8 +1,9 @@
 """A second task defined only here proves the task seam: a 2-D reach task (a point moved
 towards a target in a tiny MuJoCo scene) with two micro-tasks, its own state layout and
 versioned key spec, goes through rollout + render into a store, embedding, the state cache
-keyed by its spec and the goal-baseline scores of its own prompts, without package code
-knowing it."""
+keyed by its spec, the goal-baseline scores of its own prompts, and a tiny Stage-1 run on
+its dense reference reward with its phase one-hot, curriculum and evaluation, without
+package code knowing it."""
 
 from __future__ import annotations
 
@@ -60,10 +61,14 @@ class ReachEnv(gym.Env):
         self.model = mujoco.MjModel.from_xml_string(SCENE)
         self.data = mujoco.MjData(self.model)
         self.micro_tasks = micro_tasks
-        self.observation_space = gym.spaces.Box(-1, 1, (4,), np.float32)
+        self.observation_space = gym.spaces.Dict({"observation": gym.spaces.Box(-2, 2, (4,), np.float32)})
         self.action_space = gym.spaces.Box(-1, 1, (2,), np.float32)
         self._renderer = None
         self._steps = 0
+        self._range = (1.0, 1.0)
+
+    def set_difficulty_range(self, lo: float, hi: float) -> None:
+        self._range = (float(lo), float(hi))
 
     @property
     def state(self) -> np.ndarray:
@@ -77,13 +82,13 @@ class ReachEnv(gym.Env):
         import mujoco
 
         super().reset(seed=seed)
-        u = float((options or {}).get("difficulty", 1.0))
+        u = float((options or {}).get("difficulty", self.np_random.uniform(*self._range)))
         target = self.np_random.uniform(-0.4, 0.4, 2)
         self.data.mocap_pos[0, :2] = target
         self.data.qpos[:2] = target + u * self.np_random.uniform(-0.5, 0.5, 2) + 0.1
         mujoco.mj_forward(self.model, self.data)
         self._steps = 0
-        return self.state, self._info()
+        return {"observation": self.state}, self._info()
 
     def step(self, action):
         import mujoco
@@ -92,7 +97,7 @@ class ReachEnv(gym.Env):
         mujoco.mj_forward(self.model, self.data)
         self._steps += 1
         info = self._info()
-        return self.state, 0.0, bool(info["is_success"]), self._steps >= STEPS, info
+        return {"observation": self.state}, float(info["is_success"]), bool(info["is_success"]), self._steps >= STEPS, info
 
     def render_views(self, views, resolution):
         import mujoco
@@ -108,13 +113,18 @@ def reach_task(spec_path: Path) -> Task:
 
     def expert(noise_std: float, seed: int):
         rng = np.random.default_rng(seed)
-        return lambda s: np.clip((s[2:4] - s[0:2]) * 10 + rng.normal(0, noise_std, 2), -1, 1).astype(np.float32)
+        def act(obs):
+            s = obs["observation"]
+            return np.clip((s[2:4] - s[0:2]) * 10 + rng.normal(0, noise_std, 2), -1, 1).astype(np.float32)
+
+        return act
 
     return Task(
         name="reach2d", make_env=lambda **kw: ReachEnv(micro, **kw),
         key_spec=KeySpec("reach2d", 1, 4, ("tip_x", "tip_y"), lambda s: s[..., 0:2]),
         layout=lambda: {"state_fields": ["tip_x", "tip_y", "target_x", "target_y"], "action_fields": ["dx", "dy"]},
         action_dim=2, micro_tasks=micro, phase_measure=distance, expert=expert,
+        dense_reward=lambda states: -distance(states).astype(np.float32),
         curriculum_stages=(CurriculumStage(0.0, 0.0, 0.3, 0.5, 2), CurriculumStage(1.0, 0.7, 1.0, None, 0)),
         camera_bank={"top": "fixed overhead camera"},
     )
@@ -164,3 +174,22 @@ def test_second_task_renders_embeds_caches_and_scores(task, tmp_path, random_tin
     scores = goal_baseline_scores(emb, goals, baseline, 0.9)  # [N, V, 2]
     active = np.take_along_axis(scores.mean(axis=1), task.phases(cols["state"])[:, None], axis=1)[:, 0]
     assert scores.shape == (len(cols["state"]), 2, 2) and np.isfinite(active).all()
+
+
+def test_second_task_trains_a_tiny_stage1_run(task, tmp_path):
+    from rmtl.train.config import stage1_config
+    from rmtl.train.csv_log import read_csv
+    from rmtl.train.evaluate import load_checkpoint
+    from rmtl.train.stage1 import train_stage1
+
+    cfg = stage1_config("dense_reference", n_envs=2, n_steps=16, batch_size=16, n_epochs=1, total_timesteps=32,
+                        checkpoint_every=32, eval_every=32, eval_episodes=2, progress_bar=False, torch_threads=1,
+                        vec_env="dummy", output_dir=str(tmp_path / "run"), net_arch_pi=[16], net_arch_vf=[16])
+    run = train_stage1(cfg, task=task)
+    model, meta, _ = load_checkpoint(run / "checkpoints" / "step_000000032")
+    assert meta["num_timesteps"] == 32
+    assert model.observation_space["phase"].shape == (2,)  # the task's two micro-tasks, not pick-and-lift's three
+    assert model.observation_space["observation"].shape == (4,) and model.action_space.shape == (2,)
+    ev = read_csv(run / "eval.csv")
+    assert ev and ev[-1]["episodes"] == 2 and 0.0 <= ev[-1]["success_rate"] <= 1.0
+    assert read_csv(run / "curriculum.csv")  # the task's curriculum stages were stepped through

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from rmtl.errors import ConfigError
-from rmtl.tasks.task import Task
+from rmtl.task import Task
 
 DEFAULT_TASK = "fetch_lift"
 

@@ -19,6 +19,7 @@ from rmtl.env.check import SuccessRate
 from rmtl.env.episode import run_episode
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
+from rmtl.task import Task
 from rmtl.train.config import FINAL_STAGE_RANGE
 from rmtl.train.wrappers import PHASE_KEY, rule_phase_observation
 
@@ -50,17 +51,23 @@ class EvalResult:
 class ObsAdapter:
     """Turns a raw env observation into what a policy expects: phase one-hot, VecNormalize statistics."""
 
-    def __init__(self, phase_input: bool, normalizer: Any = None):
+    def __init__(self, phase_input: bool, normalizer: Any = None, task: Task | None = None):
         self.phase_input = phase_input
         self.normalizer = normalizer
+        self.task = task
+        """Whose phase rule the one-hot follows (None: pick-and-lift's)."""
 
     @classmethod
-    def for_model(cls, model: Any, normalizer: Any = None) -> "ObsAdapter":
+    def for_model(cls, model: Any, normalizer: Any = None, task: Task | None = None) -> "ObsAdapter":
         spaces = getattr(model.observation_space, "spaces", {})
-        return cls(PHASE_KEY in spaces, normalizer)
+        return cls(PHASE_KEY in spaces, normalizer, task)
 
     def __call__(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out = rule_phase_observation(obs) if self.phase_input else dict(obs)
+        if self.phase_input and self.task is not None:
+            task = self.task
+            out = rule_phase_observation(obs, lambda states, infos=(): task.phases(states), len(task.micro_tasks.names))
+        else:
+            out = rule_phase_observation(obs) if self.phase_input else dict(obs)
         if self.normalizer is not None:
             out = self.normalizer.normalize_obs(out)
         return out
@@ -76,12 +83,14 @@ def evaluate_policy_success(
     normalizer: Any = None,
     deterministic: bool = True,
     env: FetchPickAndLiftEnv | None = None,
+    task: Task | None = None,
 ) -> EvalResult:
-    """Run ``episodes`` seeded episodes of ``model`` (anything with SB3's ``predict``)."""
+    """Run ``episodes`` seeded episodes of ``model`` (anything with SB3's ``predict``); ``task``:
+    another task's env and phase rule (default pick-and-lift's)."""
     own_env = env is None
     if env is None:
-        env = FetchPickAndLiftEnv(env_config)
-    adapt = ObsAdapter.for_model(model, normalizer)
+        env = task.make_env() if task is not None else FetchPickAndLiftEnv(env_config)
+    adapt = ObsAdapter.for_model(model, normalizer, task)
     successes, lengths = 0, []
     try:
         env.set_difficulty_range(*difficulty_range)

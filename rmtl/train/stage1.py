@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.fetch_lift import FetchPickAndLiftEnv
+from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
 from rmtl.train.config import Stage1Config
 from rmtl.train.csv_log import read_csv
@@ -50,7 +52,7 @@ def _ppo(config: Stage1Config, venv: Any):
 
 def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, source: Any = None,
                  source_factory: SourceFactory | None = None, callbacks: list[Any] | tuple = (),
-                 verbose: int = 0) -> Path:
+                 verbose: int = 0, task: Task | None = None) -> Path:
     """Train (or resume) a Stage-1 run; returns its run directory.
 
     With ``resume`` and a checkpoint in the run directory, training continues from the
@@ -59,7 +61,9 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     Resumed runs are not bit-identical to uninterrupted ones (env states and RNG
     streams are reseeded with ``seed + step``). ``vlm``/``source``/``source_factory``
     replace the model loaded from ``config.reward.model`` and the reward's embedding
-    source (tests, the cached reward path); ``callbacks`` are extra SB3 callbacks.
+    source (tests, the cached reward path); ``callbacks`` are extra SB3 callbacks. ``task``
+    trains another task (its env, curriculum, phase rule and dense reference reward;
+    :func:`rmtl.train.train_env.build_train_env`) instead of pick-and-lift.
     """
     import torch
     from stable_baselines3 import PPO
@@ -72,8 +76,9 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     ck, meta_prev = open_run(run_dir, config, resume=resume, free_fields=RESUME_FREE_FIELDS, logs=LOGS)
 
     timings = Timings()
-    env = build_train_env(config, vlm=vlm, source=source, source_factory=source_factory, timings=timings)
-    curriculum_cb = CurriculumCallback(make_curriculum(config), run_dir / "curriculum.csv", verbose=verbose)
+    env = build_train_env(config, vlm=vlm, source=source, source_factory=source_factory, timings=timings, task=task)
+    stages = task.curriculum_stages if task is not None else PAPER_STAGES
+    curriculum_cb = CurriculumCallback(make_curriculum(config, stages), run_dir / "curriculum.csv", verbose=verbose)
     if ck is not None:
         start = int(meta_prev["num_timesteps"])
         model = PPO.load(ck / "model.zip", env=env.venv, device=config.device)
@@ -95,9 +100,9 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
 
     def evaluate(m: Any):
         if "env" not in eval_env:
-            eval_env["env"] = FetchPickAndLiftEnv(config.env)
+            eval_env["env"] = task.make_env() if task is not None else FetchPickAndLiftEnv(config.env)
         return evaluate_policy_success(m, config.env, config.eval_episodes, config.eval_seed,
-                                       normalizer=env.normalizer, env=eval_env["env"])
+                                       normalizer=env.normalizer, env=eval_env["env"], task=task)
 
     stats_fn = env.source.stats if env.source is not None else None
     stats_cb = TrainStatsCallback(timings, stats_fn)

@@ -17,8 +17,10 @@ import functools
 from pathlib import Path
 from typing import Any, Callable
 
-from rmtl.env.curriculum import PAPER_STAGES, ReverseCurriculum
+from rmtl.env.curriculum import PAPER_STAGES, CurriculumStage, ReverseCurriculum
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
+from rmtl.errors import ConfigError
+from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_checkpoint
 from rmtl.train.config import Stage1Config
 from rmtl.train.timing import SimTimer, TimedSource, Timings
@@ -28,8 +30,8 @@ SourceFactory = Callable[[Stage1Config, Any], Any]
 """(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
 
 
-def _make_env(env_config: EnvConfig, terminal_frames: bool):
-    env = FetchPickAndLiftEnv(env_config)
+def _make_env(env_config: EnvConfig, terminal_frames: bool, task: Task | None = None):
+    env = task.make_env() if task is not None else FetchPickAndLiftEnv(env_config)
     if terminal_frames:
         from rmtl.reward.wrapper import TerminalFrames
 
@@ -68,12 +70,20 @@ class TrainEnv:
 
 
 def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None,
-                    source_factory: SourceFactory | None = None, timings: Timings | None = None) -> TrainEnv:
-    """The Stage-1 vec-env stack of the module docstring (seeding is left to PPO)."""
+                    source_factory: SourceFactory | None = None, timings: Timings | None = None,
+                    task: Task | None = None) -> TrainEnv:
+    """The Stage-1 vec-env stack of the module docstring (seeding is left to PPO).
+
+    ``task``: another task's env, reference reward and phase rule instead of pick-and-lift's
+    (its envs are made in this process unless ``task.make_env`` pickles); it trains on its
+    dense reference reward (the VLM reward is pick-and-lift's three named micro-tasks).
+    """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
+    if task is not None and config.uses_vlm:
+        raise ConfigError(f"task {task.name} trains on its dense reference reward; use the dense_reference variant")
     timings = timings or Timings()
-    make = functools.partial(_make_env, config.env, config.uses_vlm)
+    make = functools.partial(_make_env, config.env, config.uses_vlm, task)
     if config.vec_env == "workers":
         from rmtl.train.vec_env import ProcessGroupVecEnv
 
@@ -99,9 +109,10 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
         timed = TimedSource(source, timings)
         venv = reward_env = VLMRewardVecEnv(venv, config.reward, vlm=vlm, source=timed)
     else:
-        venv = reward_env = DenseRewardVecEnv(venv, config.dense)
+        venv = reward_env = DenseRewardVecEnv(venv, config.dense, task.dense_reward if task is not None else None)
     if config.phase_input:
-        venv = PhaseObservation(venv)
+        venv = PhaseObservation(venv) if task is None else PhaseObservation(
+            venv, lambda states, infos=(): task.phases(states), len(task.micro_tasks.names))
     venv = VecMonitor(venv)
     normalizer = None
     if config.normalize_observations:
@@ -110,10 +121,10 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     return TrainEnv(venv, reward_env, timed, normalizer, timings)
 
 
-def make_curriculum(config: Stage1Config) -> ReverseCurriculum:
-    """The paper's stages; without curriculum, the same object pinned at the final stage."""
-    start = 0 if config.curriculum else len(PAPER_STAGES) - 1
-    return ReverseCurriculum(PAPER_STAGES, window=config.curriculum_window, start_stage=start)
+def make_curriculum(config: Stage1Config, stages: tuple[CurriculumStage, ...] = PAPER_STAGES) -> ReverseCurriculum:
+    """The paper's stages (or a task's); without curriculum, the same object pinned at the final stage."""
+    start = 0 if config.curriculum else len(stages) - 1
+    return ReverseCurriculum(stages, window=config.curriculum_window, start_stage=start)
 
 
 def finish_learning(run_dir: Path, model: Any, ckpt_cb: CheckpointCallback, eval_cb: Any,

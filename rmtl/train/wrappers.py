@@ -6,7 +6,7 @@ just finished), so they need no rendering.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -26,21 +26,23 @@ def _states(obs: Any) -> np.ndarray:
     return np.asarray(obs["observation"] if isinstance(obs, Mapping) else obs, dtype=np.float32)
 
 
-def add_phase(obs: Mapping[str, np.ndarray], phases: np.ndarray | int) -> dict[str, np.ndarray]:
+def add_phase(obs: Mapping[str, np.ndarray], phases: np.ndarray | int, num_phases: int = len(PHASES)) -> dict[str, np.ndarray]:
     """A copy of a dict observation (batched or not) with the phase one-hot under ``'phase'``."""
     out = dict(obs)
-    out[PHASE_KEY] = phase_one_hot(phases, len(PHASES))
+    out[PHASE_KEY] = phase_one_hot(phases, num_phases)
     return out
 
 
-def rule_phase_observation(obs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Add the distance-rule phase of the observation's own state (single or batched obs).
+def rule_phase_observation(obs: Mapping[str, np.ndarray], rule: PhaseSelector | None = None,
+                           num_phases: int = len(PHASES)) -> dict[str, np.ndarray]:
+    """Add the rule phase of the observation's own state (single or batched obs); ``rule``
+    defaults to the pick-and-lift distance rule.
 
     This is what evaluation uses: the rule needs only the state, no rendering and no VLM.
     """
     state = np.asarray(obs["observation"], dtype=np.float32)
-    phases = RulePhaseSelector()(np.atleast_2d(state), ())
-    return add_phase(obs, phases if state.ndim == 2 else int(phases[0]))
+    phases = (rule or RulePhaseSelector())(np.atleast_2d(state), ())
+    return add_phase(obs, phases if state.ndim == 2 else int(phases[0]), num_phases)
 
 
 class PhaseObservation(VecEnvWrapper):
@@ -54,22 +56,23 @@ class PhaseObservation(VecEnvWrapper):
     :class:`~rmtl.reward.ExternalPhaseSelector` so the worker sees the manager's choice.
     """
 
-    def __init__(self, venv: VecEnv, selector: PhaseSelector | None = None):
+    def __init__(self, venv: VecEnv, selector: PhaseSelector | None = None, num_phases: int = len(PHASES)):
         space = venv.observation_space
         if not isinstance(space, spaces.Dict) or "observation" not in space.spaces:
             raise ConfigError("PhaseObservation needs a dict observation space with an 'observation' key")
         if PHASE_KEY in space.spaces:
             raise ConfigError(f"observation already has a {PHASE_KEY!r} entry")
         new_space = spaces.Dict(
-            {**space.spaces, PHASE_KEY: spaces.Box(0.0, 1.0, shape=(len(PHASES),), dtype=np.float32)}
+            {**space.spaces, PHASE_KEY: spaces.Box(0.0, 1.0, shape=(num_phases,), dtype=np.float32)}
         )
         super().__init__(venv, observation_space=new_space)
         self.selector = selector or RulePhaseSelector()
+        self.num_phases = int(num_phases)
         self.last_phases = np.zeros(self.num_envs, dtype=np.int64)
 
     def _augment(self, obs: Mapping[str, np.ndarray], infos: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
         self.last_phases = np.asarray(self.selector(_states(obs), infos), dtype=np.int64)
-        return add_phase(obs, self.last_phases)
+        return add_phase(obs, self.last_phases, self.num_phases)
 
     def reset(self):
         obs = self.venv.reset()
@@ -86,7 +89,8 @@ class PhaseObservation(VecEnvWrapper):
                 term_states[i] = _states(infos[i]["terminal_observation"])
             term_phases = np.asarray(self.selector(term_states, infos), dtype=np.int64)
             for i in done_idx:
-                infos[i]["terminal_observation"] = add_phase(infos[i]["terminal_observation"], int(term_phases[i]))
+                infos[i]["terminal_observation"] = add_phase(infos[i]["terminal_observation"], int(term_phases[i]),
+                                                             self.num_phases)
         return self._augment(obs, infos), reward, dones, infos
 
 
@@ -101,15 +105,19 @@ def dense_reward(states: np.ndarray, config: DenseRewardConfig) -> np.ndarray:
 
 
 class DenseRewardVecEnv(VecEnvWrapper):
-    """Replaces the reward with :func:`dense_reward` of the state each step ended in (plus the +1 bonus).
+    """Replaces the reward with ``reward_fn`` (:func:`dense_reward`, or a task's reference reward) of the
+    state each step ended in (plus the +1 bonus).
 
     Reference only: it shows what PPO reaches with this task definition and a hand-made
     signal. ``info`` gets ``dense_reward`` (the shaped part) and ``env_reward``.
     """
 
-    def __init__(self, venv: VecEnv, config: DenseRewardConfig | None = None):
+    def __init__(self, venv: VecEnv, config: DenseRewardConfig | None = None,
+                 reward_fn: Callable[[np.ndarray], np.ndarray] | None = None):
         super().__init__(venv)
         self.config = config or DenseRewardConfig()
+        self.reward_fn = reward_fn or (lambda states: dense_reward(states, self.config))
+        """states -> the shaped part of the reward (default: the pick-and-lift dense reference)."""
 
     def reset(self):
         return self.venv.reset()
@@ -119,7 +127,7 @@ class DenseRewardVecEnv(VecEnvWrapper):
         states = _states(obs).copy()
         for i in np.flatnonzero(dones):
             states[i] = _states(infos[i]["terminal_observation"])
-        shaped = dense_reward(states, self.config)
+        shaped = np.asarray(self.reward_fn(states), dtype=np.float32)
         reward = shaped + (np.asarray(env_reward, dtype=np.float32) if self.config.add_env_reward else 0.0)
         for i, info in enumerate(infos):
             info["dense_reward"] = float(shaped[i])

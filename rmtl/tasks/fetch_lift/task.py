@@ -1,4 +1,4 @@
-"""The Fetch pick-and-lift task as one :class:`~rmtl.tasks.task.Task`."""
+"""The Fetch pick-and-lift task as one :class:`~rmtl.task.Task`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.state import KEY_SPEC, gripper_cube_distance
 from rmtl.layout import ACTION_FIELDS, layout
 from rmtl.phases import MICRO_TASKS
-from rmtl.tasks.task import Task
+from rmtl.task import Task
 
 
 def _make_env(**overrides: Any) -> Any:
