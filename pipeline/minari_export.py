@@ -106,8 +106,7 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     from rmtl.phases import rule_phase
     from rmtl.reward.prompt_sets import load_prompt_set
     from rmtl.reward.shaping import ShapingConfig
-    from rmtl.train.config import DenseRewardConfig
-    from rmtl.train.wrappers import dense_reward
+    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
     if reward not in REWARDS:
         raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")

@@ -208,8 +208,7 @@ def references(rows: Any, reward_rows: np.ndarray, episodes: list[np.ndarray], s
     """The AUCs that put the sets' in scale (as pipeline.return_ranking): episode length alone
     (successes end early and every shaped reward is <= 0) and the dense reference reward."""
     from rmtl.tasks.fetch_lift.quality import roc_auc
-    from rmtl.train.config import DenseRewardConfig
-    from rmtl.train.wrappers import dense_reward
+    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
     length = np.array([len(idx) for idx in episodes], dtype=np.float64)
     dense = dense_reward(rows.state[reward_rows], DenseRewardConfig()).astype(np.float64)

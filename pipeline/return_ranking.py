@@ -138,8 +138,7 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
     from pipeline.analysis_dataset import default_out_dir
     from pipeline.store_models import resolve_model_id
     from pipeline.store_rows import load_rows, open_store
-    from rmtl.train.config import DenseRewardConfig
-    from rmtl.train.wrappers import dense_reward
+    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
     if not variants:
         raise ConfigError("give at least one reward variant to rank")

@@ -55,8 +55,8 @@ def _steps(store: Any, model: str | None, variants: Sequence[str]) -> dict[str, 
     from pipeline.store_rows import load_rows, per_view_scores
     from pipeline.stored_text import text_embeddings
     from rmtl.reward.scorer import Scores
-    from rmtl.train.config import DenseRewardConfig, stage1_config
-    from rmtl.train.wrappers import dense_reward
+    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+    from rmtl.train.config import stage1_config
 
     model_id = resolve_model_id(store, model)
     labels = load_rows(store, model_id)
@@ -118,7 +118,7 @@ def _discounted(p: dict[str, Any], r: np.ndarray, gamma: float, add_bonus: bool)
 def dense_returns(p: dict[str, Any]) -> np.ndarray:
     """The same return under the dense reference reward (with its success bonus), at the
     first variant's gamma: what the dense learner would prefer."""
-    from rmtl.train.config import DenseRewardConfig
+    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig
 
     gamma = next(iter(p["configs"].values()))[2]
     return _discounted(p, p["dense"], gamma, DenseRewardConfig().add_env_reward)

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from rmtl.env.curriculum import CurriculumStage
+from rmtl.errors import ConfigError
 from rmtl.micro_tasks import MicroTaskSpec
 from rmtl.tasks import Task, get_task, register_task
 from storage.key_spec import KeySpec
@@ -182,10 +183,11 @@ def test_second_task_trains_a_tiny_stage1_run(task, tmp_path):
     from rmtl.train.evaluate import load_checkpoint
     from rmtl.train.stage1 import train_stage1
 
-    cfg = stage1_config("dense_reference", n_envs=2, n_steps=16, batch_size=16, n_epochs=1, total_timesteps=32,
-                        checkpoint_every=32, eval_every=32, eval_episodes=2, progress_bar=False, torch_threads=1,
-                        vec_env="dummy", output_dir=str(tmp_path / "run"), net_arch_pi=[16], net_arch_vf=[16])
-    run = train_stage1(cfg, task=task)
+    cfg = stage1_config("dense_reference", task="reach2d", n_envs=2, n_steps=16, batch_size=16, n_epochs=1,
+                        total_timesteps=32, checkpoint_every=32, eval_every=32, eval_episodes=2, progress_bar=False,
+                        torch_threads=1, vec_env="dummy", output_dir=str(tmp_path / "run"), net_arch_pi=[16],
+                        net_arch_vf=[16])
+    run = train_stage1(cfg)  # the config names the task; nothing is injected
     model, meta, _ = load_checkpoint(run / "checkpoints" / "step_000000032")
     assert meta["num_timesteps"] == 32
     assert model.observation_space["phase"].shape == (2,)  # the task's two micro-tasks, not pick-and-lift's three
@@ -193,3 +195,5 @@ def test_second_task_trains_a_tiny_stage1_run(task, tmp_path):
     ev = read_csv(run / "eval.csv")
     assert ev and ev[-1]["episodes"] == 2 and 0.0 <= ev[-1]["success_rate"] <= 1.0
     assert read_csv(run / "curriculum.csv")  # the task's curriculum stages were stepped through
+    with pytest.raises(ConfigError, match="dense reference reward"):
+        stage1_config("rmtl", task="reach2d")  # its micro-tasks are not the VLM reward's

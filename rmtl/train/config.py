@@ -18,31 +18,13 @@ from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.fetch_lift import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardConfig
+from rmtl.tasks import DEFAULT_TASK, task_names
+from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig
 
 """Default scorer of real runs: the domain-trained tiny CLIP (see rmtl/vlm/registry.py)."""
 
 FINAL_STAGE_RANGE: tuple[float, float] = (PAPER_STAGES[-1].d_min, PAPER_STAGES[-1].d_max)
 """Difficulty range of the final (fully random) curriculum stage; evaluation always uses it."""
-
-
-class DenseRewardConfig(Config):
-    """Hand-written dense reference reward (no VLM, no rendering); see docs/stage1.md.
-
-    ``r = -distance_weight * d + lift_weight * clip(lift / lift_target, 0, 1) * [d <= near_distance]``
-    plus the environment's +1 success bonus, with d the gripper-cube distance (m) and
-    lift the cube height above its rest height (m), both read from the 25-D state.
-    """
-
-    distance_weight: float = Field(1.0, ge=0)
-    """Weight of minus the gripper-cube distance (m)."""
-    lift_weight: float = Field(0.5, ge=0)
-    """Weight of the lift term paid while the gripper is at the cube."""
-    lift_target: float = Field(0.02, gt=0)
-    """Lift (m) at which the lift term saturates (the task's success lift)."""
-    near_distance: float = Field(0.04, gt=0)
-    """Gripper-cube distance (m) within which lift is rewarded (the rule's grasp bin)."""
-    add_env_reward: bool = True
-    """Add the environment's +1 success bonus."""
 
 
 class CacheConfig(Config):
@@ -99,6 +81,9 @@ class Stage1Config(Config):
     """torch.set_num_threads for the learner process; None leaves torch's default."""
 
     # ---------------------------------------------------------------- task and reward
+    task: str = DEFAULT_TASK
+    """The task (rmtl.tasks.get_task). Pick-and-lift by default; another registered task trains on
+    its own env, curriculum, phase rule and dense reference reward (``env`` is pick-and-lift's)."""
     env: EnvConfig = EnvConfig()
     reward_kind: Literal["vlm", "dense"] = "vlm"
     """'vlm': phased multi-view VLM reward (rmtl.reward); 'dense': hand-written distance reward, no rendering."""
@@ -133,6 +118,11 @@ class Stage1Config(Config):
 
     @model_validator(mode="after")
     def _check(self) -> "Stage1Config":
+        if self.task not in task_names():
+            raise ValueError(f"unknown task {self.task!r}; known tasks: {', '.join(task_names())}")
+        if self.task != DEFAULT_TASK and self.uses_vlm:
+            raise ValueError(f"task {self.task} trains on its dense reference reward (the VLM reward has the "
+                             "pick-and-lift micro-tasks); use the dense_reference variant")
         if self.n_envs * self.n_steps < self.batch_size:
             raise ValueError(
                 f"a rollout of n_envs*n_steps={self.n_envs * self.n_steps} steps is smaller than batch_size={self.batch_size}"

@@ -251,7 +251,7 @@ class ProgressSignal:
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]]) -> np.ndarray:
         states = np.asarray(states, dtype=np.float32)
         if self.dense is not None:
-            from rmtl.train.wrappers import dense_reward
+            from rmtl.tasks.fetch_lift.dense_reward import dense_reward
 
             return dense_reward(states, self.dense).astype(np.float64)
         rule = self.rule(states)

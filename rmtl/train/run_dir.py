@@ -38,8 +38,15 @@ def latest_checkpoint(run_dir: str | Path, needs: Iterable[str] = ("model.zip",)
 
 
 def config_differences(saved: dict[str, Any], config: Any, free_fields: Iterable[str]) -> list[str]:
-    """Fields (outside ``free_fields``, which a resumed run may change) where ``config`` differs from ``saved``."""
+    """Fields (outside ``free_fields``, which a resumed run may change) where ``config`` differs from ``saved``.
+
+    A field the saved config lacks (written before the field existed) counts as its default.
+    """
     new = config.model_dump(mode="json")
+    try:
+        saved = type(config).make(**saved).model_dump(mode="json")
+    except ConfigError:  # a field since removed or renamed: compare what was written
+        pass
     free = set(free_fields)
     return sorted(k for k in set(saved) | set(new) if k not in free and saved.get(k) != new.get(k))
 

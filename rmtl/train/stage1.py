@@ -27,7 +27,14 @@ from rmtl.train.csv_log import read_csv
 from rmtl.train.evaluate import evaluate_policy_success
 from rmtl.train.run_dir import attach_logger, cut_logs_to, open_run, restore_normalizer
 from rmtl.train.timing import Timings
-from rmtl.train.train_env import SourceFactory, build_train_env, close_train_envs, finish_learning, make_curriculum
+from rmtl.train.train_env import (
+    SourceFactory,
+    build_train_env,
+    close_train_envs,
+    finish_learning,
+    make_curriculum,
+    task_of,
+)
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device"}
@@ -76,6 +83,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     ck, meta_prev = open_run(run_dir, config, resume=resume, free_fields=RESUME_FREE_FIELDS, logs=LOGS)
 
     timings = Timings()
+    task = task_of(config, task)
     env = build_train_env(config, vlm=vlm, source=source, source_factory=source_factory, timings=timings, task=task)
     stages = task.curriculum_stages if task is not None else PAPER_STAGES
     curriculum_cb = CurriculumCallback(make_curriculum(config, stages), run_dir / "curriculum.csv", verbose=verbose)

@@ -22,12 +22,23 @@ from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_checkpoint
+from rmtl.tasks import DEFAULT_TASK
 from rmtl.train.config import Stage1Config
 from rmtl.train.timing import SimTimer, TimedSource, Timings
 from rmtl.train.wrappers import PHASE_KEY, DenseRewardVecEnv, PhaseObservation
 
 SourceFactory = Callable[[Stage1Config, Any], Any]
 """(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
+
+
+def task_of(config: Stage1Config, task: Task | None = None) -> Task | None:
+    """The task a run trains: ``task`` if injected, else the config's (None: pick-and-lift,
+    whose env the config's ``env`` describes)."""
+    if task is not None or config.task == DEFAULT_TASK:
+        return task
+    from rmtl.tasks import get_task
+
+    return get_task(config.task)
 
 
 def _make_env(env_config: EnvConfig, terminal_frames: bool, task: Task | None = None):
@@ -80,6 +91,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
+    task = task_of(config, task)
     if task is not None and config.uses_vlm:
         raise ConfigError(f"task {task.name} trains on its dense reference reward; use the dense_reference variant")
     timings = timings or Timings()

@@ -12,11 +12,10 @@ import numpy as np
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
-from rmtl.env.state import gripper_cube_distance, lift_height
 from rmtl.errors import ConfigError
 from rmtl.phases import PHASES, phase_one_hot
 from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
-from rmtl.train.config import DenseRewardConfig
+from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
 PHASE_KEY = "phase"
 """Observation key of the phase one-hot."""
@@ -92,16 +91,6 @@ class PhaseObservation(VecEnvWrapper):
                 infos[i]["terminal_observation"] = add_phase(infos[i]["terminal_observation"], int(term_phases[i]),
                                                              self.num_phases)
         return self._augment(obs, infos), reward, dones, infos
-
-
-def dense_reward(states: np.ndarray, config: DenseRewardConfig) -> np.ndarray:
-    """The dense reference reward of 25-D states [N, 25] -> float32 [N] (without the success bonus)."""
-    s = np.atleast_2d(np.asarray(states, dtype=np.float64))
-    d = np.asarray(gripper_cube_distance(s), dtype=np.float64).reshape(-1)
-    lift = np.asarray(lift_height(s), dtype=np.float64).reshape(-1)
-    near = d <= config.near_distance
-    lift_term = np.clip(lift / config.lift_target, 0.0, 1.0) * near
-    return (-config.distance_weight * d + config.lift_weight * lift_term).astype(np.float32)
 
 
 class DenseRewardVecEnv(VecEnvWrapper):

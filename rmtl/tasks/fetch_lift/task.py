@@ -12,6 +12,7 @@ from rmtl.env.state import KEY_SPEC, gripper_cube_distance
 from rmtl.layout import ACTION_FIELDS, layout
 from rmtl.phases import MICRO_TASKS
 from rmtl.task import Task
+from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
 
 def _make_env(**overrides: Any) -> Any:
@@ -27,9 +28,6 @@ def _expert(noise_std: float, seed: int) -> Any:
 
 
 def _dense_reward(states: np.ndarray) -> np.ndarray:
-    from rmtl.train.config import DenseRewardConfig
-    from rmtl.train.wrappers import dense_reward
-
     return dense_reward(states, DenseRewardConfig())
 
 
