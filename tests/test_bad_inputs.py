@@ -282,7 +282,8 @@ def test_sigint_during_render_and_embed_exits_130_and_keeps_the_store(tmp_path):
 
     store = tmp_path / "sigint.zarr"
     env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "HF_HUB_OFFLINE": "1"}
-    p = subprocess.Popen([sys.executable, "-m", "rmtl.cli", "render-and-embed", "--episodes", "40", "--views", VIEWS,
+    # Many episodes, so that on a loaded machine the job is still rendering when the signal lands.
+    p = subprocess.Popen([sys.executable, "-m", "rmtl.cli", "render-and-embed", "--episodes", "400", "--views", VIEWS,
                           "--resolution", "64", "--store", str(store)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                          cwd=str(Path(__file__).resolve().parent.parent))
@@ -291,6 +292,7 @@ def test_sigint_during_render_and_embed_exits_130_and_keeps_the_store(tmp_path):
         while not (store / "zarr.json").exists() and p.poll() is None and time.time() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # rendering
+        assert p.poll() is None, "the job ended before it could be interrupted"
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
     finally:
