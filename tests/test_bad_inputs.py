@@ -286,7 +286,9 @@ def test_sigint_during_render_and_embed_exits_130_and_keeps_the_store(tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "rmtl.cli", "render-and-embed", "--episodes", "400", "--views", VIEWS,
                           "--resolution", "64", "--store", str(store)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                         cwd=str(Path(__file__).resolve().parent.parent))
+                         cwd=str(Path(__file__).resolve().parent.parent),
+                         # a suite started in the background by a shell inherits SIGINT ignored
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.time() + 120
         while not (store / "zarr.json").exists() and p.poll() is None and time.time() < deadline:
