@@ -67,16 +67,17 @@ class PromptConfig(Config):
 
     @classmethod
     def for_micro_tasks(cls, spec: MicroTaskSpec, configured: PromptConfig | None = None) -> PromptConfig:
-        """The prompts of a task whose micro-tasks are ``spec``: pick-and-lift's are
-        ``configured`` (default: the paper's); another task's are ``configured`` if it names
-        goals of exactly its micro-tasks, else the spec's own goals, baseline and single goal."""
-        if spec == MICRO_TASKS:
-            return configured or cls()
+        """The prompts of a task whose micro-tasks are ``spec``: ``configured`` if it names
+        goals of exactly its micro-tasks (other names fail in one line); else pick-and-lift's
+        are ``configured`` (default: the paper's) and another task's the spec's own goals,
+        baseline and single goal."""
         if configured is not None and configured.micro_task_goals is not None:
             if tuple(configured.micro_task_goals) != spec.names:
                 raise ConfigError(f"prompts.micro_task_goals names {list(configured.micro_task_goals)}, but the task's "
                                   f"micro-tasks are {list(spec.names)} (in task order)")
             return configured
+        if spec == MICRO_TASKS:
+            return configured or cls()
         return cls(baseline=spec.baseline, single=spec.single, micro_task_goals={n: spec.goals[n] for n in spec.names})
 
     @property
