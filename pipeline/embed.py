@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.store_models import store_prompts
 from rmtl.errors import StoreError
 from rmtl.reward.prompt_sets import config_prompt_sets
 from rmtl.reward.prompts import PromptConfig
@@ -45,8 +46,8 @@ def same_image_tower(store, model_id: str, image_tower: str) -> str | None:
 def prompt_texts(prompts: PromptConfig) -> list[str]:
     """Every phrasing of every prompt (baseline, micro-tasks, single goal), deduplicated."""
     seen: dict[str, None] = {}
-    for name in ("baseline", "approach", "align", "grasp", "single"):
-        for text in getattr(prompts, name):
+    for group in (prompts.baseline, *prompts.goals(), prompts.single):
+        for text in group:
             seen.setdefault(text, None)
     return list(seen)
 
@@ -72,7 +73,6 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
     import contextlib
 
     vlm = model if isinstance(model, VLM) else load_vlm(str(model), device=device)
-    prompts = prompts or PromptConfig()
     if isinstance(path, DatasetStore):
         opened, path = contextlib.nullcontext(path), path.path
     else:
@@ -81,6 +81,7 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
         if not store.has_frames:
             raise StoreError(f"{path} holds no frames to embed; render episodes into it first "
                              f"(rmtl render-and-embed --store {path})")
+        prompts = store_prompts(store, prompts)  # default: the prompts of the store's task
         n, views = store.num_rows, len(store.views)
         start = store.embedded_rows(vlm.model_id)
         chunk_rows = Chunking(**store.info["chunking"]).frame_rows_for(*store.resolution)
@@ -114,7 +115,8 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
         texts = prompt_texts(prompts)
         table = dict(zip(texts, vlm.encode_text(texts)))
         store.set_text_embeddings(vlm.model_id, table)
-        for pset in config_prompt_sets(prompts):  # the same texts, recorded per prompt set too
+        for pset in config_prompt_sets(prompts) if prompts.micro_task_goals is None else ():
+            # the same texts, recorded per prompt set too (prompt sets name pick-and-lift's micro-tasks)
             rows = pset.rows()
             store.set_prompt_set_embeddings(vlm.model_id, pset.id, [r for r, _ in rows], [t for _, t in rows],
                                             np.stack([table[t] for _, t in rows]), pset.to_dict())

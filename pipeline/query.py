@@ -3,13 +3,15 @@
 :func:`run_queries` answers four questions and writes tables (printed with rich), PNG
 plots and one JSON of every number into an output directory:
 
-1. **correlation**: Spearman of each micro-task score (view mean) with minus the
-   gripper-cube distance within each rule phase, with the p5-p95 score spread (rank
-   correlations of a near-constant score are noise), plus rmtl.tasks.fetch_lift.quality's metrics for
-   the mean and every view.
+1. **correlation**: Spearman of each micro-task score (view mean) with minus the task's
+   phase measure (pick-and-lift: the gripper-cube distance) within each rule phase, with the
+   p5-p95 score spread (rank correlations of a near-constant score are noise), plus the
+   task's reward-quality metrics (``Task.quality_metrics``; pick-and-lift:
+   rmtl.tasks.fetch_lift.quality) for the mean and every view, or None for a task without them.
 2. **flatness**: along each episode, the single global prompt's reward vs the active
    micro-task reward: mean |step change|, within-episode range (max - min) and Spearman
-   with minus the distance (does it track progress at all?).
+   with minus the phase measure (does it track progress at all?). None (and no plot) for a
+   task whose single goal is its baseline (a micro-task spec without ``single``).
 3. **per-view variance**: per view and for the mean, the variance of the active score,
    its mean within-phase variance, its step-to-step variation within a phase, and the
    mean disagreement (std over views per row).
@@ -18,6 +20,9 @@ plots and one JSON of every number into an output directory:
    storage.cache); a query hits when its nearest indexed key is within the radius, and
    its reward error is |active score of the neighbour's embeddings - active score of its
    own embeddings| (phase from the query's own state, as in training).
+
+The store's task (pipeline.store_models.store_task) gives the micro-tasks, the phase rule,
+the phase measure, the default prompts and the quality metrics.
 
 Files: ``queries.json``, ``correlation.png``, ``flatness.png``, ``per_view_variance.png``,
 ``cache_radius.png`` (docs/analysis.md).
@@ -36,13 +41,12 @@ from pipeline.analysis_dataset import json_default
 
 from pipeline.plots import figure, shade_phases
 
-from pipeline.store_models import resolve_model_id
+from pipeline.store_models import resolve_model_id, store_prompts, store_task
 
 from pipeline.store_rows import active, load_rows, open_store, per_view_scores, source_attrs, step_deltas, StoreRows
 
 from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 
@@ -66,12 +70,12 @@ def _spread(x: np.ndarray) -> float:
 
 # ----------------------------------------------------------------------------- the four queries
 def correlation_query(mean_scores: np.ndarray, rows: StoreRows) -> dict[str, Any]:
-    """Spearman(score_k, -distance) and spread of every micro-task k within every rule phase."""
+    """Spearman(score_k, -measure) and spread of every micro-task k within every rule phase."""
     out: dict[str, Any] = {}
-    for p, phase in enumerate(PHASES):
+    for p, phase in enumerate(rows.phase_names):
         m = rows.phase == p
         out[phase] = {"count": int(m.sum())}
-        for k, task in enumerate(PHASES):
+        for k, task in enumerate(rows.phase_names):
             out[phase][task] = {"spearman": _spearman(mean_scores[m, k], -rows.distance[m]),
                                 "spread": _spread(mean_scores[m, k])}
     return out
@@ -112,7 +116,7 @@ def per_view_variance_query(per_view_active: np.ndarray, views: Sequence[str], r
     cols["mean"] = per_view_active.mean(axis=1)
     out: dict[str, Any] = {}
     for name, x in cols.items():
-        within = [float(x[rows.phase == p].var()) for p in range(len(PHASES)) if (rows.phase == p).sum() > 1]
+        within = [float(x[rows.phase == p].var()) for p in range(len(rows.phase_names)) if (rows.phase == p).sum() > 1]
         d = step_deltas(x, rows)
         out[name] = {"variance": float(x.var()), "within_phase_variance": float(np.mean(within)) if within else float("nan"),
                      "step_variation": float(d.mean()) if len(d) else float("nan")}
@@ -193,7 +197,7 @@ def run_queries(
     ``<store>.analysis/queries``). ``model_id``: a stored model id or a model spec (None:
     the store's only model). Returns the JSON-able dict, with ``files``."""
     from pipeline.analysis_dataset import default_out_dir
-    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
+    from rmtl.tasks.fetch_lift.quality import QualityInputs
 
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
@@ -201,17 +205,20 @@ def run_queries(
         raise ConfigError(f"radii must be a non-empty list of values >= 0, got {list(radii)}")
     if not 0.0 < holdout < 1.0:
         raise ConfigError(f"holdout must be a fraction in (0, 1), got {holdout}")
-    prompts = prompts or PromptConfig()
     if isinstance(prompts, PromptSet) and prompts.single_prompt:
         raise ConfigError(f"prompt set {prompts.name} is single-prompt; the queries compare one goal per micro-task "
                           f"with the single goal (rmtl prompt-study ranks single-prompt sets too)")
     with open_store(store) as st:
         model_id = resolve_model_id(st, model_id)
-        rows = load_rows(st, model_id)
+        task = store_task(st)
+        prompts = store_prompts(st, prompts)
+        rows = load_rows(st, model_id, any_task=True)
         text = text_embeddings(st, model_id, prompts)
-        single_text = text_embeddings(st, model_id, prompts, single_prompt=True)
+        texts = prompts.prompts if isinstance(prompts, PromptSet) else prompts
+        has_single = texts.single != texts.baseline
+        single_text = text_embeddings(st, model_id, prompts, single_prompt=True) if has_single else None
         pv = per_view_scores(st, model_id, text, [alpha], rows.rows)[0]  # [N, V, K]
-        single_pv = per_view_scores(st, model_id, single_text, [alpha], rows.rows)[0][..., 0]  # [N, V]
+        single_pv = per_view_scores(st, model_id, single_text, [alpha], rows.rows)[0][..., 0] if has_single else None
         keys = st.read(fields=["key"])["key"][rows.rows]
         emb = st.embeddings(model_id, rows.rows)
         views = list(st.views)
@@ -221,15 +228,17 @@ def run_queries(
     mean = pv.mean(axis=1)  # [N, K]
     per_view_active = active(pv, rows.phase, row_axis=0)  # [N, V]
     micro = per_view_active.mean(axis=1)
-    single = single_pv.mean(axis=1)
-    quality = reward_quality(QualityInputs(emb, rows.state, rows.episode, rows.step, views), text.goals, text.baseline, alpha)
+    single = single_pv.mean(axis=1) if has_single else None  # view mean [N]
+    quality = None if task.quality_metrics is None else task.quality_metrics(
+        QualityInputs(emb, rows.state, rows.episode, rows.step, views), text.goals, text.baseline, alpha)
     del emb
     result: dict[str, Any] = {
-        **source, "alpha": float(alpha), "prompts": prompts_record(prompts), "policy": policy, "rows": len(rows),
+        **source, "task": task.name, "phases": list(rows.phase_names), "measure": rows.measure,
+        "alpha": float(alpha), "prompts": prompts_record(prompts), "policy": policy, "rows": len(rows),
         "episodes": len(rows.episode_ids()),
         "correlation": correlation_query(mean, rows),
         "quality": quality,
-        "flatness": flatness_query(single, micro, rows),
+        "flatness": flatness_query(single, micro, rows) if has_single else None,
         "per_view_variance": per_view_variance_query(per_view_active, views, rows),
         "cache": cache_query(mean, keys, rows, radii, holdout, seed),
     }
@@ -237,7 +246,8 @@ def run_queries(
     files = {}
     if plots:
         files["correlation"] = str(plot_correlation(out / "correlation.png", result["correlation"], micro, rows))
-        files["flatness"] = str(plot_flatness(out / "flatness.png", single, micro, rows, result["flatness"]))
+        if has_single:
+            files["flatness"] = str(plot_flatness(out / "flatness.png", single, micro, rows, result["flatness"]))
         files["per_view_variance"] = str(plot_per_view_variance(out / "per_view_variance.png", result["per_view_variance"], views))
         files["cache"] = str(plot_cache(out / "cache_radius.png", result["cache"]))
     files["json"] = str(out / "queries.json")
@@ -277,26 +287,21 @@ def print_tables(result: dict[str, Any], console: Any = None) -> None:
     c.print(f"[bold]{result['store']}[/bold]: {result['rows']} rows, {result['episodes']} episodes "
             f"(policy {result['policy']}), model {result['model_id']}, alpha {result['alpha']}")
 
-    t = Table(title="Spearman(micro-task score, -distance) within each rule phase (p5-p95 spread)")
+    phases = result["phases"]
+    t = Table(title=f"Spearman(micro-task score, -{result['measure']}) within each rule phase (p5-p95 spread)")
     t.add_column("rule phase")
     t.add_column("rows", justify="right")
-    for task in PHASES:
+    for task in phases:
         t.add_column(f"{task} score", justify="right")
-    for phase in PHASES:
+    for phase in phases:
         r = result["correlation"][phase]
-        t.add_row(phase, str(r["count"]), *[f"{_f(r[k]['spearman'], 3)} ({_f(r[k]['spread'], 2)})" for k in PHASES])
+        t.add_row(phase, str(r["count"]), *[f"{_f(r[k]['spearman'], 3)} ({_f(r[k]['spread'], 2)})" for k in phases])
     c.print(t)
 
-    fl = result["flatness"]["median_over_episodes"]
-    t = Table(title="Flatness along episodes: single global prompt vs active micro-task (median over episodes)")
-    t.add_column("reward")
-    for col in ("mean |step change|", "episode range", "Spearman(-distance)", "p5-p95 over rows"):
-        t.add_column(col, justify="right")
-    for kind, label in (("single", "single prompt"), ("micro", "micro-task (active)")):
-        t.add_row(label, _f(fl[kind]["mean_abs_step_change"]), _f(fl[kind]["range"]),
-                  _f(fl[kind]["spearman_neg_distance"], 3), _f(fl["global_spread"][kind]))
-    c.print(t)
-    c.print(f"micro-task / single-prompt episode range: {_f(fl['range_ratio_micro_over_single'], 3)}")
+    if result["flatness"] is None:
+        c.print(f"flatness: skipped (task {result['task']} has no single goal apart from its baseline)")
+    else:
+        _print_flatness(c, result["flatness"]["median_over_episodes"])
 
     pvv = result["per_view_variance"]
     t = Table(title="Per-view variance of the active score")
@@ -321,27 +326,41 @@ def print_tables(result: dict[str, Any], console: Any = None) -> None:
     c.print("wrote " + ", ".join(result.get("files", {}).values()))
 
 
+def _print_flatness(c: Any, fl: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    t = Table(title="Flatness along episodes: single global prompt vs active micro-task (median over episodes)")
+    t.add_column("reward")
+    for col in ("mean |step change|", "episode range", "Spearman(-measure)", "p5-p95 over rows"):
+        t.add_column(col, justify="right")
+    for kind, label in (("single", "single prompt"), ("micro", "micro-task (active)")):
+        t.add_row(label, _f(fl[kind]["mean_abs_step_change"]), _f(fl[kind]["range"]),
+                  _f(fl[kind]["spearman_neg_distance"], 3), _f(fl["global_spread"][kind]))
+    c.print(t)
+    c.print(f"micro-task / single-prompt episode range: {_f(fl['range_ratio_micro_over_single'], 3)}")
+
+
 # ----------------------------------------------------------------------------- plots
 def plot_correlation(path: Path, corr: dict[str, Any], micro: np.ndarray, rows: StoreRows) -> Path:
     fig, axes = figure(11, 4, 1, 2)
     ax = axes[0, 0]
-    mat = np.array([[corr[p][k]["spearman"] for k in PHASES] for p in PHASES], dtype=float)
+    phases = rows.phase_names
+    mat = np.array([[corr[p][k]["spearman"] for k in phases] for p in phases], dtype=float)
     im = ax.imshow(np.nan_to_num(mat, nan=0.0), cmap="RdBu_r", vmin=-1, vmax=1)
-    for i in range(len(PHASES)):
-        for j in range(len(PHASES)):
+    for i in range(len(phases)):
+        for j in range(len(phases)):
             ax.text(j, i, _f(float(mat[i, j]), 2), ha="center", va="center", fontsize=9)
-    ax.set_xticks(range(len(PHASES)), [f"{k} score" for k in PHASES])
-    ax.set_yticks(range(len(PHASES)), [f"{p} rows" for p in PHASES])
-    ax.set_title("Spearman(score, -distance) within rule phase")
+    ax.set_xticks(range(len(phases)), [f"{k} score" for k in phases])
+    ax.set_yticks(range(len(phases)), [f"{p} rows" for p in phases])
+    ax.set_title("Spearman(score, -measure) within rule phase")
     fig.colorbar(im, ax=ax)
     ax = axes[0, 1]
-    edge = {0: "#1f77b4", 1: "#ff7f0e", 2: "#2ca02c"}
-    for p, name in enumerate(PHASES):
+    for p, name in enumerate(phases):
         m = rows.phase == p
-        ax.scatter(rows.distance[m], micro[m], s=6, color=edge[p], label=name)
-    ax.set_xlabel("gripper-cube distance (m)")
+        ax.scatter(rows.distance[m], micro[m], s=6, color=f"C{p}", label=name)
+    ax.set_xlabel(rows.measure)
     ax.set_ylabel("active micro-task score (view mean)")
-    ax.set_title("active score vs distance")
+    ax.set_title("active score vs phase measure")
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=110)
     return path

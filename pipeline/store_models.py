@@ -44,3 +44,33 @@ def spec_of(store, model_id: str) -> str:
         return str(store.embedding_info(model_id)["meta"].get("spec") or model_id)
     except Exception:
         return model_id
+
+
+def store_task(store: Any) -> Any:
+    """The task whose rows a store holds (an rmtl.tasks.Task): the name of its recorded key
+    spec, else its rollout provenance's task; stores written before either: pick-and-lift.
+    One line if that task is not registered or its key spec does not match the store's."""
+    from rmtl.tasks import DEFAULT_TASK, get_task
+
+    meta = store.info.get("key_spec") or {}
+    name = meta.get("name") or store.info.get("provenance", {}).get("rollout", {}).get("task") or DEFAULT_TASK
+    task = get_task(name)
+    if meta and not task.key_spec.matches(meta):
+        raise StoreError(f"{store.path} records key spec {meta.get('id', meta)}, not task {name}'s {task.key_spec.id}")
+    return task
+
+
+def store_prompts(store: Any, prompts: Any = None) -> Any:
+    """The prompts an analysis of a store uses: ``prompts`` (a PromptConfig or PromptSet)
+    as :meth:`~rmtl.reward.prompts.PromptConfig.for_micro_tasks` takes them for the store's
+    task (default: the task's own prompts)."""
+    from rmtl.reward.prompt_sets import PromptSet
+    from rmtl.reward.prompts import PromptConfig
+
+    task = store_task(store)
+    if isinstance(prompts, PromptSet):
+        if prompts.prompts.goal_names != task.micro_tasks.names:
+            raise ConfigError(f"prompt set {prompts.name} has goals of {list(prompts.prompts.goal_names)}; {store.path} "
+                              f"holds task {task.name} with micro-tasks {list(task.micro_tasks.names)}")
+        return prompts
+    return PromptConfig.for_micro_tasks(task.micro_tasks, prompts)

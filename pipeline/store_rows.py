@@ -1,11 +1,12 @@
 """The rows an analysis reads from a dataset store: per-row labels (state, episode, step,
-gripper-cube distance, lift, rule phase) and per-view goal-baseline scores from stored embeddings.
+the task's phase measure, lift, rule phase) and per-view goal-baseline scores from stored embeddings.
 
 Rows analysed: rows with committed embeddings of the model that belong to an episode
 (``episode >= 0``); rows appended by the live cache path (``episode < 0``, see
 rmtl.reward.cached_source) have no trajectory and are left out of per-step statistics.
-The active phase of a row is the distance rule on its state (rmtl.phases.rule_phase, as
-rmtl.tasks.fetch_lift.quality and the reward wrapper's RulePhaseSelector use)."""
+The active phase of a row is the phase rule of the store's task on its state
+(``Task.phases``; pick-and-lift: the distance rule, as rmtl.tasks.fetch_lift.quality and the
+reward wrapper use). The task is the one the store records (pipeline.store_models.store_task)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import contextlib
 
-from pipeline.store_models import spec_of
-from rmtl.env.state import gripper_cube_distance, lift_height
+from pipeline.store_models import spec_of, store_task
+from rmtl.env.state import lift_height
 from rmtl.errors import StoreError
-from rmtl.phases import rule_phase
+from rmtl.tasks import DEFAULT_TASK
 from rmtl.reward.projection import goal_baseline_scores
 from rmtl.reward.prompts import TextEmbeddings
 
@@ -47,13 +48,17 @@ class StoreRows:
     """Per-row labels of the analysed rows of a store (see module docstring)."""
 
     rows: np.ndarray  # [N] store row ids
-    state: np.ndarray  # [N, 25]
+    state: np.ndarray  # [N, state_dim]
     episode: np.ndarray  # [N]
     step: np.ndarray  # [N]
-    distance: np.ndarray  # [N] gripper-cube distance (m)
-    lift: np.ndarray  # [N] cube height above rest (m)
-    phase: np.ndarray  # [N] rule phase (0 approach, 1 align, 2 grasp)
+    distance: np.ndarray  # [N] the task's phase measure (pick-and-lift: gripper-cube distance, m)
+    lift: np.ndarray | None  # [N] cube height above rest (m); None for a task other than pick-and-lift
+    phase: np.ndarray  # [N] rule phase (the index into phase_names)
     views: list[str] = field(default_factory=list)
+    phase_names: tuple[str, ...] = ("approach", "align", "grasp")
+    """The task's micro-tasks in phase order."""
+    measure: str = "gripper-cube distance (m)"
+    """What ``distance`` measures, in words (the task's phase rule's measure)."""
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -67,9 +72,14 @@ class StoreRows:
         return idx[np.argsort(self.step[idx], kind="stable")]
 
 
-def load_rows(store: Any, model_id: str, include_live: bool = False) -> StoreRows:
+def load_rows(store: Any, model_id: str, include_live: bool = False, any_task: bool = False) -> StoreRows:
     """Labels of the rows with committed embeddings of ``model_id`` (episode rows only
-    unless ``include_live``), in store order."""
+    unless ``include_live``), in store order. A store of a task other than pick-and-lift is
+    refused in one line unless ``any_task`` (the analysis reads only what every task defines)."""
+    task = store_task(store)
+    if task.name != DEFAULT_TASK and not any_task:
+        raise StoreError(f"{store.path} holds task {task.name}; this analysis reads pick-and-lift stores only "
+                         f"(rmtl query reads any task's)")
     n = store.embedded_rows(model_id)
     if n == 0:
         raise StoreError(f"{store.path} has no embeddings of model '{model_id}' (models: {store.model_ids() or 'none'}); "
@@ -80,11 +90,12 @@ def load_rows(store: Any, model_id: str, include_live: bool = False) -> StoreRow
     if len(rows) == 0:
         raise StoreError(f"{store.path} has no episode rows with embeddings of '{model_id}' to analyse")
     state = cols["state"][rows]
-    dist = np.asarray(gripper_cube_distance(state), dtype=np.float64)
     return StoreRows(
         rows=rows, state=state, episode=cols["episode"][rows], step=cols["step"][rows],
-        distance=dist, lift=np.asarray(lift_height(state), dtype=np.float64),
-        phase=np.asarray(rule_phase(dist), dtype=np.int64), views=list(store.views),
+        distance=np.asarray(task.phase_measure(state), dtype=np.float64),
+        lift=np.asarray(lift_height(state), dtype=np.float64) if task.name == DEFAULT_TASK else None,
+        phase=task.phases(state), views=list(store.views), phase_names=task.micro_tasks.names,
+        measure=task.micro_tasks.measure,
     )
 
 

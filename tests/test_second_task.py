@@ -1,9 +1,10 @@
 """A second task defined only here proves the task seam: a 2-D reach task (a point moved
 towards a target in a tiny MuJoCo scene) with two micro-tasks, its own state layout and
-versioned key spec, goes through rollout + render into a store, embedding, the state cache
-keyed by its spec, the goal-baseline scores of its own prompts, and a tiny Stage-1 run on
-its dense reference reward with its phase one-hot, curriculum and evaluation, without
-package code knowing it."""
+versioned key spec, goes through rollout + render into a store, embedding (with its own
+prompts' text), the state cache keyed by its spec, the goal-baseline scores of its own
+prompts, a tiny Stage-1 run on its dense reference reward with its phase one-hot,
+curriculum and evaluation, a tiny Stage-1 run on the VLM reward (its two prompts, its phase
+rule, K = 2) and ``rmtl query`` over its store, without package code knowing it."""
 
 from __future__ import annotations
 
@@ -46,6 +47,7 @@ phase_rule:
   otherwise: approach
 """
 STEPS = 8
+VIEWS = ("wide_view", "close_up")
 
 
 def distance(states: np.ndarray) -> np.ndarray:
@@ -139,22 +141,37 @@ def task(tmp_path_factory):
     return get_task("reach2d")
 
 
-def test_second_task_renders_embeds_caches_and_scores(task, tmp_path, random_tiny_vlm):
+def reach_text(vlm, spec: MicroTaskSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The task's prompts embedded fresh: goals [2, D] (each the mean of its phrasings) and baseline [D]."""
+    goals = np.stack([vlm.encode_text(list(spec.goals[n])).mean(axis=0) for n in spec.names])
+    return goals, vlm.encode_text(list(spec.baseline)).mean(axis=0)
+
+
+@pytest.fixture(scope="module")
+def store(task, tmp_path_factory, random_tiny_vlm):
+    """Two reach episodes rendered (2 views, 64 px) and embedded with the random-weight tiny model."""
     from pipeline.embed import embed_store
     from pipeline.render import render_to_store
-    from pipeline.render_and_embed import build_cache
     from pipeline.rollout import RolloutConfig
-    from rmtl.reward.projection import goal_baseline_scores
-    from storage.cache import StateCache
-    from storage.dataset import DatasetStore
 
-    path = tmp_path / "reach.zarr"
-    rollout = RolloutConfig.make(task="reach2d", episodes=2, stages=(0, 1), views=("wide_view", "close_up"),
-                                 resolution=64, noise_std=0.05)
+    path = tmp_path_factory.mktemp("reach_store") / "reach.zarr"
+    rollout = RolloutConfig.make(task="reach2d", episodes=2, stages=(0, 1), views=VIEWS, resolution=64, noise_std=0.05)
     done = render_to_store(path, rollout, progress=False)
     assert done.episodes_rendered == 2 and 4 <= done.rows <= 2 * (STEPS + 1)  # success may end an episode early
     embed_store(path, random_tiny_vlm, batch_size=32, progress=False)
-    with DatasetStore.open(path) as st:
+    return path
+
+
+def test_second_task_renders_embeds_caches_and_scores(task, store, random_tiny_vlm):
+    from pipeline.render_and_embed import build_cache
+    from pipeline.stored_text import text_embeddings
+    from rmtl.reward.projection import goal_baseline_scores
+    from rmtl.reward.prompts import PromptConfig
+    from storage.cache import StateCache
+    from storage.dataset import DatasetStore
+
+    spec = task.micro_tasks
+    with DatasetStore.open(store) as st:
         assert st.info["key_spec"]["id"] == "reach2d/v1" and st.state_dim == 4 and st.key_dim == 2
         assert st.info["action_dim"] == 2 and st.info["layout"]["action_fields"] == ["dx", "dy"]
         cols = st.read(fields=["state", "key", "phase_rule"])
@@ -168,10 +185,11 @@ def test_second_task_renders_embeds_caches_and_scores(task, tmp_path, random_tin
         with pytest.raises(Exception, match="stores keys with layout"):
             cache.state_keys(cols["state"][:1], get_task("fetch_lift").key_spec)  # another task's key is refused
         emb = st.embeddings(random_tiny_vlm.model_id).astype(np.float32)
+        stored = text_embeddings(st, random_tiny_vlm.model_id, PromptConfig.for_micro_tasks(spec))  # embedded with the rows
 
-    spec = task.micro_tasks  # the task's prompts: one goal per micro-task, each the mean of its phrasings
-    goals = np.stack([random_tiny_vlm.encode_text(list(spec.goals[n])).mean(axis=0) for n in spec.names])
-    baseline = random_tiny_vlm.encode_text(list(spec.baseline)).mean(axis=0)
+    goals, baseline = reach_text(random_tiny_vlm, spec)  # the task's prompts: one goal per micro-task
+    assert stored.goal_texts == (spec.goals["approach"], spec.goals["touch"]) and stored.baseline_texts == spec.baseline
+    assert np.allclose(stored.goals, goals, atol=1e-3) and np.allclose(stored.baseline, baseline, atol=1e-3)
     scores = goal_baseline_scores(emb, goals, baseline, 0.9)  # [N, V, 2]
     active = np.take_along_axis(scores.mean(axis=1), task.phases(cols["state"])[:, None], axis=1)[:, 0]
     assert scores.shape == (len(cols["state"]), 2, 2) and np.isfinite(active).all()
@@ -195,5 +213,87 @@ def test_second_task_trains_a_tiny_stage1_run(task, tmp_path):
     ev = read_csv(run / "eval.csv")
     assert ev and ev[-1]["episodes"] == 2 and 0.0 <= ev[-1]["success_rate"] <= 1.0
     assert read_csv(run / "curriculum.csv")  # the task's curriculum stages were stepped through
-    with pytest.raises(ConfigError, match="dense reference reward"):
-        stage1_config("rmtl", task="reach2d")  # its micro-tasks are not the VLM reward's
+
+
+class RewardCheck:
+    """SB3 callback: at every step, each live env's VLM scores are the goal-baseline projection
+    of its current frames onto the reach prompts (embedded fresh), averaged over the views, and
+    the active phase is the reach rule's on its state (also the phase one-hot the policy sees)."""
+
+    def __new__(cls, vlm, task):
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        from rmtl.reward import VLMRewardVecEnv
+        from rmtl.reward.projection import goal_baseline_scores
+
+        goals, baseline = reach_text(vlm, task.micro_tasks)
+
+        class _RewardCheck(BaseCallback):
+            checked = 0
+            phases: set = set()
+
+            def _on_step(self) -> bool:
+                reward_env = self.training_env
+                while not isinstance(reward_env, VLMRewardVecEnv):
+                    reward_env = reward_env.venv
+                assert reward_env.scorer.num_phases == reward_env.shaper.num_phases == 2
+                obs, dones, infos = self.locals["new_obs"], self.locals["dones"], self.locals["infos"]
+                for i, info in enumerate(infos):
+                    if dones[i]:  # scored on the terminal frame; the sub-env shows the next episode
+                        continue
+                    state = obs["observation"][i : i + 1]
+                    assert info["vlm_phase"] == task.phases(state)[0] == np.argmax(obs["phase"][i])
+                    frames = reward_env.venv.env_method("render_views", list(VIEWS), 64, indices=[i])[0]
+                    emb = vlm.encode_images(frames)[None]  # [1, V, D]
+                    per_view = goal_baseline_scores(emb, goals, baseline, reward_env.config.alpha)[0]  # [V, 2]
+                    assert info["vlm_scores_per_view"].shape == (len(VIEWS), 2)
+                    assert np.allclose(info["vlm_scores_per_view"], per_view, atol=1e-3)
+                    assert np.isclose(info["vlm_score"], per_view.mean(axis=0)[info["vlm_phase"]], atol=1e-3)
+                    self.phases.add(info["vlm_phase"])
+                    self.checked += 1
+                return True
+
+        return _RewardCheck()
+
+
+def test_second_task_trains_on_its_vlm_reward(task, tmp_path, random_tiny_vlm):
+    from rmtl.train.config import stage1_config
+    from rmtl.train.evaluate import load_checkpoint
+    from rmtl.train.stage1 import train_stage1
+
+    cfg = stage1_config("rmtl", task="reach2d", n_envs=2, n_steps=16, batch_size=16, n_epochs=1, total_timesteps=32,
+                        checkpoint_every=32, eval_every=32, eval_episodes=2, progress_bar=False, torch_threads=1,
+                        vec_env="dummy", output_dir=str(tmp_path / "run"), net_arch_pi=[16], net_arch_vf=[16],
+                        reward={"model": "rmtl-fetch-tiny@random", "views": list(VIEWS), "resolution": 64,
+                                "batch_size": 16})
+    check = RewardCheck(random_tiny_vlm, task)
+    run = train_stage1(cfg, vlm=random_tiny_vlm, callbacks=[check])
+    assert check.checked >= 16
+    model, meta, _ = load_checkpoint(run / "checkpoints" / "step_000000032")
+    assert meta["num_timesteps"] == 32 and model.observation_space["phase"].shape == (2,)
+    goals = meta["reward_prompts"]["micro_task_goals"]  # the prompts the reward scored, recorded with the run
+    assert list(goals) == ["approach", "touch"] and goals["touch"] == list(task.micro_tasks.goals["touch"])
+    with pytest.raises(ConfigError, match="micro-tasks are"):  # goals of other micro-tasks are refused in one line
+        train_stage1(cfg.replace(output_dir=str(tmp_path / "bad"), reward={
+            **cfg.reward.model_dump(), "prompts": {"micro_task_goals": {"approach": "x", "grasp": "y"}}}),
+            vlm=random_tiny_vlm)
+
+
+def test_second_task_query(task, store, tmp_path, capsys):
+    import json
+
+    from rmtl.cli import run
+
+    out = tmp_path / "q"
+    assert run(["query", "--store", str(store), "--out", str(out), "--radii", "0,0.01"]) == 0
+    printed = capsys.readouterr().out
+    assert "tip-target distance" in printed and "touch score" in printed and "Cache hit rate" in printed
+    res = json.loads((out / "queries.json").read_text())
+    assert res["task"] == "reach2d" and res["phases"] == ["approach", "touch"] and res["quality"] is None
+    assert set(res["correlation"]) == {"approach", "touch"}
+    assert sum(res["correlation"][p]["count"] for p in ("approach", "touch")) == res["rows"]
+    assert res["prompts"]["micro_task_goals"]["touch"] == list(task.micro_tasks.goals["touch"])
+    for name in ("correlation.png", "per_view_variance.png", "cache_radius.png"):
+        assert (out / name).stat().st_size > 5000
+    # its spec has no single goal apart from the baseline: the single-vs-micro flatness is skipped, not failed
+    assert res["flatness"] is None and not (out / "flatness.png").exists() and "flatness: skipped" in printed

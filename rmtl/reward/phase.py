@@ -1,4 +1,5 @@
-"""Which micro-task is active: the Stage-1 distance rule, or phases supplied from outside.
+"""Which micro-task is active: the Stage-1 rule (pick-and-lift's distance rule, or a task's
+``Task.phases``), or phases supplied from outside.
 
 The reward wrapper asks a :class:`PhaseSelector` once per step for all envs; the
 Stage-2 manager plugs in through :class:`ExternalPhaseSelector` (it sets the phases it
@@ -7,7 +8,7 @@ chose before the step) or by implementing the protocol itself.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -24,10 +25,17 @@ class PhaseSelector(Protocol):
 
 
 class RulePhaseSelector:
-    """The distance rule (docs/reward.md, "Phase selection") on the 25-D state (works on stored states too)."""
+    """A phase rule of the state alone (works on stored states too): ``rule`` (states [N, S]
+    -> phase ids [N], e.g. a task's ``Task.phases``), by default pick-and-lift's distance
+    rule (docs/reward.md, "Phase selection") on the 25-D state."""
+
+    def __init__(self, rule: Callable[[np.ndarray], np.ndarray] | None = None):
+        self.rule = rule
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]] = ()) -> np.ndarray:
         s = np.asarray(states)
+        if self.rule is not None:
+            return np.asarray(self.rule(s), dtype=np.int64)
         if s.ndim != 2 or s.shape[-1] != STATE_DIM:
             raise ConfigError(f"phase rule needs states [N, {STATE_DIM}], got shape {s.shape}")
         return np.asarray(rule_phase(np.atleast_1d(gripper_cube_distance(s))), dtype=np.int64)

@@ -13,6 +13,8 @@ import numpy as np
 from pydantic import field_validator
 
 from rmtl.config import Config
+from rmtl.errors import ConfigError
+from rmtl.micro_tasks import MicroTaskSpec
 from rmtl.phases import MICRO_TASKS, PHASES
 
 TextEncoder = Callable[[Sequence[str]], np.ndarray]
@@ -30,7 +32,10 @@ def _as_phrasings(value: Any) -> tuple[str, ...]:
 
 class PromptConfig(Config):
     """Baseline, per-micro-task goals and the single global goal; each a list of phrasings
-    (defaults: the task's micro-task spec, rmtl/tasks/fetch_lift/micro_tasks.yaml)."""
+    (defaults: the pick-and-lift micro-task spec, rmtl/tasks/fetch_lift/micro_tasks.yaml).
+
+    Another task's goals go in ``micro_task_goals`` (:meth:`for_micro_tasks` builds the
+    prompts of a task's micro-task spec); then ``approach/align/grasp`` are not used."""
 
     baseline: tuple[str, ...] = MICRO_TASKS.baseline
     """Baseline b: the scene without the goal property."""
@@ -42,17 +47,51 @@ class PromptConfig(Config):
     """Goal of the grasp micro-task."""
     single: tuple[str, ...] = MICRO_TASKS.single
     """Global goal of the single-prompt baseline: its only goal (one phase) when single_prompt is on."""
+    micro_task_goals: dict[str, tuple[str, ...]] | None = None
+    """Goals of another task's micro-tasks, by name in task order (the index is the phase id);
+    None: pick-and-lift's approach/align/grasp."""
 
     @field_validator("baseline", "approach", "align", "grasp", "single", mode="before")
     @classmethod
     def _phrasings(cls, v: Any) -> tuple[str, ...]:
         return _as_phrasings(v)
 
+    @field_validator("micro_task_goals", mode="before")
+    @classmethod
+    def _goals(cls, v: Any) -> dict[str, tuple[str, ...]] | None:
+        if v is None:
+            return None
+        if not isinstance(v, dict) or not v:
+            raise ValueError("micro_task_goals maps micro-task names (in task order) to their goal prompts")
+        return {str(name): _as_phrasings(goal) for name, goal in v.items()}
+
+    @classmethod
+    def for_micro_tasks(cls, spec: MicroTaskSpec, configured: PromptConfig | None = None) -> PromptConfig:
+        """The prompts of a task whose micro-tasks are ``spec``: ``configured`` if it names
+        goals of exactly its micro-tasks (other names fail in one line); else pick-and-lift's
+        are ``configured`` (default: the paper's) and another task's the spec's own goals,
+        baseline and single goal."""
+        if configured is not None and configured.micro_task_goals is not None:
+            if tuple(configured.micro_task_goals) != spec.names:
+                raise ConfigError(f"prompts.micro_task_goals names {list(configured.micro_task_goals)}, but the task's "
+                                  f"micro-tasks are {list(spec.names)} (in task order)")
+            return configured
+        if spec == MICRO_TASKS:
+            return configured or cls()
+        return cls(baseline=spec.baseline, single=spec.single, micro_task_goals={n: spec.goals[n] for n in spec.names})
+
+    @property
+    def goal_names(self) -> tuple[str, ...]:
+        """Micro-task names of :meth:`goals` (phase order)."""
+        return tuple(self.micro_task_goals) if self.micro_task_goals is not None else PHASES
+
     def goals(self, single_prompt: bool = False) -> tuple[tuple[str, ...], ...]:
-        """Goal phrasings per phase in task order (PHASES); with single_prompt the one global
-        goal alone (K = 1: a single-prompt reward has no phases)."""
+        """Goal phrasings per phase in task order (:attr:`goal_names`); with single_prompt the
+        one global goal alone (K = 1: a single-prompt reward has no phases)."""
         if single_prompt:
             return (self.single,)
+        if self.micro_task_goals is not None:
+            return tuple(self.micro_task_goals.values())
         return tuple(getattr(self, name) for name in PHASES)
 
 

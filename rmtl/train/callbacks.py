@@ -141,14 +141,15 @@ class TrainStatsCallback(BaseCallback):
     REWARD_KEYS = ("vlm_reward", "vlm_score", "vlm_u", "env_reward", "dense_reward")
 
     def __init__(self, timings: Timings | None = None, stats_fn: Callable[[], dict[str, float]] | None = None,
-                 verbose: int = 0):
+                 verbose: int = 0, phase_names: Sequence[str] = PHASES):
         super().__init__(verbose)
+        self.phase_names = tuple(phase_names)
         self.timings = timings or Timings()
         self.stats_fn = stats_fn
         self.successes: deque[bool] = deque(maxlen=100)
         self._sums: dict[str, float] = {}
         self._n = 0
-        self._phase_counts = np.zeros(len(PHASES), dtype=np.int64)
+        self._phase_counts = np.zeros(len(self.phase_names), dtype=np.int64)
         self._t_rollout = 0.0
         self._t_end: float | None = None
         """End of the previous rollout (start of its PPO update)."""
@@ -194,7 +195,7 @@ class TrainStatsCallback(BaseCallback):
         for k, v in self._sums.items():
             log(f"reward/{k}", v / max(self._n, 1))
         if self._phase_counts.sum():
-            for name, c in zip(PHASES, self._phase_counts / self._phase_counts.sum()):
+            for name, c in zip(self.phase_names, self._phase_counts / self._phase_counts.sum()):
                 log(f"phase/frac_{name}", float(c))
         collect = now - self._t_rollout
         steps = max(self._n, 1)

@@ -83,7 +83,8 @@ class Stage1Config(Config):
     # ---------------------------------------------------------------- task and reward
     task: str = DEFAULT_TASK
     """The task (rmtl.tasks.get_task). Pick-and-lift by default; another registered task trains on
-    its own env, curriculum, phase rule and dense reference reward (``env`` is pick-and-lift's)."""
+    its own env, curriculum, phase rule, dense reference reward and (VLM variants) the goals of its
+    micro-tasks (``env`` is pick-and-lift's)."""
     env: EnvConfig = EnvConfig()
     reward_kind: Literal["vlm", "dense"] = "vlm"
     """'vlm': phased multi-view VLM reward (rmtl.reward); 'dense': hand-written distance reward, no rendering."""
@@ -120,9 +121,6 @@ class Stage1Config(Config):
     def _check(self) -> "Stage1Config":
         if self.task not in task_names():
             raise ValueError(f"unknown task {self.task!r}; known tasks: {', '.join(task_names())}")
-        if self.task != DEFAULT_TASK and self.uses_vlm:
-            raise ValueError(f"task {self.task} trains on its dense reference reward (the VLM reward has the "
-                             "pick-and-lift micro-tasks); use the dense_reference variant")
         if self.n_envs * self.n_steps < self.batch_size:
             raise ValueError(
                 f"a rollout of n_envs*n_steps={self.n_envs * self.n_steps} steps is smaller than batch_size={self.batch_size}"

@@ -21,6 +21,7 @@ from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.task import Task
 from rmtl.train.config import FINAL_STAGE_RANGE
+from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.wrappers import PHASE_KEY, rule_phase_observation
 
 
@@ -65,7 +66,7 @@ class ObsAdapter:
     def __call__(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.phase_input and self.task is not None:
             task = self.task
-            out = rule_phase_observation(obs, lambda states, infos=(): task.phases(states), len(task.micro_tasks.names))
+            out = rule_phase_observation(obs, RulePhaseSelector(task.phases), len(task.micro_tasks.names))
         else:
             out = rule_phase_observation(obs) if self.phase_input else dict(obs)
         if self.normalizer is not None:

@@ -20,6 +20,7 @@ from typing import Any
 
 from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.fetch_lift import FetchPickAndLiftEnv
+from rmtl.phases import PHASES
 from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
 from rmtl.train.config import Stage1Config
@@ -69,8 +70,8 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     streams are reseeded with ``seed + step``). ``vlm``/``source``/``source_factory``
     replace the model loaded from ``config.reward.model`` and the reward's embedding
     source (tests, the cached reward path); ``callbacks`` are extra SB3 callbacks. ``task``
-    trains another task (its env, curriculum, phase rule and dense reference reward;
-    :func:`rmtl.train.train_env.build_train_env`) instead of pick-and-lift.
+    trains another task (its env, curriculum, phase rule, dense reference reward and micro-task
+    prompts; :func:`rmtl.train.train_env.build_train_env`) instead of pick-and-lift.
     """
     import torch
     from stable_baselines3 import PPO
@@ -113,12 +114,14 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
                                        normalizer=env.normalizer, env=eval_env["env"], task=task)
 
     stats_fn = env.source.stats if env.source is not None else None
-    stats_cb = TrainStatsCallback(timings, stats_fn)
+    stats_cb = TrainStatsCallback(timings, stats_fn, phase_names=task.micro_tasks.names if task is not None else PHASES)
     eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
     wall_prev = float(meta_prev.get("wall_seconds", 0.0))
     t_start = time.perf_counter()
     meta: dict[str, Any] = {"variant": config.variant, "phase_input": config.phase_input,
                             "reward_kind": config.reward_kind, "config": config.model_dump(mode="json")}
+    if config.uses_vlm and task is not None:  # the prompts its reward scores (config.yaml has pick-and-lift's)
+        meta["reward_prompts"] = env.reward_env.config.prompts.model_dump(mode="json")
 
     def before_save(_: Path) -> None:
         meta["wall_seconds"] = wall_prev + time.perf_counter() - t_start

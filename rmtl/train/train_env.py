@@ -19,7 +19,6 @@ from typing import Any, Callable
 
 from rmtl.env.curriculum import PAPER_STAGES, CurriculumStage, ReverseCurriculum
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
-from rmtl.errors import ConfigError
 from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_checkpoint
 from rmtl.tasks import DEFAULT_TASK
@@ -59,7 +58,7 @@ def cache_source(config: Stage1Config, vlm: Any) -> Any:
     if c.atlas:
         from rmtl.reward.scorer import PhasedScorer
 
-        scorer = PhasedScorer.from_config(config.reward, vlm.encode_text)
+        scorer = PhasedScorer.from_config(task_reward_config(config), vlm.encode_text)
         overlay = c.overlay or str(config.run_dir() / "overlay.zarr")
         return CachedEmbeddingSource.open_catalogue(
             c.atlas, vlm, overlay, radius=c.radius, views=config.reward.active_views,
@@ -67,6 +66,18 @@ def cache_source(config: Stage1Config, vlm: Any) -> Any:
             audit_every=c.audit_every, audit_scorer=lambda e: scorer(e).aggregate)
     return CachedEmbeddingSource.open(c.store, vlm, radius=c.radius, views=config.reward.active_views,
                                       append=c.grow, batch_size=config.reward.batch_size, save_every=c.persist_every)
+
+
+def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
+    """The VLM reward config of a run: ``config.reward`` with the prompts of its task's
+    micro-tasks (pick-and-lift: as configured; another task: its micro-task spec's goals, one
+    phase each, unless ``reward.prompts.micro_task_goals`` names goals of exactly its micro-tasks)."""
+    from rmtl.reward.prompts import PromptConfig
+
+    task = task_of(config, task)
+    if task is None:
+        return config.reward
+    return config.reward.replace(prompts=PromptConfig.for_micro_tasks(task.micro_tasks, config.reward.prompts))
 
 
 @dataclasses.dataclass
@@ -85,15 +96,17 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
                     task: Task | None = None) -> TrainEnv:
     """The Stage-1 vec-env stack of the module docstring (seeding is left to PPO).
 
-    ``task``: another task's env, reference reward and phase rule instead of pick-and-lift's
-    (its envs are made in this process unless ``task.make_env`` pickles); it trains on its
-    dense reference reward (the VLM reward is pick-and-lift's three named micro-tasks).
+    ``task``: another task's env, reference reward, phase rule and micro-task prompts instead
+    of pick-and-lift's (its envs are made in this process unless ``task.make_env`` pickles):
+    its VLM reward scores the goals of its micro-tasks (:func:`task_reward_config`) and picks
+    the active one with its rule.
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
+    from rmtl.reward.phase import RulePhaseSelector
+
     task = task_of(config, task)
-    if task is not None and config.uses_vlm:
-        raise ConfigError(f"task {task.name} trains on its dense reference reward; use the dense_reference variant")
+    rule = RulePhaseSelector(task.phases) if task is not None else None
     timings = timings or Timings()
     make = functools.partial(_make_env, config.env, config.uses_vlm, task)
     if config.vec_env == "workers":
@@ -119,12 +132,12 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
             else:
                 source = VLMEmbeddingSource(vlm, config.reward.batch_size)
         timed = TimedSource(source, timings)
-        venv = reward_env = VLMRewardVecEnv(venv, config.reward, vlm=vlm, source=timed)
+        venv = reward_env = VLMRewardVecEnv(venv, task_reward_config(config, task), vlm=vlm, source=timed,
+                                            phase_selector=rule)
     else:
         venv = reward_env = DenseRewardVecEnv(venv, config.dense, task.dense_reward if task is not None else None)
     if config.phase_input:
-        venv = PhaseObservation(venv) if task is None else PhaseObservation(
-            venv, lambda states, infos=(): task.phases(states), len(task.micro_tasks.names))
+        venv = PhaseObservation(venv) if task is None else PhaseObservation(venv, rule, len(task.micro_tasks.names))
     venv = VecMonitor(venv)
     normalizer = None
     if config.normalize_observations:
