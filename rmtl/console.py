@@ -154,8 +154,11 @@ _SIGINT_SEEN = threading.Event()
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
+    from rmtl.interrupts import interrupt_now
+
     _SIGINT_SEEN.set()
-    raise KeyboardInterrupt
+    if interrupt_now():  # else a deferred block (a GL call) raises it when it ends
+        raise KeyboardInterrupt
 
 
 @contextlib.contextmanager

@@ -458,3 +458,24 @@ def test_vecnormalize_statistics_round_trip_as_json(tmp_path):
     assert restore_normalizer(fresh, tmp_path)
     np.testing.assert_array_equal(fresh.obs_rms["a"].mean, vn.obs_rms["a"].mean)
     assert fresh.obs_rms["a"].count == vn.obs_rms["a"].count
+
+
+def test_ctrl_c_inside_a_gl_call_is_raised_when_the_call_ends():
+    """The console's handler holds a SIGINT that lands in a deferred block (a render) and
+    raises it at the block's end; outside one it raises at once."""
+    from rmtl.console import _watch_sigint
+    from rmtl.interrupts import deferred_sigint
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("needs Python's default SIGINT handler to install the console's")
+    ended_block = False
+    with _watch_sigint():
+        with pytest.raises(KeyboardInterrupt):
+            with deferred_sigint():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # the handler has run: nothing raised inside the block
+                ended_block = True
+        assert ended_block
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.5)

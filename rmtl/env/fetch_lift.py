@@ -23,6 +23,7 @@ from rmtl.env.cameras import CameraBankRenderer, Resolution, ViewNames, check_re
 from rmtl.env.render_settings import RenderSettings
 from rmtl.env.visual_domain import apply_visual_domain, hide_markers
 from rmtl.errors import ConfigError
+from rmtl.interrupts import deferred_sigint
 from rmtl.phases import rule_phase
 
 BASE_ENV_ID = "FetchPickAndPlace-v4"
@@ -194,6 +195,10 @@ class FetchPickAndLiftEnv(gym.Env):
         """Render named camera-bank views of the current state: uint8 [V, H, W, 3]."""
         names = self.config.views if views is None else resolve_views(views)
         res = self.config.resolution if resolution is None else check_resolution(resolution)
+        with deferred_sigint():  # Ctrl-C never unwinds out of a GL call (rmtl.interrupts)
+            return self._render_views(names, res)
+
+    def _render_views(self, names: Sequence[str], res: int) -> np.ndarray:
         if self._cameras is None:
             culled, max_res = (), 0
             settings = self.config.render
