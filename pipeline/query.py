@@ -49,23 +49,10 @@ from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
+from rmtl.tasks.fetch_lift.quality import spearman, spread
 
 DEFAULT_RADII: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
 """Cache radii (key units, metres) compared by default."""
-
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy.stats import spearmanr
-
-    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    return float(spearmanr(a, b).statistic)
-
-
-def _spread(x: np.ndarray) -> float:
-    from rmtl.tasks.fetch_lift.quality import spread
-
-    return spread(x)
 
 
 # ----------------------------------------------------------------------------- the four queries
@@ -76,8 +63,8 @@ def correlation_query(mean_scores: np.ndarray, rows: StoreRows) -> dict[str, Any
         m = rows.phase == p
         out[phase] = {"count": int(m.sum())}
         for k, task in enumerate(rows.phase_names):
-            out[phase][task] = {"spearman": _spearman(mean_scores[m, k], -rows.distance[m]),
-                                "spread": _spread(mean_scores[m, k])}
+            out[phase][task] = {"spearman": spearman(mean_scores[m, k], -rows.distance[m]),
+                                "spread": spread(mean_scores[m, k])}
     return out
 
 
@@ -86,7 +73,7 @@ def _episode_stats(x: np.ndarray, rows: StoreRows, ep_idx: np.ndarray) -> dict[s
     d = np.abs(np.diff(xs))
     return {"mean_abs_step_change": float(d.mean()) if len(d) else float("nan"),
             "range": float(np.ptp(xs)) if len(xs) else float("nan"),
-            "spearman_neg_distance": _spearman(xs, -rows.distance[ep_idx])}
+            "spearman_neg_distance": spearman(xs, -rows.distance[ep_idx])}
 
 
 def flatness_query(single: np.ndarray, micro: np.ndarray, rows: StoreRows) -> dict[str, Any]:
@@ -106,7 +93,7 @@ def flatness_query(single: np.ndarray, micro: np.ndarray, rows: StoreRows) -> di
     summary = {kind: {k: med(kind, k) for k in keys} for kind in ("single", "micro")}
     summary["range_ratio_micro_over_single"] = (summary["micro"]["range"] / summary["single"]["range"]
                                                 if summary["single"]["range"] > 0 else float("nan"))
-    summary["global_spread"] = {"single": _spread(single), "micro": _spread(micro)}
+    summary["global_spread"] = {"single": spread(single), "micro": spread(micro)}
     return {"median_over_episodes": summary, "episodes": per_episode}
 
 
@@ -175,7 +162,7 @@ def cache_query(mean_scores: np.ndarray, keys: np.ndarray, rows: StoreRows, radi
     return {"split": how, "indexed_rows": int(len(idx_rows)), "query_rows": int(len(q_rows)),
             "nearest_distance": {"median": float(np.median(dist)), "p10": float(np.percentile(dist, 10)),
                                  "p90": float(np.percentile(dist, 90))},
-            "active_score_spread": _spread(mean_scores[np.arange(len(rows)), rows.phase]),
+            "active_score_spread": spread(mean_scores[np.arange(len(rows)), rows.phase]),
             "radii": table}
 
 

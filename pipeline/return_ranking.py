@@ -33,6 +33,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -89,9 +90,45 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
     return out
 
 
-def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarray,
-                    episodes: Sequence[np.ndarray], variant: str, bounds: str = "adapted") -> np.ndarray:
-    """Shaped rewards [N] of store ``rows`` under a Stage-1 variant's reward config."""
+@dataclass
+class RewardSteps:
+    """A store's reward steps (rows with step >= 1, module docstring) and their episodes."""
+
+    rows: np.ndarray  # [N] store row ids
+    state: np.ndarray  # [N, S]
+    phase: np.ndarray  # [N] rule phase
+    episode: np.ndarray  # [N]
+    step: np.ndarray  # [N]
+    distance: np.ndarray  # [N] gripper-cube distance (m)
+    lift: np.ndarray  # [N] cube lift (m)
+    ids: np.ndarray  # [E] episode ids, sorted
+    episodes: list[np.ndarray]  # per episode: indices into these steps, in step order
+    success: np.ndarray  # [E] any row of the episode (the reset row included) is a success
+
+
+def reward_steps(store: Any, model_id: str, purpose: str = "rank") -> RewardSteps:
+    """The reward steps of an open store with embeddings of ``model_id``."""
+    from pipeline.store_rows import load_rows
+
+    labels = load_rows(store, model_id)
+    keep = labels.step >= 1
+    if not keep.any():
+        raise ConfigError(f"{store.path} has no reward steps (rows with step >= 1) to {purpose}")
+    episode, step = labels.episode[keep], labels.step[keep]
+    ids = np.unique(episode)
+    success_rows = store.read(fields=["success"])["success"][labels.rows]
+    return RewardSteps(
+        rows=labels.rows[keep], state=labels.state[keep], phase=labels.phase[keep], episode=episode, step=step,
+        distance=labels.distance[keep], lift=labels.lift[keep], ids=ids,
+        episodes=[np.flatnonzero(episode == e)[np.argsort(step[episode == e], kind="stable")] for e in ids],
+        success=np.array([bool(success_rows[labels.episode == e].any()) for e in ids]),
+    )
+
+
+def variant_scores(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarray, variant: str,
+                   purpose: str = "rank") -> tuple[np.ndarray, Any, int]:
+    """(active-prompt scores [N] of store ``rows``, the variant's Stage1Config, its number
+    of phases K) under a Stage-1 variant's reward config."""
     from pipeline.store_rows import per_view_scores
     from pipeline.stored_text import text_embeddings
     from rmtl.reward.scorer import Scores
@@ -99,7 +136,7 @@ def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndar
 
     cfg = stage1_config(variant)
     if not cfg.uses_vlm:
-        raise ConfigError(f"variant {variant!r} has no VLM reward to rank (the dense reward is a reference row)")
+        raise ConfigError(f"variant {variant!r} has no VLM reward to {purpose} (the dense reward is a reference row)")
     reward = cfg.reward
     missing = [v for v in reward.active_views if v not in store.views]
     if missing:
@@ -108,7 +145,14 @@ def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndar
     text = text_embeddings(store, model_id, reward.prompts, reward.single_prompt)
     per_view = per_view_scores(store, model_id, text, [reward.alpha], rows, views=reward.active_views)[0]
     active = Scores(per_view, per_view.mean(axis=1)).active(phases)
-    return shaped_rewards(active.astype(np.float64), phases, episodes, reward.shaping, text.goals.shape[0], bounds)
+    return active.astype(np.float64), cfg, int(text.goals.shape[0])
+
+
+def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarray,
+                    episodes: Sequence[np.ndarray], variant: str, bounds: str = "adapted") -> np.ndarray:
+    """Shaped rewards [N] of store ``rows`` under a Stage-1 variant's reward config."""
+    active, cfg, num_phases = variant_scores(store, model_id, rows, phases, variant)
+    return shaped_rewards(active, phases, episodes, cfg.reward.shaping, num_phases, bounds)
 
 
 def _auc(values: np.ndarray, success: np.ndarray) -> float:
@@ -137,7 +181,7 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
     ``<store>.analysis/return_ranking``); prints a table when ``show``."""
     from pipeline.analysis_dataset import default_out_dir
     from pipeline.store_models import resolve_model_id
-    from pipeline.store_rows import load_rows, open_store
+    from pipeline.store_rows import open_store
     from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
     if not variants:
@@ -146,19 +190,10 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
         raise ConfigError(f"bounds must be one of {', '.join(BOUNDS)}, got {bounds!r}")
     with open_store(store) as st:
         model_id = resolve_model_id(st, model)
-        labels = load_rows(st, model_id)
-        success_rows = st.read(fields=["success"])["success"][labels.rows]
-        keep = labels.step >= 1  # reward steps only
-        if not keep.any():
-            raise ConfigError(f"{st.path} has no reward steps (rows with step >= 1) to rank")
-        rows, state = labels.rows[keep], labels.state[keep]
-        phase, episode, step = labels.phase[keep], labels.episode[keep], labels.step[keep]
-        ids = np.unique(episode)
-        episodes = [np.flatnonzero(episode == e)[np.argsort(step[episode == e], kind="stable")] for e in ids]
-        # An episode succeeded when any of its rows (the reset row included) is a success.
-        success = np.array([bool(success_rows[labels.episode == e].any()) for e in ids])
+        steps = reward_steps(st, model_id)
+        rows, state, ids, episodes, success = steps.rows, steps.state, steps.ids, steps.episodes, steps.success
         length = np.array([len(idx) for idx in episodes])
-        per_variant = {v: variant_rewards(st, model_id, rows, phase, episodes, v, bounds) for v in variants}
+        per_variant = {v: variant_rewards(st, model_id, rows, steps.phase, episodes, v, bounds) for v in variants}
         out = Path(out_dir) if out_dir is not None else default_out_dir(st) / "return_ranking"
         path = st.path
     dense = dense_reward(state, DenseRewardConfig()).astype(np.float64)

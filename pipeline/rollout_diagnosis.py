@@ -39,50 +39,27 @@ import numpy as np
 
 from rmtl.errors import ConfigError
 from rmtl.phases import PHASES
-
-
-def _spearman(a: np.ndarray, b: np.ndarray) -> float | None:
-    from scipy.stats import spearmanr
-
-    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return None
-    return float(spearmanr(a, b).statistic)
+from rmtl.tasks.fetch_lift.quality import spearman
 
 
 def _steps(store: Any, model: str | None, variants: Sequence[str]) -> dict[str, Any]:
     """Per reward step of one store: rows, labels, dense reward, each variant's active score."""
+    from pipeline.return_ranking import reward_steps, variant_scores
     from pipeline.store_models import resolve_model_id
-    from pipeline.store_rows import load_rows, per_view_scores
-    from pipeline.stored_text import text_embeddings
-    from rmtl.reward.scorer import Scores
     from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
-    from rmtl.train.config import stage1_config
 
     model_id = resolve_model_id(store, model)
-    labels = load_rows(store, model_id)
-    keep = labels.step >= 1
-    if not keep.any():
-        raise ConfigError(f"{store.path} has no reward steps (rows with step >= 1) to diagnose")
-    rows, episode, step, phase = labels.rows[keep], labels.episode[keep], labels.step[keep], labels.phase[keep]
+    steps = reward_steps(store, model_id, "diagnose")
     scores, configs = {}, {}
     for variant in variants:
-        cfg = stage1_config(variant)
-        if not cfg.uses_vlm:
-            raise ConfigError(f"variant {variant!r} has no VLM reward to diagnose")
-        text = text_embeddings(store, model_id, cfg.reward.prompts, cfg.reward.single_prompt)
-        per_view = per_view_scores(store, model_id, text, [cfg.reward.alpha], rows, views=cfg.reward.active_views)[0]
-        scores[variant] = Scores(per_view, per_view.mean(axis=1)).active(phase).astype(np.float64)
-        configs[variant] = (cfg.reward.shaping, text.goals.shape[0], cfg.gamma, cfg.reward.add_env_reward)
-    ids = np.unique(episode)
-    success_rows = store.read(fields=["success"])["success"][labels.rows]
-    success = np.array([bool(success_rows[labels.episode == e].any()) for e in ids])
+        scores[variant], cfg, num_phases = variant_scores(store, model_id, steps.rows, steps.phase, variant, "diagnose")
+        configs[variant] = (cfg.reward.shaping, num_phases, cfg.gamma, cfg.reward.add_env_reward)
     return {
-        "path": str(store.path), "model_id": model_id, "rows": rows, "episode": episode, "step": step,
-        "phase": phase, "distance": labels.distance[keep], "lift": labels.lift[keep], "scores": scores,
+        "path": str(store.path), "model_id": model_id, "rows": steps.rows, "episode": steps.episode,
+        "step": steps.step, "phase": steps.phase, "distance": steps.distance, "lift": steps.lift, "scores": scores,
         "score": scores[variants[0]], "configs": configs,
-        "dense": dense_reward(labels.state[keep], DenseRewardConfig()).astype(np.float64),
-        "episode_ids": ids, "success": success,
-        "episodes": [np.flatnonzero(episode == e)[np.argsort(step[episode == e], kind="stable")] for e in ids],
+        "dense": dense_reward(steps.state, DenseRewardConfig()).astype(np.float64),
+        "episode_ids": steps.ids, "success": steps.success, "episodes": steps.episodes,
     }
 
 
@@ -97,8 +74,7 @@ def _shared_bounds_rewards(parts: Sequence[dict[str, Any]], variants: Sequence[s
     for variant in variants:
         shaping, num_phases, _, _ = parts[0]["configs"][variant]
         score = np.concatenate([p["scores"][variant] for p in parts])
-        k = phase if num_phases > 1 else np.zeros_like(phase)
-        reward = shaped_rewards(score, k, episodes, shaping, num_phases, "adapted")
+        reward = shaped_rewards(score, phase, episodes, shaping, num_phases, "adapted")
         for p, a, b in zip(parts, offsets[:-1], offsets[1:]):
             p.setdefault("rewards", {})[variant] = reward[a:b]
     for p in parts:
@@ -140,8 +116,8 @@ def summarise(p: dict[str, Any]) -> dict[str, Any]:
         "reward_steps": int(len(p["score"])), "mean_length": float(np.mean([len(i) for i in p["episodes"]])),
         "final_distance_m": float(np.median(p["distance"][last])), "final_lift_m": float(np.median(p["lift"][last])),
         "mean_vlm_reward": float(p["vlm"].mean()), "mean_dense_reward": float(p["dense"].mean()),
-        "spearman_vlm_dense": _spearman(p["vlm"], p["dense"]),
-        "spearman_score_dense": _spearman(p["score"], p["dense"]),
+        "spearman_vlm_dense": spearman(p["vlm"], p["dense"]),
+        "spearman_score_dense": spearman(p["score"], p["dense"]),
         "phases": {},
         "mean_return": {**{v: float(episode_returns(p, v).mean()) for v in p["rewards"]},
                         "dense_reference": float(dense_returns(p).mean())},
@@ -151,8 +127,8 @@ def summarise(p: dict[str, Any]) -> dict[str, Any]:
         out["phases"][name] = {
             "fraction": float(m.mean()), "mean_score": float(p["score"][m].mean()) if m.any() else None,
             "mean_vlm_reward": float(p["vlm"][m].mean()) if m.any() else None,
-            "spearman_vlm_dense": _spearman(p["vlm"][m], p["dense"][m]),
-            "spearman_score_progress": _spearman(p["score"][m], -p["distance"][m] if k < 2 else p["lift"][m]),
+            "spearman_vlm_dense": spearman(p["vlm"][m], p["dense"][m]),
+            "spearman_score_progress": spearman(p["score"][m], -p["distance"][m] if k < 2 else p["lift"][m]),
         }
     return out
 
@@ -184,6 +160,8 @@ def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | Non
     with open_store(store) as st:
         if not variants:
             raise ConfigError("give at least one reward variant to diagnose")
+        if montage_view not in st.views:  # before any work
+            raise ConfigError(f"montage view {montage_view!r} is not in {st.path} (views: {', '.join(st.views)})")
         parts.append(_steps(st, model, variants))
         out = Path(out_dir) if out_dir is not None else default_out_dir(st) / "diagnosis"
         if reference is not None:
@@ -201,6 +179,7 @@ def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | Non
         _montage(out / "montage.png", st, parts[0], montage_episodes, montage_view)
     files = {n: str(out / n) for n in ("diagnosis.json", "steps.csv", "traces.png", "reward_scatter.png", "montage.png")}
     result["files"] = files
+    result = json.loads(json.dumps(result), parse_constant=lambda c: None)  # NaN (too few samples) -> null
     (out / "diagnosis.json").write_text(json.dumps(result, indent=1))
     if show:
         print(format_summary(result))
@@ -265,8 +244,6 @@ def _montage(path: Path, store: Any, p: dict[str, Any], n: int, view: str, per_e
     """Frames of one view at evenly spaced steps of the shown episodes, labelled."""
     from rmtl.viz import montage
 
-    if view not in store.views:
-        raise ConfigError(f"montage view {view!r} is not in {store.path} (views: {', '.join(store.views)})")
     frames, labels = [], []
     for e in _shown_episodes(p, n):
         idx = p["episodes"][e]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from rmtl.errors import USER_ERRORS, ConfigError
+from rmtl.interrupts import interrupt_now
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -154,8 +155,6 @@ _SIGINT_SEEN = threading.Event()
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
-    from rmtl.interrupts import interrupt_now
-
     _SIGINT_SEEN.set()
     if interrupt_now():  # else a deferred block (a GL call) raises it when it ends
         raise KeyboardInterrupt

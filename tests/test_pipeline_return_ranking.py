@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.rollout import RolloutConfig, plan_episode, rollout_episodes
 from rmtl.env.cameras import VIEW_NAMES
-from rmtl.errors import StoreError
+from rmtl.errors import ConfigError, StoreError
 
 EPISODES = 6
 MODEL = "rmtl-fetch-tiny"
@@ -275,6 +275,9 @@ def test_rollout_diagnosis_follows_the_shaper_and_writes_its_plots(store, rankin
     assert same["verdict"]["hacking"] is False and same["verdict"]["return_prefers_policy"] == {"rmtl": False,
                                                                                                 "dense_reference": False}
     assert json.loads((tmp_path / "b" / "diagnosis.json").read_text())["verdict"] == same["verdict"]
+    with pytest.raises(ConfigError, match="montage view 'top'"):  # checked before any work
+        diagnose_rollouts(store, None, MODEL, ("rmtl",), out_dir=tmp_path / "c", montage_view="top", show=False)
+    assert not (tmp_path / "c").exists()
 
 
 def test_discounted_returns_add_the_success_bonus_on_the_last_step():

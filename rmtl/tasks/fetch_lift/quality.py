@@ -40,7 +40,8 @@ def spread(x: np.ndarray) -> float:
     return float(np.percentile(x, 95) - np.percentile(x, 5)) if len(x) else 0.0
 
 
-def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation; NaN for fewer than 3 samples or a constant side."""
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
     return float(spearmanr(a, b).statistic)
@@ -65,7 +66,7 @@ def phase_metrics(scores: np.ndarray, states: np.ndarray) -> dict[str, float]:
     out: dict[str, float] = {}
     for k, name, in ((APPROACH, "approach"), (ALIGN, "align")):
         m = phase == k
-        out[f"{name}_spearman"] = _spearman(scores[m, k], -dist[m])
+        out[f"{name}_spearman"] = spearman(scores[m, k], -dist[m])
         out[f"{name}_spread"] = spread(scores[m, k])
         out[f"{name}_count"] = int(m.sum())
     g = phase == GRASP
