@@ -148,8 +148,11 @@ class RowFrames:
 
     def __getitem__(self, rows) -> np.ndarray:
         rows = np.asarray(rows, dtype=np.int64)
-        pos = np.clip(np.searchsorted(self.rows, rows), 0, max(len(self.rows) - 1, 0))
-        missing = rows[(len(self.rows) == 0) | (self.rows[pos] != rows)] if len(rows) else rows
+        if len(self.rows) == 0:
+            pos, missing = rows, rows
+        else:
+            pos = np.minimum(np.searchsorted(self.rows, rows), len(self.rows) - 1)
+            missing = rows[self.rows[pos] != rows]
         if len(missing):
             raise ValueError(f"frames of rows {missing[:5].tolist()} were not loaded (only held-out rows "
                              f"are read when stored image embeddings stand in for the frames)")

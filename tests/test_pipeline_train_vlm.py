@@ -270,3 +270,19 @@ def test_reset_text_tower_keeps_the_image_tower():
             assert torch.equal(after[k], before[k])
         else:
             assert torch.equal(after[k], fresh[k])
+
+
+def test_row_frames_hold_some_rows_and_name_the_missing_ones():
+    from pipeline.train_vlm import RowFrames
+
+    frames = np.arange(2 * 3, dtype=np.uint8).reshape(2, 1, 1, 1, 3)
+    held = RowFrames(np.array([1, 3]), frames, 5)
+    assert held.shape == (5, 1, 1, 1, 3) and len(held) == 5
+    np.testing.assert_array_equal(held[[3, 1]], frames[[1, 0]])
+    for rows in ([4], [0, 1]):
+        with pytest.raises(ValueError, match="were not loaded"):
+            held[rows]
+    with pytest.raises(ValueError, match=r"rows \[2\] were not loaded"):  # a store with no held-out row
+        RowFrames(np.array([], dtype=np.int64), frames[:0], 3)[[2]]
+    joined = RowFrames.concat([frames, held])  # a dense part and a held part
+    np.testing.assert_array_equal(joined[[0, 1, 5]], frames[[0, 1, 1]])
