@@ -6,9 +6,6 @@ Paths (the same RMTL config, the shipped model; only the machinery differs):
   process (DummyVecEnv), no cache;
 - ``fast``: culled geometry, the fast renderer (``--render``), bf16 where the CPU has it,
   ``ProcessGroupVecEnv`` workers (one per core), no cache;
-- ``fast_streamed``: ``fast`` with the reward frames streamed from the workers
-  ``--render-chunk`` envs at a time, each chunk embedded while the rest render, by a learner
-  of ``--streamed-learner-threads`` torch threads;
 - ``fast_atlas``: ``fast`` plus the warm atlas catalogue (``--atlas``) at ``--radius``,
   misses appended to a fresh overlay by the background writer.
 
@@ -17,10 +14,8 @@ Each repeat runs every path once (alternating, so load drifts hit all alike) for
 
     python bench/train_fast_path.py --atlas data/stores/atlas_*.zarr --radius 0.02 --repeats 3
 
-Writes ``results/bench/train_fast_path.json`` (``speedup_uncached``, ``speedup_streamed``,
-``speedup_warm_atlas``: median env steps/s with PPO updates over today's, same run) and
-prints a table. ``--pause PID`` stops those processes (SIGSTOP) while it runs and
-continues them after, so a long job on the machine does not skew the comparison.
+Writes ``results/bench/train_fast_path.json`` (``speedup_uncached``, ``speedup_warm_atlas``:
+median env steps/s with PPO updates over today's, same run) and prints a table.
 """
 
 from __future__ import annotations
@@ -29,7 +24,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import statistics
 import sys
 import tempfile
@@ -53,9 +47,6 @@ def run_path(name: str, args, vlms: dict) -> dict:
         "vec_env": "workers" if fast else "dummy",
         "env": {"render": json.loads(args.render) if fast else TODAY_RENDER},
         "reward": {"model": args.model, "precision": vlms[fast].precision},
-        "render_chunk": args.render_chunk if name == "fast_streamed" else 0,
-        # the learner embeds while the workers render: one thread, so the workers keep their cores
-        "torch_threads": args.streamed_learner_threads if name == "fast_streamed" else None,
     }
     with tempfile.TemporaryDirectory() as tmp:
         if name == "fast_atlas":
@@ -75,8 +66,7 @@ def run_path(name: str, args, vlms: dict) -> dict:
     return {"path": name, "rollouts_timed": len(rows), "env_steps_per_s": round(1000 / sum(ms.values()), 2),
             "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()},
             "cache_stats": summary.get("cache_stats"), "wall_seconds": round(wall, 1),
-            "render": over["env"]["render"], "precision": vlms[fast].precision, "vec_env": over["vec_env"],
-            "render_chunk": over["render_chunk"], "torch_threads": over["torch_threads"]}
+            "render": over["env"]["render"], "precision": vlms[fast].precision, "vec_env": over["vec_env"]}
 
 
 def cpu_model() -> str:
@@ -99,12 +89,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rollouts", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=12345)
-    ap.add_argument("--render-chunk", type=int, default=2, help="envs per worker message on the fast_streamed path")
-    ap.add_argument("--streamed-learner-threads", type=int, default=1,
-                    help="torch threads of the learner on the fast_streamed path")
-    ap.add_argument("--paths", nargs="+", default=None,
-                    help="subset of today fast fast_streamed fast_atlas (ratios need today)")
-    ap.add_argument("--pause", type=int, nargs="*", default=[], help="PIDs to SIGSTOP while benchmarking")
+    ap.add_argument("--paths", nargs="+", default=None, help="subset of today fast fast_atlas (ratios need today)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "train_fast_path.json")
     args = ap.parse_args(argv)
 
@@ -119,30 +104,22 @@ def main(argv=None) -> int:
 
         args.render = json.dumps(RenderSettings().model_dump())
     vlms = {False: load_vlm(args.model, precision="fp32"), True: load_vlm(args.model)}
-    paths = args.paths or (["today", "fast", "fast_streamed"] + (["fast_atlas"] if args.atlas else []))
+    paths = args.paths or (["today", "fast"] + (["fast_atlas"] if args.atlas else []))
     runs = []
-    for pid in args.pause:
-        os.kill(pid, signal.SIGSTOP)
-    try:
-        for rep in range(args.repeats):
-            for name in paths:
-                r = run_path(name, args, vlms)
-                r["repeat"] = rep
-                runs.append(r)
-                print(f"repeat {rep} {name}: {r['env_steps_per_s']} env steps/s", flush=True)
-    finally:
-        for pid in args.pause:
-            os.kill(pid, signal.SIGCONT)
+    for rep in range(args.repeats):
+        for name in paths:
+            r = run_path(name, args, vlms)
+            r["repeat"] = rep
+            runs.append(r)
+            print(f"repeat {rep} {name}: {r['env_steps_per_s']} env steps/s", flush=True)
     med = {p: statistics.median(r["env_steps_per_s"] for r in runs if r["path"] == p) for p in paths}
     breakdown = {p: {k: round(statistics.median(r["ms_per_env_step"][k] for r in runs if r["path"] == p), 3) for k in PARTS}
                  for p in paths}
     out = {
         "speedup_uncached": round(med["fast"] / med["today"], 2) if {"fast", "today"} <= set(med) else None,
-        "speedup_streamed": round(med["fast_streamed"] / med["today"], 2) if {"fast_streamed", "today"} <= set(med) else None,
         "speedup_warm_atlas": round(med["fast_atlas"] / med["today"], 2) if {"fast_atlas", "today"} <= set(med) else None,
         "env_steps_per_s_median": med, "ms_per_env_step_median": breakdown,
         "atlas": args.atlas, "radius": args.radius, "repeats": args.repeats, "rollouts_timed": args.rollouts,
-        "render_chunk": args.render_chunk, "paused_pids": args.pause,
         "machine": {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "cuda": torch.cuda.is_available(),
                     "load_avg_at_end": os.getloadavg()},
         "run": run_record(), "runs": runs,
@@ -152,7 +129,7 @@ def main(argv=None) -> int:
     print(f"{'path':11s} {'steps/s':>8s} " + " ".join(f"{p[:10]:>10s}" for p in PARTS) + "  (ms per env step, medians)")
     for p in paths:
         print(f"{p:11s} {med[p]:8.1f} " + " ".join(f"{breakdown[p][k]:10.2f}" for k in PARTS))
-    print(f"speedup_uncached {out['speedup_uncached']}x, speedup_streamed {out['speedup_streamed']}x, speedup_warm_atlas {out['speedup_warm_atlas']}x -> {args.out}")
+    print(f"speedup_uncached {out['speedup_uncached']}x, speedup_warm_atlas {out['speedup_warm_atlas']}x -> {args.out}")
     return 0
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -165,61 +163,3 @@ def test_single_prompt_reward_is_invariant_to_the_rule_phase(config):
     cfg = config.replace(model="PE-Core-bigG-14-448:meta")
     scorer = PhasedScorer.from_config(cfg, encoder)
     assert not np.array_equal(_rewards(cfg, scorer, FixedPhases(0)), _rewards(cfg, scorer, FixedPhases(2)))
-
-
-class StreamProbe:
-    """Wraps a source and records, per step, whether its renderer streamed chunks."""
-
-    def __init__(self, inner):
-        self.inner, self.streamed = inner, []
-
-    def __call__(self, states, render):
-        self.streamed.append(getattr(render, "chunks", None) is not None)
-        return self.inner(states, render)
-
-
-def _terminal_frames_env(steps: int):
-    from rmtl.reward.wrapper import TerminalFrames
-
-    return TerminalFrames(FetchPickAndLiftEnv(EnvConfig.make(max_episode_steps=steps, views=VIEWS, resolution=64)))
-
-
-def test_streamed_rendering_pays_the_same_reward(config):
-    """Frames sent a chunk at a time from worker processes (embedded while the rest render)
-    give the rewards of the all-at-once path, across episode ends of envs that end apart."""
-    from rmtl.train.vec_env import ProcessGroupVecEnv
-
-    fns = [functools.partial(_terminal_frames_env, 3 + i % 2) for i in range(4)]
-    vlm = tiny_vlm(seed=0)
-    runs = {}
-    for chunk in (0, 1):
-        probe = StreamProbe(VLMEmbeddingSource(vlm, config.batch_size))
-        env = VLMRewardVecEnv(ProcessGroupVecEnv(fns, workers=2), config, vlm=vlm, source=probe, render_chunk=chunk)
-        env.seed(5)
-        try:
-            env.reset()
-            rng = np.random.default_rng(1)
-            out = []
-            for _ in range(7):
-                _, reward, dones, infos = env.step(rng.uniform(-1, 1, (4, 4)).astype(np.float32))
-                out.append((reward, dones, np.stack([i["vlm_scores_per_view"] for i in infos])))
-        finally:
-            env.close()
-        assert probe.streamed == [bool(chunk)] * 7
-        runs[chunk] = out
-    mixed = 0
-    for (ra, da, sa), (rb, db, sb) in zip(runs[0], runs[1]):
-        np.testing.assert_array_equal(da, db)
-        mixed += int(da.any() and not da.all())
-        np.testing.assert_allclose(sb, sa, atol=1e-5)
-        np.testing.assert_allclose(rb, ra, atol=1e-5)
-    assert mixed  # some steps had finished and running envs together
-
-
-def test_render_chunk_must_not_be_negative(config):
-    env = DummyVecEnv([functools.partial(_terminal_frames_env, 3)])
-    try:
-        with pytest.raises(ConfigError, match="render_chunk"):
-            VLMRewardVecEnv(env, config, vlm=tiny_vlm(seed=0), render_chunk=-1)
-    finally:
-        env.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-import pytest
 
 from rmtl.env.fetch_lift import EnvConfig
 
@@ -54,32 +53,4 @@ def test_workers_match_dummy_vec_env():
         assert all(par.env_is_wrapped(type(ref.envs[0])))
     finally:
         ref.close()
-        par.close()
-
-
-def test_streamed_env_method_yields_every_env_once_in_chunks():
-    from rmtl.train.vec_env import ProcessGroupVecEnv
-
-    cfg = EnvConfig(max_episode_steps=5, difficulty=0.3)
-    par = ProcessGroupVecEnv([functools.partial(_make, cfg)] * 5, workers=2)
-    try:
-        par.seed(3)
-        par.reset()
-        idx = [4, 0, 3, 1]
-        difficulty = par.get_attr("difficulty", [2])
-        whole = dict(zip(idx, par.env_method("render_views", ["wide_view"], 64, indices=idx)))
-        seen = []
-        for envs, frames in par.env_method_chunks("render_views", ["wide_view"], 64, indices=idx, chunk=1):
-            assert len(envs) == len(frames) == 1
-            seen += envs
-            np.testing.assert_array_equal(frames[0], whole[envs[0]])
-        assert sorted(seen) == sorted(idx)
-        chunks = list(par.env_method_chunks("get_wrapper_attr", "difficulty", chunk=2))
-        assert sorted(e for envs, _ in chunks for e in envs) == list(range(5))
-        assert all(len(envs) <= 2 for envs, _ in chunks)
-        # the pipes hold nothing stale afterwards
-        assert par.get_attr("difficulty", [2]) == difficulty
-        with pytest.raises(ValueError, match="chunk"):
-            next(par.env_method_chunks("render_views", ["wide_view"], 64, chunk=0))
-    finally:
         par.close()

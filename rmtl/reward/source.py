@@ -15,12 +15,7 @@ import numpy as np
 from rmtl.vlm.model import VLM
 
 FrameRenderer = Callable[[np.ndarray], np.ndarray]
-"""Env row indices [n] -> uint8 frames [n, V, H, W, 3] of those envs' current states.
-
-A renderer may also have ``chunks(indices)``, an iterator of (positions into ``indices``,
-their frames) in the order the frames become ready (the reward wrapper gives it one when
-the sub-envs render in worker processes); a source can then embed the first frames while
-the rest still render. It is None or absent otherwise."""
+"""Env row indices [n] -> uint8 frames [n, V, H, W, 3] of those envs' current states."""
 
 
 @runtime_checkable
@@ -51,15 +46,4 @@ class VLMEmbeddingSource:
         return self.vlm.encode_images(flat, batch_size=self.batch_size).reshape(n, v, -1)
 
     def __call__(self, states: np.ndarray, render: FrameRenderer) -> np.ndarray:
-        indices = np.arange(len(states))
-        chunks = getattr(render, "chunks", None)
-        if chunks is None or not len(indices):
-            return self.embed_frames(render(indices))
-        out: np.ndarray | None = None
-        for positions, frames in chunks(indices):
-            embedded = self.embed_frames(frames)
-            if out is None:
-                out = np.empty((len(states), *embedded.shape[1:]), dtype=embedded.dtype)
-            out[positions] = embedded
-        assert out is not None, "the renderer's chunks yielded no frames"
-        return out
+        return self.embed_frames(render(np.arange(len(states))))

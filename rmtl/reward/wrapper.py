@@ -5,15 +5,12 @@ returns the sub-env shows the *next* episode's first state. To score the state t
 episode actually ended in, every sub-env is wrapped in :class:`TerminalFrames`, which
 renders the reward views on a terminal step (before the auto-reset) into
 ``info["terminal_frames"]``; the state comes from ``info["terminal_observation"]``.
-Frames of the other envs are rendered after the step with one ``env_method`` call, or,
-when the vec env streams calls (``env_method_chunks``, rmtl.train.vec_env) and
-``render_chunk`` is set, a few envs at a time, so that the source embeds the first frames
-while the workers render the rest (the same frames; only the model's batches differ).
+Frames of the other envs are rendered after the step with one ``env_method`` call.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -71,8 +68,7 @@ class VLMRewardVecEnv(VecEnvWrapper):
     Arguments: ``vlm`` is loaded from ``config.model`` only when needed (no ``source`` or
     no ``scorer`` given); ``source`` replaces the render-and-embed step (e.g. the FAISS
     cache); ``scorer`` brings precomputed text embeddings; ``phase_selector`` defaults
-    to the distance rule; ``render_chunk`` (envs per worker per message, 0: all at once)
-    streams the rendering where the vec env can (module docstring).
+    to the distance rule.
     """
 
     def __init__(
@@ -84,12 +80,8 @@ class VLMRewardVecEnv(VecEnvWrapper):
         source: EmbeddingSource | None = None,
         scorer: PhasedScorer | None = None,
         phase_selector: PhaseSelector | None = None,
-        render_chunk: int = 0,
     ):
         super().__init__(venv)
-        if render_chunk < 0:
-            raise ConfigError(f"render_chunk must be 0 (render all at once) or a number of envs, got {render_chunk}")
-        self.render_chunk = int(render_chunk)
         self.config = config = config or RewardConfig()
         if vlm is None and (source is None or scorer is None):
             from rmtl.vlm.loader import load_vlm
@@ -133,7 +125,10 @@ class VLMRewardVecEnv(VecEnvWrapper):
         for i in done_idx:
             states[i] = _observation_states(infos[i]["terminal_observation"])
 
-        embeddings = np.asarray(self.source(states, StepFrames(self, dones, infos)))
+        def render(indices: np.ndarray) -> np.ndarray:
+            return self._render(np.asarray(indices, dtype=np.int64), dones, infos)
+
+        embeddings = np.asarray(self.source(states, render))
         if embeddings.ndim != 3 or embeddings.shape[:2] != (self.num_envs, len(self.views)):
             raise ConfigError(
                 f"embedding source returned shape {embeddings.shape}; expected [{self.num_envs}, {len(self.views)}, D] for views {self.views}"
@@ -155,35 +150,18 @@ class VLMRewardVecEnv(VecEnvWrapper):
             info["env_reward"] = float(env_reward[i])
         return obs, reward.astype(np.float32), dones, infos
 
-
-class StepFrames:
-    """The frames of one step's envs (a FrameRenderer, rmtl.reward.source): terminal frames
-    from the infos for finished envs, the sub-envs' ``render_views`` for the rest;
-    ``chunks`` streams them when the wrapper's vec env can (None otherwise)."""
-
-    def __init__(self, wrapper: VLMRewardVecEnv, dones: np.ndarray, infos: Sequence[dict]):
-        self.venv, self.views, self.resolution = wrapper.venv, wrapper.views, wrapper.resolution
-        self.dones, self.infos = dones, infos
-        self.chunk = wrapper.render_chunk
-        streams = self.chunk > 0 and callable(getattr(self.venv, "env_method_chunks", None))
-        self.chunks = self._chunks if streams else None
-
-    def _terminal(self, i: int) -> np.ndarray:
-        cached = self.infos[i].get(TERMINAL_FRAMES)
-        if cached is None:
-            raise ConfigError(f"env {i} finished without terminal frames; is TerminalFrames the outermost gym wrapper?")
-        return cached
-
-    def _split(self, indices: np.ndarray) -> tuple[list[int], list[int]]:
-        done = [j for j, i in enumerate(indices) if self.dones[i]]
-        return done, [j for j, i in enumerate(indices) if not self.dones[i]]
-
-    def __call__(self, indices: np.ndarray) -> np.ndarray:
-        indices = np.asarray(indices, dtype=np.int64)
+    def _render(self, indices: np.ndarray, dones: np.ndarray, infos: Sequence[dict]) -> np.ndarray:
+        """Frames of the given envs: cached terminal frames for finished ones, one env_method call for the rest."""
         frames: list[np.ndarray | None] = [None] * len(indices)
-        done, live = self._split(indices)
-        for j in done:
-            frames[j] = self._terminal(int(indices[j]))
+        live = []
+        for j, i in enumerate(indices):
+            if dones[i]:
+                cached = infos[i].get(TERMINAL_FRAMES)
+                if cached is None:
+                    raise ConfigError(f"env {i} finished without terminal frames; is TerminalFrames the outermost gym wrapper?")
+                frames[j] = cached
+            else:
+                live.append(j)
         if live:
             rendered = self.venv.env_method(
                 "render_views", self.views, self.resolution, indices=[int(indices[j]) for j in live]
@@ -193,18 +171,6 @@ class StepFrames:
         if not frames:
             return np.zeros((0, len(self.views), self.resolution, self.resolution, 3), dtype=np.uint8)
         return np.stack(frames)
-
-    def _chunks(self, indices: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        indices = np.asarray(indices, dtype=np.int64)
-        done, live = self._split(indices)
-        if done:
-            yield np.asarray(done), np.stack([self._terminal(int(indices[j])) for j in done])
-        if live:
-            position = {int(indices[j]): j for j in live}
-            for envs, frames in self.venv.env_method_chunks(
-                "render_views", self.views, self.resolution, indices=list(position), chunk=self.chunk
-            ):
-                yield np.asarray([position[e] for e in envs]), np.stack(frames)
 
 
 def make_reward_vec_env(

@@ -106,10 +106,6 @@ class Stage1Config(Config):
     """Worker processes for vec_env='workers'; None: one per available core (at most n_envs)."""
     worker_threads: int = Field(1, ge=1)
     """Threads of each worker's pools (OpenMP, MKL, torch, Mesa llvmpipe), set before they start."""
-    render_chunk: int = Field(0, ge=0)
-    """vec_env='workers': each worker sends its reward frames this many envs at a time, and the learner
-    embeds each chunk while the workers render the rest (same frames and reward up to the model's
-    batching; bench/train_fast_path.py measures the speed). 0: all frames of a step at once."""
     checkpoint_every: int = Field(50_000, ge=1)
     """Env steps between checkpoints (model, curriculum state, VecNormalize)."""
     eval_every: int = Field(20_000, ge=0)

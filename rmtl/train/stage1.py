@@ -38,7 +38,7 @@ from rmtl.train.train_env import (
 )
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
-                      "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "render_chunk", "device"}
+                      "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device"}
 """Fields a resumed run may change; any other difference is refused."""
 
 LOGS = ("eval.csv", "curriculum.csv", "summary.json")

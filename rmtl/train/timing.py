@@ -3,8 +3,8 @@
 :class:`Timings` accumulates wall seconds per named part; :class:`SimTimer` (a vec-env
 wrapper directly above the raw sub-envs) times simulation, :class:`TimedSource` wraps
 the reward's :class:`~rmtl.reward.EmbeddingSource` and splits its time into rendering
-(the lazy ``render`` it is given; when frames stream, the learner's waits for them) and
-the rest (embedding, cache lookups). The training callback adds rollout and update times. Parts overlap nothing, except that the
+(the lazy ``render`` it is given) and the rest (embedding, cache lookups). The training
+callback adds rollout and update times. Parts overlap nothing, except that the
 terminal-step frames rendered inside the sub-envs (1 step in 40) count as simulation.
 """
 
@@ -99,42 +99,22 @@ class TimedSource:
         return dict(st()) if callable(st) else {}
 
     def __call__(self, states: np.ndarray, render):
-        timed = _TimedRender(render)
+        rendered = [0.0]
+
+        def timed_render(indices):
+            t = time.perf_counter()
+            frames = render(indices)
+            rendered[0] += time.perf_counter() - t
+            return frames
+
         embed_before = self.timings.seconds.get("embedding", 0.0)
         t0 = time.perf_counter()
-        out = self.inner(states, timed)
+        out = self.inner(states, timed_render)
         total = time.perf_counter() - t0
-        self.timings.add("rendering", timed.seconds, len(states))
+        self.timings.add("rendering", rendered[0], len(states))
         if self.cached:
             embedded = self.timings.seconds.get("embedding", 0.0) - embed_before
-            self.timings.add("cache_lookup", max(0.0, total - timed.seconds - embedded), len(states))
+            self.timings.add("cache_lookup", max(0.0, total - rendered[0] - embedded), len(states))
         else:
-            self.timings.add("embedding", max(0.0, total - timed.seconds), len(states))
+            self.timings.add("embedding", max(0.0, total - rendered[0]), len(states))
         return out
-
-
-class _TimedRender:
-    """A FrameRenderer proxy adding its time, and when frames stream the waits for each chunk, to ``seconds``."""
-
-    def __init__(self, render: Any):
-        self.render, self.seconds = render, 0.0
-        self.chunks = None if getattr(render, "chunks", None) is None else self._chunks
-
-    def __call__(self, indices):
-        t = time.perf_counter()
-        try:
-            return self.render(indices)
-        finally:
-            self.seconds += time.perf_counter() - t
-
-    def _chunks(self, indices):
-        chunks = self.render.chunks(indices)
-        while True:
-            t = time.perf_counter()
-            try:
-                chunk = next(chunks)
-            except StopIteration:
-                return
-            finally:
-                self.seconds += time.perf_counter() - t
-            yield chunk

@@ -133,7 +133,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
                 source = VLMEmbeddingSource(vlm, config.reward.batch_size)
         timed = TimedSource(source, timings)
         venv = reward_env = VLMRewardVecEnv(venv, task_reward_config(config, task), vlm=vlm, source=timed,
-                                            phase_selector=rule, render_chunk=config.render_chunk)
+                                            phase_selector=rule)
     else:
         venv = reward_env = DenseRewardVecEnv(venv, config.dense, task.dense_reward if task is not None else None)
     if config.phase_input:

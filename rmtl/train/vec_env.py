@@ -8,18 +8,13 @@ the same cores. :class:`ProcessGroupVecEnv` puts ``n_envs / workers`` envs in ea
 Mesa's llvmpipe rasteriser) to ``threads_per_worker`` before anything starts them, so
 nothing oversubscribes. ``env_method`` calls (rendering the reward views) run in all
 workers at once. Env ``i`` is env ``i % per_worker`` of worker ``i // per_worker``.
-
-:meth:`ProcessGroupVecEnv.env_method_chunks` streams such a call: each worker sends its
-results a few envs at a time, so the learner can embed the first frames while the
-workers still render the rest (the reward wrapper uses it when the vec env has it).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from multiprocessing.connection import wait
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -55,10 +50,6 @@ def _worker(remote, parent_remote, fns_wrapper: CloudpickleWrapper, threads: int
             elif cmd == "env_method":
                 name, args, kwargs, idx = data
                 remote.send(venv.env_method(name, *args, indices=idx, **kwargs))
-            elif cmd == "env_method_chunks":
-                name, args, kwargs, idx, chunk = data
-                for start in range(0, len(idx), chunk):
-                    remote.send(venv.env_method(name, *args, indices=idx[start:start + chunk], **kwargs))
             elif cmd == "get_attr":
                 remote.send(venv.get_attr(data[0], indices=data[1]))
             elif cmd == "set_attr":
@@ -172,27 +163,6 @@ class ProcessGroupVecEnv(VecEnv):
 
     def env_method(self, method_name: str, *method_args, indices: VecEnvIndices = None, **method_kwargs) -> list[Any]:
         return self._call("env_method", lambda js: (method_name, method_args, method_kwargs, js), indices)
-
-    def env_method_chunks(self, method_name: str, *method_args, indices: VecEnvIndices = None, chunk: int = 1,
-                          **method_kwargs) -> Iterator[tuple[list[int], list[Any]]]:
-        """``env_method`` streamed: yields (env indices, their results) as each worker finishes
-        ``chunk`` of its envs, in arrival order. Consume it to the end: the workers send every chunk."""
-        if chunk < 1:
-            raise ValueError(f"chunk must be at least 1, got {chunk}")
-        _, local = self._scatter(indices)
-        pending: dict[int, list[list[int]]] = {}
-        for w, js in local.items():
-            self.remotes[w].send(("env_method_chunks", (method_name, method_args, method_kwargs, js, int(chunk))))
-            pending[w] = [js[s:s + chunk] for s in range(0, len(js), chunk)]
-        worker_of = {id(self.remotes[w]): w for w in pending}
-        while pending:
-            for remote in wait([self.remotes[w] for w in pending]):
-                w = worker_of[id(remote)]
-                values = remote.recv()
-                js = pending[w].pop(0)
-                if not pending[w]:
-                    del pending[w]
-                yield [self._groups[w][j] for j in js], values
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         return self._call("get_attr", lambda js: (attr_name, js), indices)
