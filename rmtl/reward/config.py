@@ -22,7 +22,7 @@ class RewardConfig(Config):
     device: str | None = None
     """Torch device; None: CUDA when present, else CPU."""
     precision: str | None = None
-    """fp32, amp_bf16, bf16, fp16 or amp; None: amp_bf16 on CUDA, fp32 on CPU."""
+    """fp32, amp_bf16, bf16, fp16 or amp; None: amp_bf16 on CUDA, bf16 on a CPU with native bf16, else fp32."""
     alpha: float = Field(0.9, ge=0, le=1)
     """Projection mix: 0 is cosine similarity, 1 projects onto the goal-baseline direction only."""
     views: ViewNames = VIEW_NAMES

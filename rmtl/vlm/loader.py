@@ -353,7 +353,7 @@ def load_vlm(
 ) -> VLM:
     """Load an OpenCLIP model by spec (see :mod:`rmtl.vlm.spec`) on the best device.
 
-    Device: CUDA when present, else CPU. Precision: bf16 autocast on CUDA, fp32 on CPU.
+    Device: CUDA when present, else CPU. Precision (None): :func:`select_precision`.
     Raises :class:`~rmtl.errors.ModelLoadError` (one line) when the spec is malformed,
     unknown, or its weights are not available.
     """
