@@ -131,6 +131,16 @@ def test_report_table_and_cli(run, tmp_path):
     bare = shutil.copytree(run, tmp_path / "bare", ignore=shutil.ignore_patterns("selection.json"))
     md = stage1_report([bare], tmp_path / "rep2")["success_table_md"].read_text()
     assert "not computed" in md
+    # A run kept as its logs only (no checkpoints) is reported from eval.csv, beside a selected run.
+    logs = tmp_path / "logs_only"
+    logs.mkdir()
+    for name in ("config.yaml", "eval.csv", "curriculum.csv"):
+        shutil.copy(run / name, logs / name)
+    paths = stage1_report([run, logs], tmp_path / "rep3", select=True, validation_episodes=3, test_episodes=4)
+    full, kept = read_csv(paths["success_table_csv"])
+    assert full["final_test_success"] != "" and kept["final_test_success"] == "" and kept["last5_n"] == 5
+    assert kept["last5_mean_success"] == pytest.approx(full["last5_mean_success"])
+    assert "eval.csv only" in paths["success_table_md"].read_text()
     app = typer.Typer()
     app.add_typer(train_app, name="train")
     app.command("report")(report_cmd)

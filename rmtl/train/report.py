@@ -13,7 +13,8 @@
 - ``success_table.csv/.md``: per run, the final checkpoint and the best checkpoint on
   validation seeds, both on the test seeds, and the mean of the last 5 periodic
   evaluations, each with a 95% CI (rmtl.train.selection; with ``select`` the selection
-  is computed or brought up to date, else read from each run's ``selection.json``).
+  is computed or brought up to date, else read from each run's ``selection.json``). A run
+  directory with no checkpoints (only its logs, as kept in results/) gets the last-5 mean only.
 """
 
 from __future__ import annotations
@@ -196,7 +197,9 @@ def success_table(runs: Sequence[dict[str, Any]], out: Path, *, select: bool, va
 
     rows = []
     for r in runs:
-        sel = (select_checkpoint(r["dir"], validation_episodes, test_episodes) if select
+        # A run kept only as its logs (eval.csv, e.g. from results/) has no checkpoints to select from.
+        has_checkpoints = any((Path(r["dir"]) / "checkpoints").glob("step_*/model.zip"))
+        sel = (select_checkpoint(r["dir"], validation_episodes, test_episodes) if select and has_checkpoints
                else load_selection(r["dir"])) or {}
         final, best = sel.get("final", {}), sel.get("best", {})
         ft, bt, bv = final.get("test", {}), best.get("test", {}), best.get("validation", {})
@@ -229,6 +232,8 @@ def success_table(runs: Sequence[dict[str, Any]], out: Path, *, select: bool, va
            + (f" ({first['test_episodes']} episodes from seed {first['test_seed']}; the best checkpoint chosen on "
               f"{first['validation_episodes']} validation episodes from seed {first['validation_seed']})" if first else
               " (not computed: `rmtl report --select` or `rmtl train select RUN`)")
+           + (" (runs without checkpoints: their eval.csv only)" if first and any(t["test_episodes"] == "" for t in rows)
+              else "")
            + f"; last {LAST_N}: the mean of the last periodic evaluations (eval.csv), pooled Wilson 95% CI. "
            "Every evaluation: final curriculum stage, deterministic actions."]
     paths["success_table_md"] = out / "success_table.md"

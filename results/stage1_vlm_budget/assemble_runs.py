@@ -1,0 +1,39 @@
+"""Run directories for `rmtl report` from the committed results of earlier sessions.
+
+The stores and checkpoints of earlier sessions are gone (only results/ is committed), so
+each earlier run becomes a directory with a two-line config.yaml (variant, seed) and its
+committed eval.csv / curriculum.csv; `rmtl report` reads nothing else for Fig. 5 and 6.
+Runs of this session are passed to `rmtl report` as their own directories.
+
+    python results/stage1_vlm_budget/assemble_runs.py OUT_DIR
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent.parent
+EARLIER = {
+    # name: (variant, seed, eval.csv, curriculum.csv or None)
+    "rmtl_s0": ("rmtl", 0, "stage1_fast/eval.csv", "stage1_fast/curriculum.csv"),
+    "rmtl_phase_offset_s0": ("rmtl_phase_offset", 0, "stage1_phase_offset/eval.csv",
+                             "stage1_phase_offset/curriculum.csv"),
+    "dense_reference_s0": ("dense_reference", 0, "stage1_session1/dense_reference_eval.csv", None),
+}
+
+
+def main(out: Path) -> None:
+    for name, (variant, seed, eval_csv, curriculum_csv) in EARLIER.items():
+        d = out / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.yaml").write_text(f"variant: {variant}\nseed: {seed}\n")
+        shutil.copy(RESULTS / eval_csv, d / "eval.csv")
+        if curriculum_csv:
+            shutil.copy(RESULTS / curriculum_csv, d / "curriculum.csv")
+        print(d)
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
