@@ -3,7 +3,8 @@
 The stores and checkpoints of earlier sessions are gone (only results/ is committed), so
 each earlier run becomes a directory with a two-line config.yaml (variant, seed) and its
 committed eval.csv / curriculum.csv; `rmtl report` reads nothing else for Fig. 5 and 6.
-Runs of this session are passed to `rmtl report` as their own directories.
+With a run's selection.json beside its eval.csv, the success table gets its final and
+best-on-validation rows too.
 
     python results/stage1_vlm_budget/assemble_runs.py OUT_DIR
 """
@@ -16,11 +17,17 @@ from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent.parent
 EARLIER = {
-    # name: (variant, seed, eval.csv, curriculum.csv or None)
+    # name: (variant, seed, eval.csv, curriculum.csv or None); a selection.json beside eval.csv is copied too
     "rmtl_s0": ("rmtl", 0, "stage1_fast/eval.csv", "stage1_fast/curriculum.csv"),
     "rmtl_phase_offset_s0": ("rmtl_phase_offset", 0, "stage1_phase_offset/eval.csv",
                              "stage1_phase_offset/curriculum.csv"),
     "dense_reference_s0": ("dense_reference", 0, "stage1_session1/dense_reference_eval.csv", None),
+    "single_prompt_multi_view_s0": ("single_prompt_multi_view", 0, "stage1_single_prompt/eval.csv",
+                                    "stage1_single_prompt/curriculum.csv"),
+    "dense_reference_s1": ("dense_reference", 1, "stage1_vlm_budget/dense_reference_s1/eval.csv",
+                           "stage1_vlm_budget/dense_reference_s1/curriculum.csv"),
+    "dense_reference_s2": ("dense_reference", 2, "stage1_vlm_budget/dense_reference_s2/eval.csv",
+                           "stage1_vlm_budget/dense_reference_s2/curriculum.csv"),
 }
 
 
@@ -32,6 +39,9 @@ def main(out: Path) -> None:
         shutil.copy(RESULTS / eval_csv, d / "eval.csv")
         if curriculum_csv:
             shutil.copy(RESULTS / curriculum_csv, d / "curriculum.csv")
+        selection = (RESULTS / eval_csv).parent / "selection.json"
+        if selection.is_file() and eval_csv.endswith("/eval.csv"):
+            shutil.copy(selection, d / "selection.json")
         print(d)
 
 
