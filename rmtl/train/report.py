@@ -193,12 +193,14 @@ def _ci(rate: Any, lo: Any, hi: Any) -> str:
 def success_table(runs: Sequence[dict[str, Any]], out: Path, *, select: bool, validation_episodes: int,
                   test_episodes: int) -> dict[str, Path]:
     """``success_table.csv/.md``: final and best-on-validation (both on test seeds) and last-5 success per run."""
-    from rmtl.train.selection import LAST_N, last_evaluations, load_selection, select_checkpoint
+    from rmtl.train.selection import LAST_N, find_checkpoints, last_evaluations, load_selection, select_checkpoint
 
     rows = []
+    logs_only = False
     for r in runs:
         # A run kept only as its logs (eval.csv, e.g. from results/) has no checkpoints to select from.
-        has_checkpoints = any((Path(r["dir"]) / "checkpoints").glob("step_*/model.zip"))
+        has_checkpoints = bool(find_checkpoints(r["dir"]))
+        logs_only |= not has_checkpoints
         sel = (select_checkpoint(r["dir"], validation_episodes, test_episodes) if select and has_checkpoints
                else load_selection(r["dir"])) or {}
         final, best = sel.get("final", {}), sel.get("best", {})
@@ -232,8 +234,7 @@ def success_table(runs: Sequence[dict[str, Any]], out: Path, *, select: bool, va
            + (f" ({first['test_episodes']} episodes from seed {first['test_seed']}; the best checkpoint chosen on "
               f"{first['validation_episodes']} validation episodes from seed {first['validation_seed']})" if first else
               " (not computed: `rmtl report --select` or `rmtl train select RUN`)")
-           + (" (runs without checkpoints: their eval.csv only)" if first and any(t["test_episodes"] == "" for t in rows)
-              else "")
+           + (" (runs without checkpoints: their eval.csv only)" if logs_only else "")
            + f"; last {LAST_N}: the mean of the last periodic evaluations (eval.csv), pooled Wilson 95% CI. "
            "Every evaluation: final curriculum stage, deterministic actions."]
     paths["success_table_md"] = out / "success_table.md"

@@ -52,10 +52,15 @@ def check_seed_ranges(ranges: dict[str, tuple[int, int]]) -> None:
                               "evaluation seed ranges must be disjoint")
 
 
-def run_checkpoints(run_dir: str | Path) -> list[Path]:
-    """Checkpoint directories of a Stage-1 run (``checkpoints/step_*`` with a model.zip), by step."""
+def find_checkpoints(run_dir: str | Path) -> list[Path]:
+    """Checkpoint directories of a Stage-1 run (``checkpoints/step_*`` with a model.zip), by step; may be empty."""
     root = Path(run_dir) / "checkpoints"
-    cks = sorted(p for p in root.glob("step_*") if (p / "model.zip").is_file())
+    return sorted(p for p in root.glob("step_*") if (p / "model.zip").is_file())
+
+
+def run_checkpoints(run_dir: str | Path) -> list[Path]:
+    """:func:`find_checkpoints`, refusing a run that has none."""
+    cks = find_checkpoints(run_dir)
     if not cks:
         raise ConfigError(f"{run_dir} has no checkpoints (checkpoints/step_*/model.zip)")
     return cks
