@@ -56,9 +56,6 @@ def main(argv=None) -> int:
     from rmtl.provenance import run_record
     from rmtl.vlm import load_vlm
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from train_fast_path import cpu_model
-
     if args.threads:
         torch.set_num_threads(args.threads)
     vlm = load_vlm(args.model, precision="fp32")
@@ -72,7 +69,7 @@ def main(argv=None) -> int:
     out = {"images_per_s_median": med, "bf16_over_fp32": round(med["bf16"] / med["fp32"], 2), "runs": runs,
            "model": args.model, "parameters": sum(q.numel() for q in visual.parameters()),
            "image_size": vlm.image_size, "batch": args.batch, "threads": torch.get_num_threads(),
-           "cpu": cpu_model(), "run": run_record()}
+           "run": run_record()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1, default=str))
     print(f"image tower ({out['parameters'] / 1e6:.1f}M parameters, {vlm.image_size} px, batch {args.batch}, "

@@ -69,17 +69,6 @@ def run_path(name: str, args, vlms: dict) -> dict:
             "render": over["env"]["render"], "precision": vlms[fast].precision, "vec_env": over["vec_env"]}
 
 
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), else platform's processor string."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="rmtl-fetch-tiny")
@@ -96,7 +85,7 @@ def main(argv=None) -> int:
     import torch
 
     import rmtl  # noqa: F401
-    from rmtl.provenance import run_record
+    from rmtl.provenance import cpu_model, run_record
     from rmtl.vlm import load_vlm
 
     if args.render is None:

@@ -69,14 +69,26 @@ def versions() -> dict[str, str]:
     return out
 
 
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else platform's processor string: speeds differ by CPU."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def run_record(config: Any = None, seed: int | None = None, **extra: Any) -> dict[str, Any]:
-    """A JSON-able record of a run: command line, time, host, seed, versions, commit, config."""
+    """A JSON-able record of a run: command line, time, host, CPU, seed, versions, commit, config."""
     if hasattr(config, "model_dump"):
         config = config.model_dump(mode="json")
     return {
         "command": " ".join(sys.argv),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": platform.node(),
+        "cpu": cpu_model(),
         "seed": seed,
         "git_commit": git_commit(),
         "versions": versions(),

@@ -107,6 +107,7 @@ def test_render_and_embed_summary_and_cache(tmp_path):
         assert Path(p).is_file()
     record = json.loads(Path(summary["run_record"]).read_text())
     assert record["config"]["model"] == MODEL and "git_commit" in record and "versions" in record
+    assert isinstance(record["cpu"], str)  # speeds differ by CPU: every run names it
     with DatasetStore.open(cfg.store) as store:
         cache = StateCache.open(store, summary["model_id"])
         assert cache.status == "loaded"
