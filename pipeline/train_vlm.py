@@ -103,6 +103,10 @@ class TrainVLMConfig(Config):
     """Steps between resumable checkpoints."""
     device: str | None = None
     """'cuda', 'cpu' or None for the best available."""
+    bf16_autocast: bool | None = None
+    """Run forward passes under bf16 autocast (weights and optimiser stay fp32). None: on
+    CUDA and on CPUs with native bf16 (1.3x the fp32 training speed of the image tower on
+    a 2-core AVX512-BF16 CPU, results/bench/amd_epyc/image_tower_training.json)."""
     keep_best: bool = True
     """Ship the weights of the held-out evaluation with the best worst-gate ratio
     (:func:`gate_margin`) instead of the last step's."""
@@ -351,6 +355,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     from rmtl.provenance import write_run_record
     from rmtl.reward.prompts import PromptConfig
     from rmtl.vlm import load_vlm
+    from rmtl.vlm.loader import cpu_has_bf16
     from rmtl.tasks.fetch_lift.captions import sample_captions
     from rmtl.vlm.model import preprocess_batch
 
@@ -362,7 +367,8 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     model, device = vlm.model, vlm.device
     if cfg.reset_text_tower and not (out / "checkpoint.pt").is_file():  # a resumed run loads its own weights
         reset_text_tower(vlm, cfg.model, cfg.device)
-    use_bf16 = device.type == "cuda"
+    use_bf16 = cfg.bf16_autocast if cfg.bf16_autocast is not None else (
+        device.type == "cuda" or (device.type == "cpu" and cpu_has_bf16()))
     holdout = data.holdout_mask(cfg.holdout_fraction)
     train_rows = np.flatnonzero(~holdout)
     eval_rows = np.flatnonzero(holdout & data.expert)
@@ -504,6 +510,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     key = f"step_{metrics['selected_step']}"
     metrics["final"] = metrics[key] if key in metrics else held_out_metrics()
     metrics["train_seconds"] = time.perf_counter() - t0
+    metrics["bf16_autocast"] = bool(use_bf16)
     save_model(vlm, cfg.model, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     with open(out / "train_log.csv", "w", newline="") as f:

@@ -6,7 +6,8 @@ A command made by :func:`config_command` takes
 - ``--config FILE``: a YAML file of the config's fields (what ``Config.to_yaml`` writes);
 - one option per field (``--noise-std 0.2``; booleans as ``--flag/--no-flag`` pairs, or
   taking a value, ``--keep-best false``, for commands that always took one; tuples as comma
-  lists ``--stages 0,1``; nested configs as a JSON/YAML mapping ``--render '{...}'``), with
+  lists ``--stages 0,1``, and a repeated option adds to the list (``--checkpoint A
+  --checkpoint B`` is ``--checkpoint A,B``); nested configs as a JSON/YAML mapping ``--render '{...}'``), with
   the field's docstring as help and its bounds as the option's range;
 - aliases: short names for nested fields kept from earlier versions (``--steps`` for
   ``total_timesteps``, ``--model`` for ``reward.model``; for a boolean, a flag pair);
@@ -127,6 +128,8 @@ class _Kind:
             self.parser = _number(ann)
         elif ann in (int, float):
             self.cli_type = ann
+        elif self.sequence:
+            self.cli_type = list[str]  # repeatable: every occurrence adds to the comma list
 
     def option(self, flag: str) -> Any:
         lo = next((m.ge for m in self.field.metadata if isinstance(m, Ge)), None)
@@ -143,11 +146,13 @@ class _Kind:
         help_text = (self.field.description or "").split("\n")[0] or None
         return typer.Argument(None, help=help_text, show_default=False)
 
-    def value(self, given: Any, flag: str) -> Any:
+    def value(self, given: Any, flag: str, positional: bool = False) -> Any:
         if given is None or (isinstance(given, list) and not given):
             return _UNSET
-        if isinstance(given, list):  # a positional argument taking several values
+        if isinstance(given, list) and positional:  # a positional argument taking several values
             return given
+        if isinstance(given, list):  # a repeated option: --x a --x b,c is --x a,b,c
+            given = ",".join(str(g) for g in given)
         if (self.sequence or self.nested) and str(given).lower() == "none" and self.optional:
             return None
         if given is _NONE_GIVEN:
@@ -224,7 +229,7 @@ def config_command(
         file_values = read_config_file(params.pop(CONFIG_PARAM))
         cli: dict[str, Any] = {}
         for pname, (flag, dotted, kind) in kinds.items():
-            value = kind.value(params.pop(pname), flag)
+            value = kind.value(params.pop(pname), flag, positional=pname in args)
             if value is not _UNSET:
                 cli = deep_merge(cli, _nest(dotted, value))
         cli = deep_merge(cli, parse_overrides(params.pop(SET_PARAM) or []))

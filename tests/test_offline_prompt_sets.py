@@ -128,7 +128,6 @@ def test_prompt_study_metrics_are_the_quality_metrics(store, sets_dir, tmp_path)
     single prompt is its own flatness reference."""
     from pipeline.embed_text import embed_text
     from pipeline.prompt_study import prompt_study
-    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
     from pipeline.render_and_embed import quality_summary
     from rmtl.reward.prompt_sets import load_prompt_sets
 

@@ -62,6 +62,24 @@ def test_train_saves_loadable_model_and_resumes(tmp_path, data):
     assert json.loads((tmp_path / "metrics.json").read_text())["steps_done"] == 5
 
 
+def test_bf16_autocast_trains_fp32_weights_and_is_recorded(tmp_path, data):
+    import torch
+
+    from rmtl.vlm import load_vlm
+
+    for flag in (True, False):
+        cfg = TrainVLMConfig.make(steps=2, batch_size=8, warmup_steps=0, eval_every=2, checkpoint_every=2,
+                                  holdout_fraction=0.5, device="cpu", bf16_autocast=flag, keep_best=False)
+        vlm = load_vlm("rmtl-fetch-tiny@random", device="cpu", precision="fp32")
+        start = {k: v.clone() for k, v in vlm.model.state_dict().items()}
+        metrics = train_reward_vlm(data, cfg, tmp_path / str(flag), progress=False, vlm=vlm)
+        assert metrics["bf16_autocast"] is flag
+        state = vlm.model.state_dict()
+        assert all(v.dtype == torch.float32 for v in state.values() if v.is_floating_point())
+        changed = [k for k in start if not torch.equal(start[k], state[k])]
+        assert any(k.startswith("visual.") for k in changed) and any(not k.startswith("visual.") for k in changed)
+
+
 def test_gate_margin_is_the_worst_gate_ratio():
     m = {"mean": {"approach_spearman": 0.8, "align_spearman": 0.45, "grasp_auc": 1.0, "right_prompt_accuracy": 0.95}}
     assert gate_margin(m) == pytest.approx(0.5)
