@@ -28,6 +28,7 @@ EARLIER = {
                            "stage1_vlm_budget/dense_reference_s1/curriculum.csv"),
     "dense_reference_s2": ("dense_reference", 2, "stage1_vlm_budget/dense_reference_s2/eval.csv",
                            "stage1_vlm_budget/dense_reference_s2/curriculum.csv"),
+    "rmtl_s1": ("rmtl", 1, "stage1_vlm_budget/rmtl_s1/eval.csv", "stage1_vlm_budget/rmtl_s1/curriculum.csv"),
 }
 
 
