@@ -355,7 +355,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     from rmtl.provenance import write_run_record
     from rmtl.reward.prompts import PromptConfig
     from rmtl.vlm import load_vlm
-    from rmtl.vlm.loader import cpu_has_bf16
+    from rmtl.vlm.loader import select_precision
     from rmtl.tasks.fetch_lift.captions import sample_captions
     from rmtl.vlm.model import preprocess_batch
 
@@ -367,8 +367,8 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     model, device = vlm.model, vlm.device
     if cfg.reset_text_tower and not (out / "checkpoint.pt").is_file():  # a resumed run loads its own weights
         reset_text_tower(vlm, cfg.model, cfg.device)
-    use_bf16 = cfg.bf16_autocast if cfg.bf16_autocast is not None else (
-        device.type == "cuda" or (device.type == "cpu" and cpu_has_bf16()))
+    # None: the inference precision rule (bf16 on CUDA and on native-bf16 CPUs), as autocast
+    use_bf16 = cfg.bf16_autocast if cfg.bf16_autocast is not None else select_precision(device) != "fp32"
     holdout = data.holdout_mask(cfg.holdout_fraction)
     train_rows = np.flatnonzero(~holdout)
     eval_rows = np.flatnonzero(holdout & data.expert)
