@@ -15,27 +15,22 @@ from pipeline.gate_set import grouped_quality
 KEYS = ("approach_spearman", "align_spearman", "grasp_auc", "right_prompt_accuracy")
 
 
-def active_score_range(store_path: str, spec: str) -> dict[str, list[float]]:
+def active_score_range(store_path: str, spec: str, alpha: float = 0.9) -> dict[str, list[float]]:
     """p5/p95 of the rule-active paper prompt's multi-view score, per source."""
     from pipeline.gate_set import episode_groups
     from pipeline.store_models import resolve_model_id
+    from pipeline.store_rows import active, load_rows, per_view_scores
     from pipeline.stored_text import text_embeddings
-    from rmtl.reward.projection import goal_baseline_scores
-    from rmtl.env.state import gripper_cube_distance
-    from rmtl.phases import rule_phase
     from storage.dataset import DatasetStore
 
     with DatasetStore.open(store_path, "r") as store:
         mid = resolve_model_id(store, spec)
-        n = store.embedded_rows(mid)
-        cols = store.read(slice(0, n), fields=["state", "episode"])
-        text = text_embeddings(store, mid, None)
-        emb = store.embeddings(mid, slice(0, n)).astype(np.float32)
+        rows = load_rows(store, mid)
+        scores = per_view_scores(store, mid, text_embeddings(store, mid), [alpha], rows.rows)[0].mean(axis=1)
         groups = episode_groups(store)
-    scores = goal_baseline_scores(emb, text.goals, text.baseline, 0.9).mean(axis=1)  # [N, K]
-    active = scores[np.arange(n), rule_phase(gripper_cube_distance(cols["state"]))]
-    label = np.array([groups.get(int(e), "live") for e in cols["episode"]])
-    return {g: [round(float(np.percentile(active[label == g], q)), 3) for q in (5, 95)] for g in sorted(set(label))}
+    score = active(scores, rows.phase)
+    label = np.array([groups.get(int(e), "live") for e in rows.episode])
+    return {g: [round(float(np.percentile(score[label == g], q)), 3) for q in (5, 95)] for g in sorted(set(label))}
 
 
 def main() -> None:
