@@ -46,6 +46,8 @@ class Task:
     camera_bank: Mapping[str, Any]
     dense_reward: Callable[..., np.ndarray] | None = None
     """states -> the dense reference reward (without the success bonus)."""
+    oracle_progress: Callable[..., np.ndarray] | None = None
+    """(states, config) -> progress toward each micro-task's goal, [N, K] in [0, 1] (the oracle-scored diagnostic)."""
     captions: Callable[..., list[str]] | None = None
     """(states, rng) -> one VLM-training caption per state."""
     quality_metrics: Callable[..., dict] | None = None

@@ -138,7 +138,8 @@ class TrainStatsCallback(BaseCallback):
     - ``cache/<stat>``: whatever ``stats_fn()`` returns (e.g. the cache source's hit rate).
     """
 
-    REWARD_KEYS = ("vlm_reward", "vlm_score", "vlm_u", "env_reward", "dense_reward")
+    REWARD_KEYS = ("vlm_reward", "vlm_score", "vlm_u", "env_reward", "dense_reward", "oracle_reward", "oracle_score",
+                   "oracle_u")
 
     def __init__(self, timings: Timings | None = None, stats_fn: Callable[[], dict[str, float]] | None = None,
                  verbose: int = 0, phase_names: Sequence[str] = PHASES):

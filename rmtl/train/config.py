@@ -20,6 +20,7 @@ from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardConfig
 from rmtl.tasks import DEFAULT_TASK, task_names
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig
+from rmtl.tasks.fetch_lift.oracle_progress import OracleProgressConfig
 
 """Default scorer of real runs: the domain-trained tiny CLIP (see rmtl/vlm/registry.py)."""
 
@@ -86,10 +87,14 @@ class Stage1Config(Config):
     its own env, curriculum, phase rule, dense reference reward and (VLM variants) the goals of its
     micro-tasks (``env`` is pick-and-lift's)."""
     env: EnvConfig = EnvConfig()
-    reward_kind: Literal["vlm", "dense"] = "vlm"
-    """'vlm': phased multi-view VLM reward (rmtl.reward); 'dense': hand-written distance reward, no rendering."""
+    reward_kind: Literal["vlm", "dense", "oracle"] = "vlm"
+    """'vlm': phased multi-view VLM reward (rmtl.reward); 'dense': hand-written distance reward, no rendering;
+    'oracle': the phased reward with ``reward.shaping`` but an oracle scorer reading the state instead of
+    the VLM (diagnostic, no rendering; rmtl.train.oracle_reward)."""
     reward: RewardConfig = RewardConfig(model=DEFAULT_MODEL)
     dense: DenseRewardConfig = DenseRewardConfig()
+    oracle: OracleProgressConfig = OracleProgressConfig()
+    """The oracle scorer's goal states and scales (reward_kind 'oracle' only)."""
     cache: CacheConfig = CacheConfig()
     curriculum: bool = True
     """Reverse curriculum (paper stages); off trains on the final, fully random stage from the start."""
@@ -149,6 +154,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no_curriculum": {"curriculum": False},
     "no_phase_input": {"phase_input": False},
     "dense_reference": {"reward_kind": "dense"},
+    # Diagnostics (docs/stage1.md, "Oracle-scored diagnostic"): RMTL's phased reward and shaping with a
+    # perfect state-reading scorer in place of the VLM; they read privileged state, like the dense reference.
+    "oracle_rmtl": {"reward_kind": "oracle"},
+    "oracle_phase_offset": {"reward_kind": "oracle", "reward": {"shaping": {"phase_offset": True}}},
+    "oracle_no_curriculum": {"reward_kind": "oracle", "curriculum": False},
     # Shaping variants (docs/reward.md), labelled: RMTL with one switch flipped.
     "rmtl_phase_offset": {"reward": {"shaping": {"phase_offset": True}}},
     "rmtl_no_trend_momentum": {"reward": {"shaping": {"trend": False, "momentum": False}}},
@@ -162,6 +172,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "no_curriculum",
                   "no_phase_input", "dense_reference")
 SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum")
+ORACLE_VARIANTS = ("oracle_rmtl", "oracle_phase_offset", "oracle_no_curriculum")
 
 
 def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] | None = None,

@@ -4,7 +4,7 @@ The stack, innermost first::
 
     FetchPickAndLiftEnv (TerminalFrames for VLM rewards)  x n_envs, Dummy/SubprocVecEnv
     SimTimer                 times simulation
-    VLMRewardVecEnv | DenseRewardVecEnv   the reward
+    VLMRewardVecEnv | DenseRewardVecEnv | OracleRewardVecEnv   the reward
     PhaseObservation         phase one-hot (unless phase_input is off)
     VecMonitor               episode returns/lengths
     VecNormalize             only with normalize_observations
@@ -80,6 +80,24 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
     return config.reward.replace(prompts=PromptConfig.for_micro_tasks(task.micro_tasks, config.reward.prompts))
 
 
+def _oracle_reward_env(venv: Any, config: Stage1Config, task: Task | None, rule: Any) -> Any:
+    """The phased reward with the task's oracle scorer (rmtl.train.oracle_reward)."""
+    from rmtl.errors import ConfigError
+    from rmtl.train.oracle_reward import OracleRewardVecEnv
+
+    if task is None:
+        from rmtl.phases import PHASES
+        from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+
+        num_phases = len(PHASES)
+    elif task.oracle_progress is None:
+        raise ConfigError(f"task {task.name!r} defines no oracle progress; reward_kind 'oracle' needs one")
+    else:
+        oracle_progress, num_phases = task.oracle_progress, len(task.micro_tasks.names)
+    return OracleRewardVecEnv(venv, functools.partial(oracle_progress, config=config.oracle), config.reward.shaping,
+                              rule, num_phases, config.dense.add_env_reward)
+
+
 @dataclasses.dataclass
 class TrainEnv:
     """The training vec env and the parts of it the trainer talks to."""
@@ -134,6 +152,8 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
         timed = TimedSource(source, timings)
         venv = reward_env = VLMRewardVecEnv(venv, task_reward_config(config, task), vlm=vlm, source=timed,
                                             phase_selector=rule)
+    elif config.reward_kind == "oracle":
+        venv = reward_env = _oracle_reward_env(venv, config, task, rule)
     else:
         venv = reward_env = DenseRewardVecEnv(venv, config.dense, task.dense_reward if task is not None else None)
     if config.phase_input:

@@ -13,6 +13,7 @@ from rmtl.layout import ACTION_FIELDS, layout
 from rmtl.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
 
 
 def _make_env(**overrides: Any) -> Any:
@@ -49,5 +50,5 @@ def fetch_lift_task() -> Task:
         name="fetch_lift", make_env=_make_env, key_spec=KEY_SPEC, layout=layout, action_dim=len(ACTION_FIELDS),
         micro_tasks=MICRO_TASKS, phase_measure=gripper_cube_distance, expert=_expert,
         curriculum_stages=PAPER_STAGES, camera_bank=CAMERA_BANK, dense_reward=_dense_reward, captions=_captions,
-        quality_metrics=_quality,
+        quality_metrics=_quality, oracle_progress=oracle_progress,
     )
