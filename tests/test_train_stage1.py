@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from rmtl.errors import ConfigError
-from rmtl.train.config import VARIANTS, stage1_config
+from rmtl.train.config import ORACLE_VARIANTS, VARIANTS, stage1_config
 
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
 SMOKE_STEPS = 128  # 4 PPO updates of 2 envs x 16 steps
-SHAPING_ONLY = ("rmtl_phase_offset", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only")
+SHAPING_ONLY = ("rmtl_phase_offset", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only",
+                "oracle_phase_offset", "oracle_level_only", "oracle_phase_offset_level_only")
 
 
 def smoke_steps(variant: str) -> int:
@@ -104,6 +105,9 @@ def test_variant_trains_checkpoints_and_evaluates(runs, variant):
     assert {"time/env_steps_per_s", "curriculum/stage", "rollout/success_rate", "time/ms_per_step_simulation"} <= keys
     if variant == "dense_reference":
         assert "reward/dense_reward" in keys and "reward/vlm_reward" not in keys
+    elif variant in ORACLE_VARIANTS:
+        assert {"reward/oracle_reward", "reward/oracle_u"} <= keys and "reward/vlm_reward" not in keys
+        assert not any(float(r.get("time/ms_per_step_rendering") or 0) for r in progress)  # no rendering
     else:
         assert {"reward/vlm_reward", "reward/vlm_score", "time/ms_per_step_rendering",
                 "time/ms_per_step_embedding"} <= keys
@@ -111,7 +115,7 @@ def test_variant_trains_checkpoints_and_evaluates(runs, variant):
     assert summary["env_steps"] == n
     cur = summary["curriculum"]
     assert sum(cur["steps_per_stage"]) == n
-    assert cur["curriculum"]["stage_index"] == (4 if variant == "no_curriculum" else 0)
+    assert cur["curriculum"]["stage_index"] == (4 if variant in ("no_curriculum", "oracle_no_curriculum") else 0)
     assert sum(cur["episodes_per_stage"]) == n // 16  # 2 envs x 16-step episodes
 
 

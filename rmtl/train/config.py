@@ -159,6 +159,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "oracle_rmtl": {"reward_kind": "oracle"},
     "oracle_phase_offset": {"reward_kind": "oracle", "reward": {"shaping": {"phase_offset": True}}},
     "oracle_no_curriculum": {"reward_kind": "oracle", "curriculum": False},
+    "oracle_level_only": {"reward_kind": "oracle", "reward": {"shaping": {"trend": False, "momentum": False}}},
+    "oracle_phase_offset_level_only": {"reward_kind": "oracle",
+                                       "reward": {"shaping": {"phase_offset": True, "trend": False, "momentum": False}}},
     # Shaping variants (docs/reward.md), labelled: RMTL with one switch flipped.
     "rmtl_phase_offset": {"reward": {"shaping": {"phase_offset": True}}},
     "rmtl_no_trend_momentum": {"reward": {"shaping": {"trend": False, "momentum": False}}},
@@ -172,7 +175,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
 PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "no_curriculum",
                   "no_phase_input", "dense_reference")
 SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum")
-ORACLE_VARIANTS = ("oracle_rmtl", "oracle_phase_offset", "oracle_no_curriculum")
+ORACLE_VARIANTS = ("oracle_rmtl", "oracle_phase_offset", "oracle_no_curriculum", "oracle_level_only",
+                   "oracle_phase_offset_level_only")
 
 
 def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] | None = None,

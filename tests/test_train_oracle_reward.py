@@ -1,0 +1,88 @@
+"""The oracle-scored diagnostic: its progress geometry, and that its reward is RMTL's shaping of it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, GRIPPER_POS, STATE_DIM
+from rmtl.phases import ALIGN, APPROACH, GRASP
+from rmtl.reward.shaping import RewardShaper, ShapingConfig
+from rmtl.tasks.fetch_lift.oracle_progress import OracleProgressConfig, oracle_progress
+
+CUBE = np.array([1.3, 0.75, CUBE_REST_HEIGHT])
+
+
+def state(gripper, cube=CUBE) -> np.ndarray:
+    s = np.zeros(STATE_DIM, dtype=np.float32)
+    s[GRIPPER_POS], s[CUBE_POS] = gripper, cube
+    s[CUBE_REL_POS] = np.asarray(cube) - np.asarray(gripper)
+    return s
+
+
+def test_progress_is_one_at_each_goal_and_falls_with_distance_to_it():
+    cfg = OracleProgressConfig()
+    above = CUBE + [0, 0, cfg.approach_height]
+    lifted = CUBE + [0, 0, cfg.lift_target]
+    p = oracle_progress(np.stack([state(above), state(CUBE), state(lifted, lifted)]))
+    assert p[0, APPROACH] == pytest.approx(1.0, abs=1e-5) and p[1, ALIGN] == pytest.approx(1.0, abs=1e-5)
+    assert p[2, GRASP] == pytest.approx(1.0, abs=1e-5) and p[1, GRASP] == pytest.approx(0.0, abs=1e-5)  # at the cube, not lifted
+    far = oracle_progress(np.stack([state(above + [0.1 * k, 0, 0]) for k in range(6)]))
+    assert np.all(np.diff(far[:, APPROACH]) < 0) and np.all(far[2:, ALIGN] == 0.0)  # align is 0 beyond 0.15 m
+    # a lifted cube far from the gripper (knocked up, not held) is no grasp progress
+    assert oracle_progress(state(CUBE + [0.2, 0, 0], lifted))[0, GRASP] == 0.0
+    assert np.all((p >= 0) & (p <= 1))
+
+
+def test_oracle_reward_is_rmtl_shaping_of_the_progress():
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.env.state import gripper_cube_distance
+    from rmtl.phases import rule_phase
+    from rmtl.train.oracle_reward import OracleRewardVecEnv
+
+    shaping = ShapingConfig()
+    venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(max_episode_steps=6) for _ in range(2)])
+    venv.seed(3)
+    env = OracleRewardVecEnv(venv, oracle_progress, shaping)
+    ref = RewardShaper(2, shaping, 3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    ends = 0
+    for _ in range(14):
+        obs, reward, dones, infos = env.step(rng.uniform(-1, 1, (2, 4)).astype(np.float32))
+        states = np.array([i["terminal_observation"]["observation"] if d else o
+                           for o, d, i in zip(obs["observation"], dones, infos)])
+        prog = oracle_progress(states)
+        phases = np.asarray(rule_phase(gripper_cube_distance(states)))
+        out = ref(0.45 + 0.25 * prog[np.arange(2), phases], phases)
+        ref.reset(dones)
+        bonus = np.array([i["env_reward"] for i in infos])
+        np.testing.assert_allclose(reward, out.reward + bonus, atol=1e-6)
+        # scores on the scale of the initial bounds: the bounds never move and u is the active progress
+        np.testing.assert_allclose([i["oracle_u"] for i in infos], prog[np.arange(2), phases], atol=1e-5)
+        assert [i["oracle_phase"] for i in infos] == phases.tolist()
+        ends += int(dones.sum())
+    assert ends >= 2  # episode ends were scored on their terminal state
+    venv.close()
+
+
+def test_oracle_variants_differ_from_rmtl_only_in_the_scorer():
+    from rmtl.train.config import ORACLE_VARIANTS, stage1_config
+
+    rmtl = stage1_config("rmtl").model_dump()
+    level_only = {"trend": False, "momentum": False}
+    twins = {"oracle_rmtl": stage1_config("rmtl"), "oracle_phase_offset": stage1_config("rmtl_phase_offset"),
+             "oracle_no_curriculum": stage1_config("no_curriculum"),
+             "oracle_level_only": stage1_config("rmtl_no_trend_momentum"),
+             "oracle_phase_offset_level_only": stage1_config("rmtl_phase_offset",
+                                                             reward={"shaping": level_only})}
+    assert set(twins) == set(ORACLE_VARIANTS)
+    for name, twin in twins.items():
+        a, b = stage1_config(name).model_dump(), twin.model_dump()
+        assert a["reward_kind"] == "oracle" and b["reward_kind"] == "vlm"
+        diff = {k for k in a if a[k] != b[k]}
+        assert diff == {"variant", "reward_kind"}, diff
+    assert stage1_config("oracle_rmtl").reward.shaping == stage1_config("rmtl").reward.shaping == ShapingConfig()
+    assert rmtl["oracle"] == OracleProgressConfig().model_dump()
