@@ -72,12 +72,10 @@ def test_oracle_variants_differ_from_rmtl_only_in_the_scorer():
     from rmtl.train.config import ORACLE_VARIANTS, stage1_config
 
     rmtl = stage1_config("rmtl").model_dump()
-    level_only = {"trend": False, "momentum": False}
     twins = {"oracle_rmtl": stage1_config("rmtl"), "oracle_phase_offset": stage1_config("rmtl_phase_offset"),
              "oracle_no_curriculum": stage1_config("no_curriculum"),
              "oracle_level_only": stage1_config("rmtl_no_trend_momentum"),
-             "oracle_phase_offset_level_only": stage1_config("rmtl_phase_offset",
-                                                             reward={"shaping": level_only})}
+             "oracle_phase_offset_level_only": stage1_config("rmtl_phase_offset_level_only")}
     assert set(twins) == set(ORACLE_VARIANTS)
     for name, twin in twins.items():
         a, b = stage1_config(name).model_dump(), twin.model_dump()

@@ -165,6 +165,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # Shaping variants (docs/reward.md), labelled: RMTL with one switch flipped.
     "rmtl_phase_offset": {"reward": {"shaping": {"phase_offset": True}}},
     "rmtl_no_trend_momentum": {"reward": {"shaping": {"trend": False, "momentum": False}}},
+    "rmtl_phase_offset_level_only": {"reward": {"shaping": {"phase_offset": True, "trend": False, "momentum": False}}},
     # Names from before the default became Table 1; they now give the same configs as
     # rmtl and rmtl_no_trend_momentum, and stay so that runs named with them still resolve.
     "rmtl_no_phase_offset": {"reward": {"shaping": {"phase_offset": False}}},
@@ -174,7 +175,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "no_curriculum",
                   "no_phase_input", "dense_reference")
-SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum")
+SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum", "rmtl_phase_offset_level_only")
 ORACLE_VARIANTS = ("oracle_rmtl", "oracle_phase_offset", "oracle_no_curriculum", "oracle_level_only",
                    "oracle_phase_offset_level_only")
 
