@@ -75,7 +75,9 @@ def test_oracle_variants_differ_from_rmtl_only_in_the_scorer():
     twins = {"oracle_rmtl": stage1_config("rmtl"), "oracle_phase_offset": stage1_config("rmtl_phase_offset"),
              "oracle_no_curriculum": stage1_config("no_curriculum"),
              "oracle_level_only": stage1_config("rmtl_no_trend_momentum"),
-             "oracle_phase_offset_level_only": stage1_config("rmtl_phase_offset_level_only")}
+             "oracle_phase_offset_level_only": stage1_config("rmtl_phase_offset_level_only"),
+             "oracle_phase_offset_no_drop_penalty": stage1_config("rmtl_phase_offset",
+                                                                  reward={"shaping": {"drop_penalty": False}})}
     assert set(twins) == set(ORACLE_VARIANTS)
     for name, twin in twins.items():
         a, b = stage1_config(name).model_dump(), twin.model_dump()

@@ -18,7 +18,7 @@ VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
 SMOKE_STEPS = 128  # 4 PPO updates of 2 envs x 16 steps
 SHAPING_ONLY = ("rmtl_phase_offset", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only",
-                "oracle_phase_offset", "oracle_level_only", "oracle_phase_offset_level_only",
+                "oracle_phase_offset", "oracle_level_only", "oracle_phase_offset_level_only", "oracle_phase_offset_no_drop_penalty",
                 "rmtl_phase_offset_level_only")
 
 

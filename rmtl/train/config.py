@@ -162,6 +162,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "oracle_level_only": {"reward_kind": "oracle", "reward": {"shaping": {"trend": False, "momentum": False}}},
     "oracle_phase_offset_level_only": {"reward_kind": "oracle",
                                        "reward": {"shaping": {"phase_offset": True, "trend": False, "momentum": False}}},
+    "oracle_phase_offset_no_drop_penalty": {"reward_kind": "oracle",
+                                            "reward": {"shaping": {"phase_offset": True, "drop_penalty": False}}},
     # Shaping variants (docs/reward.md), labelled: RMTL with one switch flipped.
     "rmtl_phase_offset": {"reward": {"shaping": {"phase_offset": True}}},
     "rmtl_no_trend_momentum": {"reward": {"shaping": {"trend": False, "momentum": False}}},
@@ -177,7 +179,7 @@ PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view
                   "no_phase_input", "dense_reference")
 SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum", "rmtl_phase_offset_level_only")
 ORACLE_VARIANTS = ("oracle_rmtl", "oracle_phase_offset", "oracle_no_curriculum", "oracle_level_only",
-                   "oracle_phase_offset_level_only")
+                   "oracle_phase_offset_level_only", "oracle_phase_offset_no_drop_penalty")
 
 
 def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] | None = None,
