@@ -28,7 +28,15 @@ from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
 
 GAMMA = 0.95
-SHAPINGS = {"oracle_rmtl (Table 1)": ShapingConfig(), "oracle_phase_offset": ShapingConfig(phase_offset=True)}
+SHAPINGS = {
+    "Table 1": ShapingConfig(),
+    "level only": ShapingConfig(trend=False, momentum=False),
+    "offset": ShapingConfig(phase_offset=True),
+    "offset, no drop penalty": ShapingConfig(phase_offset=True, drop_penalty=False),
+    "offset, level only": ShapingConfig(phase_offset=True, trend=False, momentum=False),
+}
+"""The shapings of the oracle variants (oracle_rmtl, oracle_level_only, oracle_phase_offset,
+oracle_phase_offset_no_drop_penalty, oracle_phase_offset_level_only)."""
 
 
 class HoldAt:
@@ -98,7 +106,7 @@ def main() -> None:
                     r = np.array([shaper(np.array([lo + (hi - lo) * prog[t, phases[t]]]), phases[t:t + 1]).reward[0]
                                   for t in range(len(states))], dtype=np.float64)
                     returns[label].append(discounted(r + bonus))
-                    if example is None and name == "expert" and difficulty == 1.0 and label.startswith("oracle_rmtl"):
+                    if example is None and name == "expert" and difficulty == 1.0 and label == "Table 1":
                         example = (states, phases, r)
                 returns["dense_reference"].append(discounted(dense_reward(states, DenseRewardConfig()) + bonus))
             for label, vals in returns.items():
