@@ -55,6 +55,15 @@ def _observation_states(obs: Any) -> np.ndarray:
     return np.asarray(obs["observation"] if isinstance(obs, dict) else obs, dtype=np.float32)
 
 
+def step_end_states(obs: Any, dones: np.ndarray, infos: Sequence[dict]) -> np.ndarray:
+    """The state each env's step ended in [N, state_dim]: the terminal observation's for an env
+    that just finished (its ``obs`` row is already the next episode's first state)."""
+    states = _observation_states(obs).copy()
+    for i in np.flatnonzero(dones):
+        states[i] = _observation_states(infos[i]["terminal_observation"])
+    return states
+
+
 class VLMRewardVecEnv(VecEnvWrapper):
     """Replaces the reward of a vec env of FetchPickAndLiftEnv with the shaped phased VLM reward.
 
@@ -120,10 +129,7 @@ class VLMRewardVecEnv(VecEnvWrapper):
 
     def step_wait(self):
         obs, env_reward, dones, infos = self.venv.step_wait()
-        states = _observation_states(obs).copy()
-        done_idx = np.flatnonzero(dones)
-        for i in done_idx:
-            states[i] = _observation_states(infos[i]["terminal_observation"])
+        states = step_end_states(obs, dones, infos)
 
         def render(indices: np.ndarray) -> np.ndarray:
             return self._render(np.asarray(indices, dtype=np.int64), dones, infos)

@@ -14,20 +14,17 @@ reward (docs/stage1.md, "Oracle-scored diagnostic").
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
+from rmtl.reward.wrapper import step_end_states
 
 Progress = Callable[[np.ndarray], np.ndarray]
 """states [N, state_dim] -> progress toward each micro-task's goal, [N, K] in [0, 1]."""
-
-
-def _states(obs: Any) -> np.ndarray:
-    return np.asarray(obs["observation"] if isinstance(obs, Mapping) else obs, dtype=np.float32)
 
 
 class OracleRewardVecEnv(VecEnvWrapper):
@@ -58,9 +55,7 @@ class OracleRewardVecEnv(VecEnvWrapper):
 
     def step_wait(self):
         obs, env_reward, dones, infos = self.venv.step_wait()
-        states = _states(obs).copy()
-        for i in np.flatnonzero(dones):
-            states[i] = _states(infos[i]["terminal_observation"])
+        states = step_end_states(obs, dones, infos)
         scores = self.scores(states)
         phases = np.asarray(self.phase_selector(states, infos), dtype=np.int64)
         active = scores[np.arange(self.num_envs), phases]
