@@ -86,3 +86,17 @@ def test_oracle_variants_differ_from_rmtl_only_in_the_scorer():
         assert diff == {"variant", "reward_kind"}, diff
     assert stage1_config("oracle_rmtl").reward.shaping == stage1_config("rmtl").reward.shaping == ShapingConfig()
     assert rmtl["oracle"] == OracleProgressConfig().model_dump()
+
+
+def test_a_task_without_oracle_progress_is_refused_in_one_line():
+    import dataclasses
+
+    from rmtl.errors import ConfigError
+    from rmtl.tasks import get_task
+    from rmtl.train.config import stage1_config
+    from rmtl.train.train_env import build_train_env
+
+    task = dataclasses.replace(get_task(), name="no_oracle", oracle_progress=None)
+    cfg = stage1_config("oracle_rmtl", n_envs=1, n_steps=64, vec_env="dummy")
+    with pytest.raises(ConfigError, match="task 'no_oracle' defines no oracle progress"):
+        build_train_env(cfg, task=task)

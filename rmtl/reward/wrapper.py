@@ -64,6 +64,16 @@ def step_end_states(obs: Any, dones: np.ndarray, infos: Sequence[dict]) -> np.nd
     return states
 
 
+def shape_step(shaper: RewardShaper, active: np.ndarray, phases: np.ndarray, dones: np.ndarray,
+               env_reward: np.ndarray, add_env_reward: bool) -> tuple[Any, np.ndarray]:
+    """Shape one vec step's active scores, start new episodes in the shaper for finished envs,
+    and add the env's success bonus: (ShapingOutput, float32 reward [N])."""
+    shaped = shaper(active, phases)
+    shaper.reset(np.asarray(dones, dtype=bool))
+    reward = shaped.reward + (np.asarray(env_reward, dtype=np.float32) if add_env_reward else 0.0)
+    return shaped, reward.astype(np.float32)
+
+
 class VLMRewardVecEnv(VecEnvWrapper):
     """Replaces the reward of a vec env of FetchPickAndLiftEnv with the shaped phased VLM reward.
 
@@ -142,9 +152,7 @@ class VLMRewardVecEnv(VecEnvWrapper):
         scores = self.scorer(embeddings)
         phases = np.asarray(self.phase_selector(states, infos), dtype=np.int64)
         active = scores.active(phases)
-        shaped = self.shaper(active, phases)
-        self.shaper.reset(np.asarray(dones, dtype=bool))
-        reward = shaped.reward + (env_reward.astype(np.float32) if self.config.add_env_reward else 0.0)
+        shaped, reward = shape_step(self.shaper, active, phases, dones, env_reward, self.config.add_env_reward)
         for i, info in enumerate(infos):
             info.pop(TERMINAL_FRAMES, None)  # frames are large: do not keep them in the infos
             info["vlm_scores_per_view"] = scores.per_view[i]
@@ -154,7 +162,7 @@ class VLMRewardVecEnv(VecEnvWrapper):
             info["vlm_u"] = float(shaped.u[i])
             info["vlm_reward"] = float(shaped.reward[i])
             info["env_reward"] = float(env_reward[i])
-        return obs, reward.astype(np.float32), dones, infos
+        return obs, reward, dones, infos
 
     def _render(self, indices: np.ndarray, dones: np.ndarray, infos: Sequence[dict]) -> np.ndarray:
         """Frames of the given envs: cached terminal frames for finished ones, one env_method call for the rest."""

@@ -19,9 +19,10 @@ from typing import Callable
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
+from rmtl.phases import PHASES
 from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
-from rmtl.reward.wrapper import step_end_states
+from rmtl.reward.wrapper import shape_step, step_end_states
 
 Progress = Callable[[np.ndarray], np.ndarray]
 """states [N, state_dim] -> progress toward each micro-task's goal, [N, K] in [0, 1]."""
@@ -35,7 +36,7 @@ class OracleRewardVecEnv(VecEnvWrapper):
     """
 
     def __init__(self, venv: VecEnv, progress: Progress, shaping: ShapingConfig | None = None,
-                 phase_selector: PhaseSelector | None = None, num_phases: int = 3, add_env_reward: bool = True):
+                 phase_selector: PhaseSelector | None = None, num_phases: int = len(PHASES), add_env_reward: bool = True):
         super().__init__(venv)
         self.progress = progress
         self.shaping = shaping or ShapingConfig()
@@ -59,13 +60,11 @@ class OracleRewardVecEnv(VecEnvWrapper):
         scores = self.scores(states)
         phases = np.asarray(self.phase_selector(states, infos), dtype=np.int64)
         active = scores[np.arange(self.num_envs), phases]
-        shaped = self.shaper(active, phases)
-        self.shaper.reset(np.asarray(dones, dtype=bool))
-        reward = shaped.reward + (np.asarray(env_reward, dtype=np.float32) if self.add_env_reward else 0.0)
+        shaped, reward = shape_step(self.shaper, active, phases, dones, env_reward, self.add_env_reward)
         for i, info in enumerate(infos):
             info["oracle_phase"] = int(phases[i])
             info["oracle_score"] = float(active[i])
             info["oracle_u"] = float(shaped.u[i])
             info["oracle_reward"] = float(shaped.reward[i])
             info["env_reward"] = float(env_reward[i])
-        return obs, reward.astype(np.float32), dones, infos
+        return obs, reward, dones, infos

@@ -81,21 +81,17 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
 
 
 def _oracle_reward_env(venv: Any, config: Stage1Config, task: Task | None, rule: Any) -> Any:
-    """The phased reward with the task's oracle scorer (rmtl.train.oracle_reward)."""
+    """The phased reward with the task's oracle scorer (rmtl.train.oracle_reward); None: pick-and-lift."""
     from rmtl.errors import ConfigError
+    from rmtl.tasks import get_task
     from rmtl.train.oracle_reward import OracleRewardVecEnv
 
-    if task is None:
-        from rmtl.phases import PHASES
-        from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
-
-        num_phases = len(PHASES)
-    elif task.oracle_progress is None:
-        raise ConfigError(f"task {task.name!r} defines no oracle progress; reward_kind 'oracle' needs one")
-    else:
-        oracle_progress, num_phases = task.oracle_progress, len(task.micro_tasks.names)
-    return OracleRewardVecEnv(venv, functools.partial(oracle_progress, config=config.oracle), config.reward.shaping,
-                              rule, num_phases, config.dense.add_env_reward)
+    task = task or get_task(DEFAULT_TASK)
+    if task.oracle_progress is None:
+        raise ConfigError(f"task {task.name!r} defines no oracle progress; reward_kind 'oracle' needs one "
+                          "(Task.oracle_progress), or train it with another reward_kind")
+    return OracleRewardVecEnv(venv, functools.partial(task.oracle_progress, config=config.oracle),
+                              config.reward.shaping, rule, len(task.micro_tasks.names), config.dense.add_env_reward)
 
 
 @dataclasses.dataclass

@@ -15,6 +15,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from rmtl.errors import ConfigError
 from rmtl.phases import PHASES, phase_one_hot
 from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
+from rmtl.reward.wrapper import step_end_states
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
 PHASE_KEY = "phase"
@@ -113,9 +114,7 @@ class DenseRewardVecEnv(VecEnvWrapper):
 
     def step_wait(self):
         obs, env_reward, dones, infos = self.venv.step_wait()
-        states = _states(obs).copy()
-        for i in np.flatnonzero(dones):
-            states[i] = _states(infos[i]["terminal_observation"])
+        states = step_end_states(obs, dones, infos)
         shaped = np.asarray(self.reward_fn(states), dtype=np.float32)
         reward = shaped + (np.asarray(env_reward, dtype=np.float32) if self.config.add_env_reward else 0.0)
         for i, info in enumerate(infos):
