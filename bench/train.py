@@ -96,9 +96,9 @@ def bench_one(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> d
         overrides["output_dir"] = str(Path(tmp) / variant)
         cfg = stage1_config(variant, **overrides)
         resolution = cfg.reward.resolution or (vlm.image_size if vlm is not None else 96)
-        views = cfg.reward.active_views if cfg.uses_vlm else ()
+        views = cfg.reward.active_views if cfg.reward_kind == "vlm" else ()
         t0 = time.perf_counter()
-        run = train_stage1(cfg, resume=False, vlm=vlm if cfg.uses_vlm else None,
+        run = train_stage1(cfg, resume=False, vlm=vlm if cfg.reward_kind == "vlm" else None,
                            callbacks=[_warmup_callback(views, resolution)])
         wall = time.perf_counter() - t0
         summary = json.loads((run / "summary.json").read_text())
@@ -108,9 +108,9 @@ def bench_one(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> d
     train_s = rollout_s + secs.get("ppo_update", 0.0)
     return {
         "variant": variant,
-        "model": model_spec if cfg.uses_vlm else None,
+        "model": model_spec if cfg.reward_kind == "vlm" else None,
         "n_envs": cfg.n_envs, "n_steps": cfg.n_steps, "env_steps": steps, "vec_env": cfg.vec_env,
-        "views": list(views), "resolution": resolution if cfg.uses_vlm else None,
+        "views": list(views), "resolution": resolution if cfg.reward_kind == "vlm" else None,
         "cache_store": args.cache_store, "cache_stats": summary.get("cache_stats"),
         "seconds": {p: round(secs.get(p, 0.0), 3) for p in PARTS},
         "ms_per_env_step": {p: round(1000 * secs.get(p, 0.0) / steps, 3) for p in PARTS},

@@ -63,10 +63,12 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
     # never move (no score lies outside them), fixed bounds neither, and reset bounds start
     # afresh. Then one shaper env per episode, stepped in lockstep, gives the same rewards
     # as the sequential pass (tested) in max-length steps instead of one call per row.
-    lockstep = bounds == "adapted" or not shaping.adaptive_bounds or shaping.reset_bounds_on_episode
+    # Tracking bounds contract toward the scores, so they carry state across episodes.
+    lockstep = (shaping.bounds == "fixed" or shaping.reset_bounds_on_episode
+                or (bounds == "adapted" and shaping.bounds == "widen_only"))
     n_envs = max(1, len(episodes)) if lockstep else 1
     shaper = RewardShaper(n_envs, shaping, num_phases)
-    if bounds == "adapted" and shaping.adaptive_bounds:
+    if bounds == "adapted" and shaping.bounds != "fixed":
         k = np.zeros(len(active), dtype=np.int64) if num_phases == 1 else np.asarray(phases, dtype=np.int64)
         for p in np.unique(k):
             shaper.low[:, p] = min(shaping.initial_low, float(active[k == p].min()))
@@ -135,7 +137,7 @@ def variant_scores(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarr
     from rmtl.train.config import stage1_config
 
     cfg = stage1_config(variant)
-    if not cfg.uses_vlm:
+    if cfg.reward_kind != "vlm":
         raise ConfigError(f"variant {variant!r} has no VLM reward to {purpose} (the dense reward is a reference row)")
     reward = cfg.reward
     missing = [v for v in reward.active_views if v not in store.views]
@@ -145,7 +147,8 @@ def variant_scores(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarr
     text = text_embeddings(store, model_id, reward.prompts, reward.single_prompt)
     per_view = per_view_scores(store, model_id, text, [reward.alpha], rows, views=reward.active_views)[0]
     active = Scores(per_view, per_view.mean(axis=1)).active(phases)
-    return active.astype(np.float64), cfg, int(text.goals.shape[0])
+    k = len(reward.prompts.goal_names()) if reward.single_prompt_band else int(text.goals.shape[0])
+    return active.astype(np.float64), cfg, k
 
 
 def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarray,

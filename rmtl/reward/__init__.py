@@ -2,7 +2,8 @@
 
 Scores are a pure function of image embeddings, text embeddings and alpha
 (:func:`score_embeddings`), so stored embeddings can be re-scored offline;
-:class:`VLMRewardVecEnv` pays the shaped reward live through an :class:`EmbeddingSource`.
+:class:`RewardVecEnv` pays the reward of any kind (:mod:`rmtl.reward.kinds`), the VLM's live
+through an :class:`EmbeddingSource`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from rmtl.reward.prompts import PromptConfig, TextEmbeddings, embed_prompts
 from rmtl.reward.scorer import PhasedScorer, Scores, score_embeddings, select_views
 from rmtl.reward.shaping import RewardShaper, ShapingConfig, ShapingOutput
 from rmtl.reward.source import EmbeddingSource, FrameRenderer, VLMEmbeddingSource
-from rmtl.reward.wrapper import TerminalFrames, VLMRewardVecEnv, make_reward_vec_env
+from rmtl.reward.vec_env import REWARD_INFO, RewardVecEnv
+from rmtl.reward.wrapper import TerminalFrames, make_reward_vec_env, vlm_reward_env
 
 __all__ = [
     "RewardConfig",
@@ -24,5 +26,5 @@ __all__ = [
     "PhasedScorer", "Scores", "score_embeddings", "select_views",
     "RewardShaper", "ShapingConfig", "ShapingOutput",
     "EmbeddingSource", "FrameRenderer", "VLMEmbeddingSource",
-    "TerminalFrames", "VLMRewardVecEnv", "make_reward_vec_env",
+    "REWARD_INFO", "RewardVecEnv", "TerminalFrames", "make_reward_vec_env", "vlm_reward_env",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rmtl.config import Config
 from rmtl.env.cameras import SINGLE_VIEW, VIEW_NAMES, Resolution, ViewNames
@@ -36,6 +36,9 @@ class RewardConfig(Config):
     prompts: PromptConfig = PromptConfig()
     single_prompt: bool = False
     """Single-prompt baseline: the global goal prompt as the only goal (one phase, no phase index)."""
+    single_prompt_band: bool = False
+    """With single_prompt: shape its score inside the rule's band of the micro-tasks, (k + u)/K - 1.
+    A control that leaks the rule's phase into the reward, never a baseline."""
     shaping: ShapingConfig = ShapingConfig()
     add_env_reward: bool = True
     """Add the environment's own reward (the +1 success bonus) to the shaped reward."""
@@ -55,6 +58,12 @@ class RewardConfig(Config):
         if v is not None and v not in PRECISIONS:
             raise ValueError(f"choose from {', '.join(PRECISIONS)}")
         return v
+
+    @model_validator(mode="after")
+    def _band(self) -> "RewardConfig":
+        if self.single_prompt_band and not self.single_prompt:
+            raise ValueError("single_prompt_band needs single_prompt: true (a micro-task reward has the band already)")
+        return self
 
     @property
     def active_views(self) -> tuple[str, ...]:

@@ -1,74 +1,84 @@
-"""Reward shaping of the active micro-task score (paper Table 1; the formula is reconstructed).
+"""Reward shaping of the active micro-task score (definition and reasons: docs/reward.md).
 
-Per environment and step, with s the aggregate score of the active phase k (see
-docs/reward.md for the exact definition and the reasons behind each choice). The
-default is the paper's Table 1 shaping:
+Per step, with s the aggregate score of the active micro-task k of K, the default
+(phase-banded) shaping is:
 
-1. bounds of phase k move toward s when s is outside them: lo += rate (s - lo) if s < lo,
-   hi += rate (s - hi) if s > hi (start 0.45 / 0.70, rate 0.01);
-2. u = clip((s - lo) / (hi - lo), 0, 1);
-3. trend = u - mean(previous <= window u of phase k this episode) (0 without history);
-4. momentum m_k <- decay m_k + (1 - decay) (u - previous u of phase k) (0 without history);
+1. bounds: one pair (lo_k, hi_k) per micro-task, shared by every env of the learner.
+   With m and M the min and max of micro-task k's scores over the last ``bound_window``
+   steps (all envs that were in k), lo_k moves toward m and hi_k toward M, at
+   ``bound_rate`` when that widens the range and at ``contraction_rate`` when it narrows
+   it, so the bounds settle near a low and a high percentile of the micro-task's scores;
+2. u = clip((s - lo_k) / (hi_k - lo_k), 0, 1);
+3. level L = (k + u) / K - 1 (the band: continuous at a switch when u reaches 1 before it
+   and starts at 0 after it);
+4. trend = L - mean(previous <= window L this episode); momentum m <- decay m + (1 - decay)
+   (L - previous L) (both 0 without history);
 5. delta = w_t trend + w_m momentum, times drop_multiplier when negative;
-6. level = u - 1;
-7. reward = clip(level + delta, -1, 0).
+6. reward = clip(L + delta, -1, 0).
 
-The phase offset, level = (k + u) / K - 1, is a labelled variant (``phase_offset``),
-never the default: it writes the selector's phase index k, which the Stage-1 rule reads
-from the privileged gripper-cube distance, into the reward.
+The earlier reconstruction of Table 1 stays a labelled option (``band: false,
+bounds: widen_only``): level u - 1, bounds per env and micro-task that only widen toward
+the current score, trend and momentum per micro-task on u (differences of u - 1).
 
-With one phase (K = 1, the single-prompt baselines) there is one pair of bounds and one
-history, and the phase ids given with the scores are ignored: no phase index can reach
+With one micro-task (K = 1, the single-prompt baselines) there is one pair of bounds and
+one history, and the phase ids given with the scores are ignored: no phase index can reach
 the reward.
 
-Episode history (trend window, momentum, previous u) is reset with the episode; the
-bounds are running statistics over training and persist unless reset_bounds_on_episode.
+Episode history (trend window, momentum, previous level) is reset with the episode; the
+bounds are running statistics over training.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, model_validator
 
 from rmtl.config import Config
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES
 
 REWARD_LOW, REWARD_HIGH = -1.0, 0.0
 
 
 class ShapingConfig(Config):
-    """Switches and parameters of the shaping (paper Table 1 defaults)."""
+    """Switches and parameters of the shaping (defaults: the phase-banded shaping, Table 1's numbers)."""
 
     enabled: bool = True
-    """Off: the reward is the raw active-phase score s (no normalisation, no clipping)."""
+    """Off: the reward is the raw active-micro-task score s (no normalisation, no clipping)."""
     initial_low: float = 0.45
-    """Initial lower bound of every micro-task's running score range."""
+    """Initial lower bound of every micro-task's score range."""
     initial_high: float = 0.70
-    """Initial upper bound of every micro-task's running score range."""
-    adaptive_bounds: bool = True
-    """Move the bounds toward scores outside them; off keeps the initial bounds fixed."""
+    """Initial upper bound of every micro-task's score range."""
+    bounds: Literal["tracking", "widen_only", "fixed"] = "tracking"
+    """'tracking': one pair per micro-task shared by all envs, following the envelope of the
+    micro-task's recent scores both ways; 'widen_only': one pair per env and micro-task, moved
+    toward the current score only when it lies outside (the earlier reconstruction);
+    'fixed': the initial bounds throughout."""
     bound_rate: float = Field(0.01, ge=0, le=1)
-    """Fraction of the gap to an outside score a bound moves per step."""
+    """Fraction of the gap a bound moves per step when that widens the range (Table 1)."""
+    contraction_rate: float = Field(0.003, ge=0, le=1)
+    """Fraction of the gap a 'tracking' bound moves per step when that narrows the range."""
+    bound_window: int = Field(3, ge=1)
+    """Steps over which a 'tracking' bound takes the min / max of the micro-task's scores."""
     reset_bounds_on_episode: bool = False
-    """Restart the bounds at every episode (default: keep them as running statistics)."""
+    """'widen_only' only: restart an env's bounds at each of its episodes."""
     level: bool = True
-    """Include the level term (u - 1, or the phase-offset form)."""
-    phase_offset: bool = False
-    """Variant, not the paper's shaping: level = (k + u)/K - 1, so a switch to a later phase
-    never looks like a loss, at the price of putting the phase index into the reward."""
+    """Include the level term."""
+    band: bool = True
+    """Level L = (k + u)/K - 1 with trend and momentum on L over the episode (default); off:
+    L = u - 1 per micro-task, with trend and momentum per micro-task (the earlier reconstruction)."""
     trend: bool = True
     """Include the trend term."""
     trend_weight: float = Field(0.3, ge=0)
     trend_window: int = Field(3, ge=1)
-    """Previous steps of the same phase the trend compares with."""
+    """Previous steps the trend compares with."""
     momentum: bool = True
-    """Include the momentum term (EMA of u differences)."""
+    """Include the momentum term (EMA of level differences)."""
     momentum_weight: float = Field(0.3, ge=0)
     momentum_decay: float = Field(0.7, ge=0, lt=1)
-    """EMA coefficient: m <- decay * m + (1 - decay) * (u_t - u_prev)."""
+    """EMA coefficient: m <- decay * m + (1 - decay) * (L_t - L_prev)."""
     drop_penalty: bool = True
     """Multiply a negative delta (trend + momentum) by drop_multiplier."""
     drop_multiplier: float = Field(2.0, ge=1)
@@ -77,6 +87,8 @@ class ShapingConfig(Config):
     def _bounds(self) -> "ShapingConfig":
         if self.initial_low >= self.initial_high:
             raise ValueError("initial_low must be below initial_high")
+        if self.reset_bounds_on_episode and self.bounds != "widen_only":
+            raise ValueError("reset_bounds_on_episode needs bounds 'widen_only' (tracking bounds are shared by all envs)")
         return self
 
 
@@ -95,22 +107,31 @@ class ShapingOutput:
 
 
 class RewardShaper:
-    """Stateful shaping for N environments (one row each); call :meth:`reset` at episode ends."""
+    """Stateful shaping for N environments (one row each); call :meth:`reset` at episode ends.
+
+    ``low`` and ``high`` are [N, K]; with 'tracking' bounds every row holds the same shared pair.
+    """
 
     MIN_RANGE = 1e-6
 
-    def __init__(self, num_envs: int, config: ShapingConfig | None = None, num_phases: int = len(PHASES)):
+    def __init__(self, num_envs: int, config: ShapingConfig | None = None, num_phases: int = 3):
         if num_envs < 1 or num_phases < 1:
             raise ConfigError(f"RewardShaper needs at least one env and one phase, got {num_envs}, {num_phases}")
-        self.config = config or ShapingConfig()
+        self.config = cfg = config or ShapingConfig()
         self.num_envs, self.num_phases = int(num_envs), int(num_phases)
-        n, k, w = self.num_envs, self.num_phases, self.config.trend_window
-        self.low = np.full((n, k), self.config.initial_low, dtype=np.float64)
-        self.high = np.full((n, k), self.config.initial_high, dtype=np.float64)
-        self._hist = np.zeros((n, k, w), dtype=np.float64)  # ring buffer of previous u per phase
-        self._count = np.zeros((n, k), dtype=np.int64)  # steps seen of each phase this episode
-        self._prev = np.zeros((n, k), dtype=np.float64)
-        self._mom = np.zeros((n, k), dtype=np.float64)
+        n, k = self.num_envs, self.num_phases
+        self.low = np.full((n, k), cfg.initial_low, dtype=np.float64)
+        self.high = np.full((n, k), cfg.initial_high, dtype=np.float64)
+        # Per micro-task min / max of the last bound_window steps (NaN: not active at that step).
+        self._win_min = np.full((cfg.bound_window, k), np.nan)
+        self._win_max = np.full((cfg.bound_window, k), np.nan)
+        self._win_pos = 0
+        # History slots: one per env (band: L over the episode) or one per micro-task (per-phase u).
+        slots = 1 if cfg.band else k
+        self._hist = np.zeros((n, slots, cfg.trend_window), dtype=np.float64)
+        self._count = np.zeros((n, slots), dtype=np.int64)
+        self._prev = np.zeros((n, slots), dtype=np.float64)
+        self._mom = np.zeros((n, slots), dtype=np.float64)
 
     def reset(self, envs: np.ndarray | None = None) -> None:
         """Start a new episode for the envs selected by a boolean mask or index array (None: all)."""
@@ -125,65 +146,94 @@ class RewardShaper:
             self.low[idx] = self.config.initial_low
             self.high[idx] = self.config.initial_high
 
+    def _phase_ids(self, n: int, phases: np.ndarray | None) -> np.ndarray:
+        if self.num_phases == 1:
+            return np.zeros(n, dtype=np.int64)
+        if phases is None:
+            raise ConfigError(f"a {self.num_phases}-phase shaper needs the phase id of every env")
+        k = np.asarray(phases, dtype=np.int64).reshape(-1)
+        if np.any((k < 0) | (k >= self.num_phases)):
+            raise ConfigError(f"phase ids must be in [0, {self.num_phases - 1}], got {k.tolist()}")
+        return k
+
+    def _move_bounds(self, s: np.ndarray, k: np.ndarray) -> None:
+        cfg, rows = self.config, np.arange(self.num_envs)
+        if cfg.bounds == "widen_only":
+            lo, hi = self.low[rows, k], self.high[rows, k]
+            self.low[rows, k] = np.where(s < lo, lo + cfg.bound_rate * (s - lo), lo)
+            self.high[rows, k] = np.where(s > hi, hi + cfg.bound_rate * (s - hi), hi)
+        elif cfg.bounds == "tracking":
+            w = self._win_pos % cfg.bound_window
+            self._win_min[w] = np.nan
+            self._win_max[w] = np.nan
+            for p in np.unique(k):
+                sp = s[k == p]
+                self._win_min[w, p], self._win_max[w, p] = sp.min(), sp.max()
+                m, big_m = np.nanmin(self._win_min[:, p]), np.nanmax(self._win_max[:, p])
+                lo, hi = self.low[0, p], self.high[0, p]
+                lo += (cfg.bound_rate if m < lo else cfg.contraction_rate) * (m - lo)
+                hi += (cfg.bound_rate if big_m > hi else cfg.contraction_rate) * (big_m - hi)
+                if hi - lo < self.MIN_RANGE:  # a constant score: keep a range to divide by
+                    mid = 0.5 * (lo + hi)
+                    lo, hi = mid - self.MIN_RANGE / 2, mid + self.MIN_RANGE / 2
+                self.low[:, p], self.high[:, p] = lo, hi
+            self._win_pos += 1
+
     def __call__(self, scores: np.ndarray, phases: np.ndarray | None = None) -> ShapingOutput:
-        """Shape active-phase scores [N] given phase ids [N]; advances the episode state.
+        """Shape active-micro-task scores [N] given phase ids [N]; advances the episode state.
 
         With one phase the phase ids are ignored (and may be None): whatever selector the
         caller runs, the reward of a one-phase shaper cannot depend on its phases.
         """
-        cfg = self.config
         s = np.asarray(scores, dtype=np.float64).reshape(-1)
-        if self.num_phases == 1:
-            k = np.zeros(s.shape[0], dtype=np.int64)
-        elif phases is None:
-            raise ConfigError(f"a {self.num_phases}-phase shaper needs the phase id of every env")
-        else:
-            k = np.asarray(phases, dtype=np.int64).reshape(-1)
+        k = self._phase_ids(s.shape[0], phases)
         if s.shape[0] != self.num_envs or k.shape[0] != self.num_envs:
             raise ConfigError(f"expected {self.num_envs} scores and phases, got {s.shape[0]} and {k.shape[0]}")
-        if np.any((k < 0) | (k >= self.num_phases)):
-            raise ConfigError(f"phase ids must be in [0, {self.num_phases - 1}], got {k.tolist()}")
         rows = np.arange(self.num_envs)
-        zeros = np.zeros_like(s)
-        if not cfg.enabled:
-            lo, hi = self.low[rows, k].copy(), self.high[rows, k].copy()
-            return ShapingOutput(s.astype(np.float32), *(zeros.astype(np.float32) for _ in range(5)), lo.astype(np.float32), hi.astype(np.float32))
-
-        if cfg.adaptive_bounds:
-            lo, hi = self.low[rows, k], self.high[rows, k]
-            lo = np.where(s < lo, lo + cfg.bound_rate * (s - lo), lo)
-            hi = np.where(s > hi, hi + cfg.bound_rate * (s - hi), hi)
-            self.low[rows, k], self.high[rows, k] = lo, hi
+        if not self.config.enabled:
+            zeros = np.zeros(self.num_envs, dtype=np.float32)
+            return ShapingOutput(s.astype(np.float32), *(zeros for _ in range(5)),
+                                 self.low[rows, k].astype(np.float32), self.high[rows, k].astype(np.float32))
+        self._move_bounds(s, k)
         lo, hi = self.low[rows, k], self.high[rows, k]
         u = np.clip((s - lo) / np.maximum(hi - lo, self.MIN_RANGE), 0.0, 1.0)
+        return self._shape(u, k, lo, hi)
 
-        count = self._count[rows, k]
+    def shape_u(self, u: np.ndarray, phases: np.ndarray | None = None) -> ShapingOutput:
+        """Shape a given normalised score u [N] (no bounds): what a reward without a scorer uses."""
+        u = np.clip(np.asarray(u, dtype=np.float64).reshape(-1), 0.0, 1.0)
+        k = self._phase_ids(u.shape[0], phases)
+        if u.shape[0] != self.num_envs or k.shape[0] != self.num_envs:
+            raise ConfigError(f"expected {self.num_envs} values and phases, got {u.shape[0]} and {k.shape[0]}")
+        nan = np.full(self.num_envs, np.nan)
+        return self._shape(u, k, nan, nan)
+
+    def _shape(self, u: np.ndarray, k: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> ShapingOutput:
+        cfg, rows = self.config, np.arange(self.num_envs)
+        level_value = (k + u) / self.num_phases - 1.0 if cfg.band else u - 1.0
+        slot = np.zeros_like(k) if cfg.band else k
+        count = self._count[rows, slot]
         seen = count > 0
         filled = np.minimum(count, cfg.trend_window)
-        hist_sum = self._hist[rows, k].sum(axis=-1)  # unused slots are zero
-        trend = np.where(seen, u - hist_sum / np.maximum(filled, 1), 0.0)
-        diff = np.where(seen, u - self._prev[rows, k], 0.0)
-        mom = np.where(seen, cfg.momentum_decay * self._mom[rows, k] + (1.0 - cfg.momentum_decay) * diff, 0.0)
+        hist_sum = self._hist[rows, slot].sum(axis=-1)  # unused slots are zero
+        trend = np.where(seen, level_value - hist_sum / np.maximum(filled, 1), 0.0)
+        diff = np.where(seen, level_value - self._prev[rows, slot], 0.0)
+        mom = np.where(seen, cfg.momentum_decay * self._mom[rows, slot] + (1.0 - cfg.momentum_decay) * diff, 0.0)
 
-        delta = zeros.copy()
+        delta = np.zeros_like(u)
         if cfg.trend:
             delta += cfg.trend_weight * trend
         if cfg.momentum:
             delta += cfg.momentum_weight * mom
         if cfg.drop_penalty:
             delta = np.where(delta < 0, cfg.drop_multiplier * delta, delta)
-        if not cfg.level:
-            level = zeros
-        elif cfg.phase_offset:
-            level = (k + u) / self.num_phases - 1.0
-        else:
-            level = u - 1.0
+        level = level_value if cfg.level else np.zeros_like(u)
         reward = np.clip(level + delta, REWARD_LOW, REWARD_HIGH)
 
-        # Advance the episode state of the active phase only.
-        self._hist[rows, k, count % cfg.trend_window] = u
-        self._count[rows, k] = count + 1
-        self._prev[rows, k] = u
-        self._mom[rows, k] = mom
+        self._hist[rows, slot, count % cfg.trend_window] = level_value
+        self._count[rows, slot] = count + 1
+        self._prev[rows, slot] = level_value
+        self._mom[rows, slot] = mom
         f = np.float32
-        return ShapingOutput(reward.astype(f), u.astype(f), level.astype(f), trend.astype(f), mom.astype(f), delta.astype(f), lo.astype(f), hi.astype(f))
+        return ShapingOutput(reward.astype(f), u.astype(f), level.astype(f), trend.astype(f), mom.astype(f),
+                             delta.astype(f), lo.astype(f), hi.astype(f))

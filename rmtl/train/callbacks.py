@@ -129,7 +129,8 @@ class TrainStatsCallback(BaseCallback):
     """TensorBoard/CSV scalars per rollout: success rate, reward components, phases, speed, cache, timings.
 
     - ``rollout/success_rate``: over the last 100 finished training episodes.
-    - ``reward/<name>``: rollout mean of each info entry in :attr:`REWARD_KEYS` present.
+    - ``reward/<name>``: rollout mean of each scalar entry of ``info["reward"]`` (the reward's
+      terms, whatever its kind: ``reward``, ``env``, ``u``, ``score``, ...).
     - ``phase/frac_<name>``: fraction of steps in each active phase.
     - ``time/env_steps_per_s`` (rollout collection only) and ``time/total_steps_per_s``
       (collection + PPO update, since the previous rollout), ``time/update_s``.
@@ -137,9 +138,6 @@ class TrainStatsCallback(BaseCallback):
       rendering, embedding, cache_lookup, ppo_update, policy_and_other).
     - ``cache/<stat>``: whatever ``stats_fn()`` returns (e.g. the cache source's hit rate).
     """
-
-    REWARD_KEYS = ("vlm_reward", "vlm_score", "vlm_u", "env_reward", "dense_reward", "oracle_reward", "oracle_score",
-                   "oracle_u")
 
     def __init__(self, timings: Timings | None = None, stats_fn: Callable[[], dict[str, float]] | None = None,
                  verbose: int = 0, phase_names: Sequence[str] = PHASES):
@@ -178,11 +176,12 @@ class TrainStatsCallback(BaseCallback):
         for i in np.flatnonzero(dones):
             self.successes.append(bool(infos[i].get("is_success", False)))
         for info in infos:
-            for k in self.REWARD_KEYS:
-                if k in info:
-                    self._sums[k] = self._sums.get(k, 0.0) + float(info[k])
-            if "vlm_phase" in info:
-                self._phase_counts[int(info["vlm_phase"])] += 1
+            terms = info.get("reward", {})
+            for k, v in terms.items():
+                if isinstance(v, float):
+                    self._sums[k] = self._sums.get(k, 0.0) + v
+            if "phase" in terms:
+                self._phase_counts[int(terms["phase"])] += 1
             elif "phase_rule" in info:
                 self._phase_counts[int(info["phase_rule"])] += 1
         self._n += len(infos)
@@ -305,7 +304,7 @@ class CheckpointCallback(BaseCallback):
 
     def __init__(self, run_dir: str | Path, every: int, curriculum_cb: CurriculumCallback | None,
                  meta: dict[str, Any], normalizer: Any = None, on_save: Callable[[Path], None] | None = None,
-                 verbose: int = 0):
+                 after_save: Callable[[Path], None] | None = None, verbose: int = 0):
         super().__init__(verbose)
         self.run_dir = Path(run_dir)
         self.every = int(every)
@@ -313,6 +312,8 @@ class CheckpointCallback(BaseCallback):
         self.meta = meta
         self.normalizer = normalizer
         self.on_save = on_save
+        self.after_save = after_save
+        """Called with the written checkpoint directory (e.g. to keep resume state and the best policy)."""
         self.last_saved: int | None = None
         self._next: int | None = None
 
@@ -333,6 +334,8 @@ class CheckpointCallback(BaseCallback):
             self.on_save(self.run_dir)
         ck = save_checkpoint(self.run_dir, self.model, self.curriculum_cb, self.meta, self.normalizer)
         self.last_saved = int(self.model.num_timesteps)
+        if self.after_save is not None:
+            self.after_save(ck)
         if self.verbose:
             print(f"checkpoint {ck}")
         return ck

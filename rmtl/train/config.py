@@ -87,10 +87,13 @@ class Stage1Config(Config):
     its own env, curriculum, phase rule, dense reference reward and (VLM variants) the goals of its
     micro-tasks (``env`` is pick-and-lift's)."""
     env: EnvConfig = EnvConfig()
-    reward_kind: Literal["vlm", "dense", "oracle"] = "vlm"
-    """'vlm': phased multi-view VLM reward (rmtl.reward); 'dense': hand-written distance reward, no rendering;
-    'oracle': the phased reward with ``reward.shaping`` but an oracle scorer reading the state instead of
-    the VLM (diagnostic, no rendering; rmtl.train.oracle_reward)."""
+    reward_kind: str = "vlm"
+    """A registered reward kind (rmtl.reward.kinds): 'vlm', the phased multi-view VLM reward; 'oracle', the
+    same reward with a perfect state-reading scorer (diagnostic, no rendering); 'rule_only', the phase band
+    with u held at ``rule_only_u`` and no scorer (control, no rendering); 'dense', the hand-written
+    reference (no rendering, no shaping)."""
+    rule_only_u: float = Field(0.5, ge=0, le=1)
+    """The normalised score u the 'rule_only' kind holds in every micro-task."""
     reward: RewardConfig = RewardConfig(model=DEFAULT_MODEL)
     dense: DenseRewardConfig = DenseRewardConfig()
     oracle: OracleProgressConfig = OracleProgressConfig()
@@ -121,9 +124,19 @@ class Stage1Config(Config):
     progress_bar: bool = True
     output_dir: str | None = None
     """Run directory; None: <data dir>/runs/stage1/<variant>_s<seed>."""
+    keep_results: bool = False
+    """Keep what survives a stop and a new machine in the run directory (rmtl.train.committed): the
+    newest checkpoint as ``resume/`` until the run finishes, and the best policy on the validation
+    seeds, chosen at each checkpoint, as ``best/`` (for a run directory under results/)."""
+    validation_episodes: int = Field(100, ge=1)
+    """Validation-seed episodes per checkpoint when ``keep_results`` chooses the best policy."""
 
     @model_validator(mode="after")
     def _check(self) -> "Stage1Config":
+        from rmtl.reward.kinds import kind_names
+
+        if self.reward_kind not in kind_names():
+            raise ValueError(f"unknown reward kind {self.reward_kind!r}; known kinds: {', '.join(kind_names())}")
         if self.task not in task_names():
             raise ValueError(f"unknown task {self.task!r}; known tasks: {', '.join(task_names())}")
         if self.n_envs * self.n_steps < self.batch_size:
@@ -131,10 +144,6 @@ class Stage1Config(Config):
                 f"a rollout of n_envs*n_steps={self.n_envs * self.n_steps} steps is smaller than batch_size={self.batch_size}"
             )
         return self
-
-    @property
-    def uses_vlm(self) -> bool:
-        return self.reward_kind == "vlm"
 
     def run_dir(self, data_dir: str | Path | None = None) -> Path:
         """Where this run writes (``output_dir`` or the default under the data directory)."""
@@ -145,8 +154,13 @@ class Stage1Config(Config):
         return resolve(data_dir) / "runs" / "stage1" / f"{self.variant}_s{self.seed}"
 
 
+_ORACLE = {"reward_kind": "oracle"}
+_LEVEL_ONLY = {"trend": False, "momentum": False, "drop_penalty": False}
+_EARLIER = {"band": False, "bounds": "widen_only"}
+"""The earlier reconstruction of Table 1: per-micro-task level u - 1, bounds per env that only widen."""
+
 VARIANTS: dict[str, dict[str, Any]] = {
-    # Section 4.2 (Fig. 5 and the baselines). RMTL's reward shaping is the paper's Table 1;
+    # Section 4.2 (Fig. 5 and the baselines). The shaping is the phase-banded default (docs/reward.md);
     # the single-prompt variants have one phase (K = 1), so no phase index reaches their reward.
     "rmtl": {},
     "single_prompt_multi_view": {"reward": {"single_prompt": True}},
@@ -154,32 +168,32 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no_curriculum": {"curriculum": False},
     "no_phase_input": {"phase_input": False},
     "dense_reference": {"reward_kind": "dense"},
-    # Diagnostics (docs/stage1.md, "Oracle-scored diagnostic"): RMTL's phased reward and shaping with a
-    # perfect state-reading scorer in place of the VLM; they read privileged state, like the dense reference.
-    "oracle_rmtl": {"reward_kind": "oracle"},
-    "oracle_phase_offset": {"reward_kind": "oracle", "reward": {"shaping": {"phase_offset": True}}},
-    "oracle_no_curriculum": {"reward_kind": "oracle", "curriculum": False},
-    "oracle_level_only": {"reward_kind": "oracle", "reward": {"shaping": {"trend": False, "momentum": False}}},
-    "oracle_phase_offset_level_only": {"reward_kind": "oracle",
-                                       "reward": {"shaping": {"phase_offset": True, "trend": False, "momentum": False}}},
-    "oracle_phase_offset_no_drop_penalty": {"reward_kind": "oracle",
-                                            "reward": {"shaping": {"phase_offset": True, "drop_penalty": False}}},
-    # Shaping variants (docs/reward.md), labelled: RMTL with one switch flipped.
-    "rmtl_phase_offset": {"reward": {"shaping": {"phase_offset": True}}},
-    "rmtl_no_trend_momentum": {"reward": {"shaping": {"trend": False, "momentum": False}}},
-    "rmtl_phase_offset_level_only": {"reward": {"shaping": {"phase_offset": True, "trend": False, "momentum": False}}},
-    # Names from before the default became Table 1; they now give the same configs as
-    # rmtl and rmtl_no_trend_momentum, and stay so that runs named with them still resolve.
-    "rmtl_no_phase_offset": {"reward": {"shaping": {"phase_offset": False}}},
-    "rmtl_level_only": {"reward": {"shaping": {"phase_offset": False, "trend": False, "momentum": False}}},
+    # Controls: the band with no scorer (what the rule's phase alone is worth), and the single
+    # prompt inside the rule's band (leaks the rule: a control, never a baseline).
+    "rule_only": {"reward_kind": "rule_only"},
+    "rule_only_no_curriculum": {"reward_kind": "rule_only", "curriculum": False},
+    "single_prompt_banded": {"reward": {"single_prompt": True, "single_prompt_band": True}},
+    # Diagnostics (docs/stage1.md, "Oracle-scored diagnostic"): the same reward with a perfect
+    # state-reading scorer in place of the VLM; they read privileged state, like the dense reference.
+    "oracle_rmtl": _ORACLE,
+    "oracle_no_curriculum": {**_ORACLE, "curriculum": False},
+    "oracle_no_phase_input": {**_ORACLE, "phase_input": False},
+    # The pre-registered sweep of the shaping's open terms (results/oracle_structure): explicit
+    # switches, so that a change of the default never changes what they ran.
+    "oracle_sweep_level_only": {**_ORACLE, "reward": {"shaping": _LEVEL_ONLY}},
+    "oracle_sweep_trend_momentum": {**_ORACLE, "reward": {"shaping": {"trend": True, "momentum": True,
+                                                                      "drop_penalty": False}}},
+    "oracle_sweep_trend_momentum_drop": {**_ORACLE, "reward": {"shaping": {"trend": True, "momentum": True,
+                                                                           "drop_penalty": True}}},
+    # The earlier reconstruction of Table 1, labelled, for the record (results/oracle_diagnostic).
+    "rmtl_per_phase": {"reward": {"shaping": _EARLIER}},
+    "oracle_per_phase": {**_ORACLE, "reward": {"shaping": _EARLIER}},
+    "oracle_per_phase_level_only": {**_ORACLE, "reward": {"shaping": {**_EARLIER, **_LEVEL_ONLY}}},
+    "rmtl_level_only": {"reward": {"shaping": _LEVEL_ONLY}},
 }
 """Named variants: overrides of :class:`Stage1Config` (nested dicts), nothing else."""
 
-PAPER_VARIANTS = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "no_curriculum",
-                  "no_phase_input", "dense_reference")
-SHAPING_VARIANTS = ("rmtl", "rmtl_phase_offset", "rmtl_no_trend_momentum", "rmtl_phase_offset_level_only")
-ORACLE_VARIANTS = ("oracle_rmtl", "oracle_phase_offset", "oracle_no_curriculum", "oracle_level_only",
-                   "oracle_phase_offset_level_only", "oracle_phase_offset_no_drop_penalty")
+ORACLE_VARIANTS = tuple(name for name, v in VARIANTS.items() if v.get("reward_kind") == "oracle")
 
 
 def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] | None = None,

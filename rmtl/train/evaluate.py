@@ -111,7 +111,8 @@ def evaluate_policy_success(
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint directory from a checkpoint dir, its ``model.zip``, or a run dir (its latest checkpoint)."""
+    """A checkpoint directory from a checkpoint dir, its ``model.zip``, or a run dir (its latest
+    checkpoint, else the best policy it kept, ``best/``)."""
     p = Path(path).expanduser().resolve()
     if p.is_file() and p.name == "model.zip":
         p = p.parent
@@ -122,7 +123,10 @@ def resolve_checkpoint(path: str | Path) -> Path:
         ck = p / "checkpoints" / latest.read_text().strip()
         if (ck / "model.zip").is_file():
             return ck
-    raise ConfigError(f"{p} is not a Stage-1 checkpoint (no model.zip) nor a run directory with checkpoints/latest.txt")
+    if (p / "best" / "model.zip").is_file():  # a run kept with its results: its best policy on validation
+        return p / "best"
+    raise ConfigError(f"{p} is not a Stage-1 checkpoint (no model.zip) nor a run directory with checkpoints/latest.txt "
+                      "or best/")
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any], Any]:

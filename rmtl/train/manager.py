@@ -33,6 +33,7 @@ from torch.nn import functional as F
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from rmtl.env.state import STATE_DIM
+from rmtl.errors import ConfigError
 from rmtl.phases import PHASES, phase_one_hot
 from rmtl.reward.phase import ExternalPhaseSelector, RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
@@ -233,29 +234,39 @@ def bc_train(net: ManagerNet, states: np.ndarray, labels: np.ndarray, episodes: 
 class ProgressSignal:
     """Manager-independent progress potential Phi(s) in [-1, 0] of the states an env step ended in.
 
-    VLM reward: Phi(s) = (k_rule(s) + u_rule(s)) / K - 1, the phase-offset level of the
-    Stage-1 shaping evaluated for the *rule's* phase k_rule(s) with its own score
-    (``vlm_scores[k_rule]``, all phases are scored every step) normalised by running bounds
-    that only ever see rule-phase scores. Dense reward: Phi(s) = the dense reference reward.
-    Neither depends on which phase the manager chose, so no choice of prompt changes it:
+    Its ``source`` is the one the worker's reward kind names (``RewardKind.progress_source``):
+
+    - ``scores``: Phi(s) = (k_rule(s) + u_rule(s)) / K - 1, the band level for the *rule's*
+      micro-task k_rule(s) with its own score (``info["reward"]["scores"][k_rule]``: every
+      micro-task is scored every step) normalised by bounds that only see rule-micro-task scores;
+    - ``rule_band``: the same with u = 0.5 (a reward without a scorer);
+    - ``dense``: the dense reference reward of the state.
+
+    None depends on which micro-task the manager chose, so no choice of prompt changes it:
     only what the worker does does.
     """
 
-    def __init__(self, num_envs: int, shaping: ShapingConfig | None = None, dense: Any = None):
+    def __init__(self, num_envs: int, source: str = "scores", shaping: ShapingConfig | None = None,
+                 dense: Any = None, num_phases: int = K):
+        if source not in ("scores", "rule_band", "dense"):
+            raise ConfigError(f"unknown progress source {source!r}; choose scores, rule_band or dense")
         base = shaping or ShapingConfig()
-        cfg = base.replace(enabled=True, level=True, phase_offset=True, trend=False, momentum=False, drop_penalty=False)
-        self.shaper = RewardShaper(num_envs, cfg, K)
+        cfg = base.replace(enabled=True, level=True, band=True, trend=False, momentum=False, drop_penalty=False)
+        self.source = source
+        self.shaper = RewardShaper(num_envs, cfg, num_phases)
         self.dense = dense
         self.rule = RulePhaseSelector()
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]]) -> np.ndarray:
         states = np.asarray(states, dtype=np.float32)
-        if self.dense is not None:
-            from rmtl.tasks.fetch_lift.dense_reward import dense_reward
+        if self.source == "dense":
+            from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
-            return dense_reward(states, self.dense).astype(np.float64)
-        rule = self.rule(states)
-        scores = np.array([np.asarray(info["vlm_scores"], dtype=np.float64)[k] for info, k in zip(infos, rule)])
+            return dense_reward(states, self.dense or DenseRewardConfig()).astype(np.float64)
+        rule = np.minimum(self.rule(states), self.shaper.num_phases - 1)
+        if self.source == "rule_band":
+            return self.shaper.shape_u(np.full(len(rule), 0.5), rule).level.astype(np.float64)
+        scores = np.array([np.asarray(info["reward"]["scores"], dtype=np.float64)[k] for info, k in zip(infos, rule)])
         return self.shaper(scores, rule).level.astype(np.float64)
 
 
@@ -346,7 +357,7 @@ class ManagerController:
             if seg is None:
                 continue
             seg.length += 1
-            seg.env_reward += float(infos[i].get("env_reward", 0.0))
+            seg.env_reward += float(infos[i].get("reward", {}).get("env", 0.0))
             seg.worker_reward += float(rewards[i])
             seg.phi_end = float(phi[i])
             if seg.phi_start is None:

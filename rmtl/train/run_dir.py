@@ -20,6 +20,8 @@ from rmtl.train.csv_log import truncate_csv
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.txt"
+RESUME = "resume"
+"""A copy of the newest checkpoint kept with a run's results (rmtl.train.committed)."""
 
 
 def saved_config(run_dir: Path) -> dict[str, Any] | None:
@@ -35,6 +37,12 @@ def latest_checkpoint(run_dir: str | Path, needs: Iterable[str] = ("model.zip",)
         return None
     ck = p.parent / p.read_text().strip()
     return ck if all((ck / name).is_file() for name in needs) else None
+
+
+def resume_checkpoint(run_dir: str | Path) -> Path | None:
+    """The run's kept resume state (``resume/``), if it holds a model and its meta."""
+    p = Path(run_dir) / RESUME
+    return p if (p / "model.zip").is_file() and (p / "meta.json").is_file() else None
 
 
 def config_differences(saved: dict[str, Any], config: Any, free_fields: Iterable[str]) -> list[str]:
@@ -53,7 +61,9 @@ def config_differences(saved: dict[str, Any], config: Any, free_fields: Iterable
 
 def open_run(run_dir: Path, config: Any, *, resume: bool, free_fields: Iterable[str], logs: Iterable[str],
              needs: Iterable[str] = ("model.zip",), what: str = "run") -> tuple[Path | None, dict[str, Any]]:
-    """(checkpoint to resume from or None, its meta.json) for ``config`` in ``run_dir``.
+    """(checkpoint to resume from or None, its meta.json) for ``config`` in ``run_dir``: the newest
+    checkpoint, else the kept ``resume/`` state (a run directory moved to another machine without
+    its checkpoints).
 
     A checkpoint is resumed only with ``resume`` and a config equal outside ``free_fields``
     (else a one-line ConfigError). Without one, a fresh start in a used directory (``resume``
@@ -62,7 +72,7 @@ def open_run(run_dir: Path, config: Any, *, resume: bool, free_fields: Iterable[
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     saved = saved_config(run_dir)
-    ck = latest_checkpoint(run_dir, needs) if resume else None
+    ck = (latest_checkpoint(run_dir, needs) or resume_checkpoint(run_dir)) if resume else None
     meta: dict[str, Any] = {}
     if ck is not None:
         differ = config_differences(saved or {}, config, free_fields)

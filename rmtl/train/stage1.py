@@ -35,13 +35,15 @@ from rmtl.train.train_env import (
     finish_learning,
     make_curriculum,
     task_of,
+    task_reward_config,
 )
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
-                      "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device"}
+                      "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device",
+                      "keep_results", "validation_episodes"}
 """Fields a resumed run may change; any other difference is refused."""
 
-LOGS = ("eval.csv", "curriculum.csv", "summary.json")
+LOGS = ("eval.csv", "curriculum.csv", "summary.json", "validation.csv")
 """Files of a run that a fresh start in a used directory deletes (CSV logs are cut back on resume)."""
 
 
@@ -119,9 +121,10 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     wall_prev = float(meta_prev.get("wall_seconds", 0.0))
     t_start = time.perf_counter()
     meta: dict[str, Any] = {"variant": config.variant, "phase_input": config.phase_input,
-                            "reward_kind": config.reward_kind, "config": config.model_dump(mode="json")}
-    if config.uses_vlm and task is not None:  # the prompts its reward scores (config.yaml has pick-and-lift's)
-        meta["reward_prompts"] = env.reward_env.config.prompts.model_dump(mode="json")
+                            "reward_kind": config.reward_kind, "reward": env.reward_env.kind.describe(),
+                            "config": config.model_dump(mode="json")}
+    if config.reward_kind == "vlm" and task is not None:  # the prompts its reward scores (config.yaml has pick-and-lift's)
+        meta["reward_prompts"] = task_reward_config(config, task).prompts.model_dump(mode="json")
 
     def before_save(_: Path) -> None:
         meta["wall_seconds"] = wall_prev + time.perf_counter() - t_start
@@ -129,8 +132,15 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         if (config.cache.grow or config.cache.atlas) and env.source is not None and hasattr(env.source.inner, "save"):
             env.source.inner.save()  # persist the grown FAISS index with the checkpoint
 
+    def after_save(ck: Path) -> None:
+        if config.keep_results:
+            from rmtl.train.committed import keep_resume_state, validate_and_keep_best
+
+            keep_resume_state(run_dir, ck)
+            validate_and_keep_best(run_dir, ck, config.validation_episodes, device=config.device)
+
     ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
-                                 on_save=before_save, verbose=verbose)
+                                 on_save=before_save, after_save=after_save, verbose=verbose)
     remaining = config.total_timesteps - start
     try:
         if remaining > 0:
@@ -140,6 +150,10 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
                                        resumed=ck is not None, start=start, before_save=before_save)
         wall = wall_prev + time.perf_counter() - t_start
         _write_summary(run_dir, config, steps, wall, final, curriculum_cb, timings, stats_fn)
+        if config.keep_results and steps >= config.total_timesteps:
+            from rmtl.train.committed import drop_resume_state
+
+            drop_resume_state(run_dir)
     finally:
         close_train_envs(env, eval_env)
     return run_dir

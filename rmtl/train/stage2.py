@@ -63,7 +63,7 @@ def worker_stage1_config(config: Stage2Config) -> Stage1Config:
     s1 = Stage1Config.make(**deep_merge(meta["config"], {**config.stage1, "progress_bar": False}))
     if not s1.phase_input:
         raise ConfigError("Stage 2 needs a worker trained with the phase one-hot (phase_input: true)")
-    if s1.uses_vlm and s1.reward.single_prompt:
+    if s1.reward_kind == "vlm" and s1.reward.single_prompt:
         # One goal, one phase: no micro-task for a manager to choose, no per-phase scores for its progress signal.
         raise ConfigError("Stage 2 needs a micro-task worker: a single-prompt worker has one phase and nothing to "
                           "choose (evaluate single-prompt runs with the rule, e.g. rmtl report --stage 2 --single-prompt)")

@@ -2,9 +2,9 @@
 
 The stack, innermost first::
 
-    FetchPickAndLiftEnv (TerminalFrames for VLM rewards)  x n_envs, Dummy/SubprocVecEnv
+    FetchPickAndLiftEnv (TerminalFrames for kinds that render)  x n_envs, Dummy/SubprocVecEnv
     SimTimer                 times simulation
-    VLMRewardVecEnv | DenseRewardVecEnv | OracleRewardVecEnv   the reward
+    RewardVecEnv             the reward of ``config.reward_kind`` (rmtl.reward.kinds)
     PhaseObservation         phase one-hot (unless phase_input is off)
     VecMonitor               episode returns/lengths
     VecNormalize             only with normalize_observations
@@ -24,7 +24,7 @@ from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_ch
 from rmtl.tasks import DEFAULT_TASK
 from rmtl.train.config import Stage1Config
 from rmtl.train.timing import SimTimer, TimedSource, Timings
-from rmtl.train.wrappers import PHASE_KEY, DenseRewardVecEnv, PhaseObservation
+from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
 
 SourceFactory = Callable[[Stage1Config, Any], Any]
 """(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
@@ -80,18 +80,44 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
     return config.reward.replace(prompts=PromptConfig.for_micro_tasks(task.micro_tasks, config.reward.prompts))
 
 
-def _oracle_reward_env(venv: Any, config: Stage1Config, task: Task | None, rule: Any) -> Any:
-    """The phased reward with the task's oracle scorer (rmtl.train.oracle_reward); None: pick-and-lift."""
+def build_reward_kind(config: Stage1Config, task: Task | None, *, vlm: Any = None, source: Any = None) -> Any:
+    """The run's reward kind (``config.reward_kind``, rmtl.reward.kinds) with the parts its task gives it."""
     from rmtl.errors import ConfigError
+    from rmtl.reward.kinds import get_kind
     from rmtl.tasks import get_task
-    from rmtl.train.oracle_reward import OracleRewardVecEnv
 
-    task = task or get_task(DEFAULT_TASK)
-    if task.oracle_progress is None:
-        raise ConfigError(f"task {task.name!r} defines no oracle progress; reward_kind 'oracle' needs one "
-                          "(Task.oracle_progress), or train it with another reward_kind")
-    return OracleRewardVecEnv(venv, functools.partial(task.oracle_progress, config=config.oracle),
-                              config.reward.shaping, rule, len(task.micro_tasks.names), config.dense.add_env_reward)
+    name = config.reward_kind
+    cls = get_kind(name)
+    the_task = task or get_task(DEFAULT_TASK)
+    k = len(the_task.micro_tasks.names)
+    shaping = config.reward.shaping
+    if name == "vlm":
+        return cls.from_config(task_reward_config(config, task), vlm=vlm, source=source,
+                               band_phases=k if config.reward.single_prompt_band else 0)
+    if name == "oracle":
+        if the_task.oracle_progress is None:
+            raise ConfigError(f"task {the_task.name!r} defines no oracle progress; reward_kind 'oracle' needs one "
+                              "(Task.oracle_progress), or train it with another reward_kind")
+        return cls(functools.partial(the_task.oracle_progress, config=config.oracle), k, shaping.initial_low,
+                   shaping.initial_high, config.dense.add_env_reward)
+    if name == "rule_only":
+        return cls(k, config.rule_only_u, config.dense.add_env_reward)
+    if name == "dense":
+        from rmtl.tasks.fetch_lift.dense_reward import dense_reward
+
+        fn = task.dense_reward if task is not None else functools.partial(dense_reward, config=config.dense)
+        return cls(fn, k, config.dense.add_env_reward)
+    raise ConfigError(f"reward kind {name!r} has no builder in rmtl.train.train_env.build_reward_kind")
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvHooks:
+    """Wrappers a caller inserts into the stack (the Stage-2 manager's): ``below_reward`` right
+    under the reward wrapper (sees each step before it is scored), ``above_phase`` right above
+    the phase one-hot. Each is ``venv -> wrapped venv``."""
+
+    below_reward: Callable[[Any], Any] | None = None
+    above_phase: Callable[[Any], Any] | None = None
 
 
 @dataclasses.dataclass
@@ -107,22 +133,30 @@ class TrainEnv:
 
 def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None,
                     source_factory: SourceFactory | None = None, timings: Timings | None = None,
-                    task: Task | None = None) -> TrainEnv:
+                    task: Task | None = None, phase_selector: Any = None,
+                    hooks: EnvHooks | None = None) -> TrainEnv:
     """The Stage-1 vec-env stack of the module docstring (seeding is left to PPO).
 
     ``task``: another task's env, reference reward, phase rule and micro-task prompts instead
     of pick-and-lift's (its envs are made in this process unless ``task.make_env`` pickles):
     its VLM reward scores the goals of its micro-tasks (:func:`task_reward_config`) and picks
     the active one with its rule.
+
+    ``phase_selector`` replaces the rule for the reward and the phase one-hot (a Stage-2
+    manager's); ``hooks`` inserts wrappers below the reward and above the phase one-hot.
     """
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
 
     from rmtl.reward.phase import RulePhaseSelector
 
+    from rmtl.reward import RewardShaper, RewardVecEnv
+    from rmtl.reward.kinds import get_kind
+
     task = task_of(config, task)
     rule = RulePhaseSelector(task.phases) if task is not None else None
     timings = timings or Timings()
-    make = functools.partial(_make_env, config.env, config.uses_vlm, task)
+    needs_frames = get_kind(config.reward_kind).needs_frames
+    make = functools.partial(_make_env, config.env, needs_frames, task)
     if config.vec_env == "workers":
         from rmtl.train.vec_env import ProcessGroupVecEnv
 
@@ -130,9 +164,11 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     else:
         raw = (SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv)([make for _ in range(config.n_envs)])
     venv: Any = SimTimer(raw, timings)
+    if hooks is not None and hooks.below_reward is not None:
+        venv = hooks.below_reward(venv)
     timed = None
-    if config.uses_vlm:
-        from rmtl.reward import VLMEmbeddingSource, VLMRewardVecEnv
+    if needs_frames:
+        from rmtl.reward import VLMEmbeddingSource
 
         if vlm is None:
             from rmtl.vlm.loader import load_vlm
@@ -146,14 +182,14 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
             else:
                 source = VLMEmbeddingSource(vlm, config.reward.batch_size)
         timed = TimedSource(source, timings)
-        venv = reward_env = VLMRewardVecEnv(venv, task_reward_config(config, task), vlm=vlm, source=timed,
-                                            phase_selector=rule)
-    elif config.reward_kind == "oracle":
-        venv = reward_env = _oracle_reward_env(venv, config, task, rule)
-    else:
-        venv = reward_env = DenseRewardVecEnv(venv, config.dense, task.dense_reward if task is not None else None)
+    kind = build_reward_kind(config, task, vlm=vlm, source=timed)
+    shaper = RewardShaper(config.n_envs, config.reward.shaping, kind.num_phases)
+    venv = reward_env = RewardVecEnv(venv, kind, phase_selector or rule, shaper)
     if config.phase_input:
-        venv = PhaseObservation(venv) if task is None else PhaseObservation(venv, rule, len(task.micro_tasks.names))
+        k = len(task.micro_tasks.names) if task is not None else 3
+        venv = PhaseObservation(venv, phase_selector or rule, k)
+    if hooks is not None and hooks.above_phase is not None:
+        venv = hooks.above_phase(venv)
     venv = VecMonitor(venv)
     normalizer = None
     if config.normalize_observations:
@@ -176,7 +212,10 @@ def finish_learning(run_dir: Path, model: Any, ckpt_cb: CheckpointCallback, eval
     steps = int(model.num_timesteps)
     if ckpt_cb.last_saved != steps and (not resumed or steps != start):
         before_save(run_dir)
-        save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer)
+        ck = save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer)
+        ckpt_cb.last_saved = steps
+        if ckpt_cb.after_save is not None:
+            ckpt_cb.after_save(ck)
     final = None
     if eval_cb.last_eval_step != steps:
         if eval_cb.model is None:

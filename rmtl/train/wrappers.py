@@ -1,12 +1,8 @@
-"""Vec-env wrappers of the Stage-1 learner: the phase one-hot observation and the dense reference reward.
-
-Both read the 25-D state of the observation (``terminal_observation`` for a sub-env that
-just finished), so they need no rendering.
-"""
+"""The phase one-hot observation of the learners (reads the state, no rendering)."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 from gymnasium import spaces
@@ -15,8 +11,6 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from rmtl.errors import ConfigError
 from rmtl.phases import PHASES, phase_one_hot
 from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
-from rmtl.reward.wrapper import step_end_states
-from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
 PHASE_KEY = "phase"
 """Observation key of the phase one-hot."""
@@ -49,8 +43,8 @@ class PhaseObservation(VecEnvWrapper):
     """Adds the active phase as a one-hot ``'phase'`` entry (Box [0,1]^3) to a dict observation.
 
     The phase of each returned observation is ``selector(states of those observations)``:
-    for the Stage-1 distance rule this is exactly the ``vlm_phase`` the reward wrapper
-    used on the same state, and it is also right after an auto-reset (where ``vlm_phase``
+    for the Stage-1 distance rule this is exactly the ``info["reward"]["phase"]`` the reward
+    wrapper used on the same state, and it is also right after an auto-reset (where that phase
     describes the terminal state, not the new episode's first observation) and at
     ``reset()`` (where there is no info). A Stage-2 manager passes its
     :class:`~rmtl.reward.ExternalPhaseSelector` so the worker sees the manager's choice.
@@ -92,32 +86,3 @@ class PhaseObservation(VecEnvWrapper):
                 infos[i]["terminal_observation"] = add_phase(infos[i]["terminal_observation"], int(term_phases[i]),
                                                              self.num_phases)
         return self._augment(obs, infos), reward, dones, infos
-
-
-class DenseRewardVecEnv(VecEnvWrapper):
-    """Replaces the reward with ``reward_fn`` (:func:`dense_reward`, or a task's reference reward) of the
-    state each step ended in (plus the +1 bonus).
-
-    Reference only: it shows what PPO reaches with this task definition and a hand-made
-    signal. ``info`` gets ``dense_reward`` (the shaped part) and ``env_reward``.
-    """
-
-    def __init__(self, venv: VecEnv, config: DenseRewardConfig | None = None,
-                 reward_fn: Callable[[np.ndarray], np.ndarray] | None = None):
-        super().__init__(venv)
-        self.config = config or DenseRewardConfig()
-        self.reward_fn = reward_fn or (lambda states: dense_reward(states, self.config))
-        """states -> the shaped part of the reward (default: the pick-and-lift dense reference)."""
-
-    def reset(self):
-        return self.venv.reset()
-
-    def step_wait(self):
-        obs, env_reward, dones, infos = self.venv.step_wait()
-        states = step_end_states(obs, dones, infos)
-        shaped = np.asarray(self.reward_fn(states), dtype=np.float32)
-        reward = shaped + (np.asarray(env_reward, dtype=np.float32) if self.config.add_env_reward else 0.0)
-        for i, info in enumerate(infos):
-            info["dense_reward"] = float(shaped[i])
-            info["env_reward"] = float(env_reward[i])
-        return obs, reward.astype(np.float32), dones, infos

@@ -1,0 +1,79 @@
+"""What a reward kind is: the part of the reward that differs between kinds (what scores the
+active micro-task, or what replaces the score), behind one interface the single
+:class:`~rmtl.reward.vec_env.RewardVecEnv` calls.
+
+A kind turns the states a vec-env step ended in (and, if it needs them, their frames) into
+the shaped reward before the env's success bonus, plus the terms it reports. The phase
+selector and the shaper are the wrapper's, so every kind sees the same phases and the same
+shaping; a kind that is not shaped (the dense reference) simply ignores the shaper.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Literal, Mapping, Sequence
+
+import numpy as np
+
+from rmtl.reward.shaping import RewardShaper, ShapingOutput
+
+Render = Callable[[np.ndarray], np.ndarray]
+"""env indices [M] -> frames uint8 [M, V, H, W, 3] of the states those envs' step ended in."""
+
+ProgressSource = Literal["scores", "rule_band", "dense"]
+"""Where a Stage-2 progress potential comes from: the kind's per-micro-task scores (the band level
+of the rule's micro-task), the rule's band alone (u = 0.5), or the dense reference reward."""
+
+
+@dataclass
+class KindStep:
+    """One vec-env step of a kind: the reward before the env bonus [N] and per-env terms for ``info['reward']``."""
+
+    reward: np.ndarray
+    terms: dict[str, np.ndarray] = field(default_factory=dict)
+    """name -> [N] (scalars per env) or [N, ...] (arrays per env, e.g. the K scores)."""
+
+
+def shaped_terms(out: ShapingOutput, score: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The shaper's per-env terms as ``info['reward']`` entries."""
+    terms = {"u": out.u, "level": out.level, "trend": out.trend, "momentum": out.momentum, "delta": out.delta,
+             "low": out.low, "high": out.high}
+    if score is not None:
+        terms["score"] = np.asarray(score, dtype=np.float32)
+    return terms
+
+
+class RewardKind(ABC):
+    """One kind of reward. Subclasses register with :func:`rmtl.reward.kinds.register_kind`."""
+
+    name: ClassVar[str]
+    needs_frames: ClassVar[bool] = False
+    """Sub-envs must render the reward views (wrapped in TerminalFrames)."""
+    progress_source: ClassVar[ProgressSource]
+    """The Stage-2 progress potential this kind's runs use (named, never picked silently)."""
+    privileged: ClassVar[bool] = False
+    """Reads state beyond the phase (a reference or diagnostic, never a VLM result)."""
+
+    num_phases: int = 3
+    """Micro-tasks the shaper keeps bounds and the band for (1: a single goal, no phase index)."""
+    add_env_reward: bool = True
+    """Add the env's own reward (the +1 success bonus) to the shaped reward."""
+
+    def bind(self, venv: Any) -> None:
+        """Called once by the wrapper with the vec env below it (e.g. to set up rendering)."""
+
+    @abstractmethod
+    def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render: Render) -> KindStep:
+        """The reward of the states [N, S] the step ended in, for the active micro-tasks ``phases`` [N]."""
+
+    def scores_of(self, infos: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
+        """Per-micro-task scores [N, K] this kind wrote into the infos (None: it has no scorer)."""
+        if "scores" not in infos[0].get("reward", {}):
+            return None
+        return np.stack([np.asarray(info["reward"]["scores"], dtype=np.float64) for info in infos])
+
+    def describe(self) -> dict[str, Any]:
+        """What a run records about its reward kind."""
+        return {"kind": self.name, "num_phases": self.num_phases, "progress_source": self.progress_source,
+                "privileged": self.privileged}

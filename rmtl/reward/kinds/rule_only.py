@@ -1,0 +1,30 @@
+"""The rule-only control: the phase band with u held at ``u`` (0.5) and no scorer at all.
+
+It pays what the active micro-task's index alone is worth under the shaping (the band, and
+trend / momentum on its changes), so it needs no rendering. What a VLM reward gains over it
+is the VLM's contribution; a result it matches is the rule's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rmtl.reward.kinds import register_kind
+from rmtl.reward.kinds.base import KindStep, RewardKind, shaped_terms
+from rmtl.reward.shaping import RewardShaper
+
+
+@register_kind("rule_only")
+class RuleOnlyKind(RewardKind):
+    progress_source = "rule_band"
+
+    def __init__(self, num_phases: int, u: float = 0.5, add_env_reward: bool = True):
+        self.num_phases = int(num_phases)
+        self.u = float(u)
+        self.add_env_reward = add_env_reward
+
+    def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render) -> KindStep:
+        out = shaper.shape_u(np.full(states.shape[0], self.u), phases)
+        terms = shaped_terms(out)
+        del terms["low"], terms["high"]  # no scorer, no bounds
+        return KindStep(out.reward, terms)
