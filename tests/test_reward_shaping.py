@@ -1,5 +1,6 @@
-"""Reward shaping: Table 1 by hand, bounds, trend, momentum, drop penalty, range, the phase-offset
-variant, one-phase invariance, reset (rmtl.reward.shaping)."""
+"""Reward shaping: the phase-banded default by hand across two phase switches (bounds moving both
+ways), the earlier per-phase reconstruction of Table 1 by hand, trend, momentum, drop penalty, range,
+one-phase invariance, reset (rmtl.reward.shaping)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from rmtl.errors import ConfigError
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 
-LEVEL_ONLY = dict(trend=False, momentum=False, adaptive_bounds=False)
+EARLIER = dict(band=False, bounds="widen_only")
+"""The earlier reconstruction of Table 1 (a labelled option)."""
+LEVEL_ONLY = dict(trend=False, momentum=False, bounds="fixed")
 
 
 def run(shaper, scores, phases=None):
@@ -39,11 +42,10 @@ TABLE1_STEPS = [
 
 
 @pytest.mark.parametrize("phase", [0, 1, 2])
-def test_default_shaping_is_table1_step_by_step(phase):
-    cfg = ShapingConfig()
+def test_earlier_reconstruction_is_table1_step_by_step(phase):
+    cfg = ShapingConfig(**EARLIER)
     assert (cfg.initial_low, cfg.initial_high, cfg.bound_rate, cfg.trend_window) == (0.45, 0.70, 0.01, 3)
     assert (cfg.trend_weight, cfg.momentum_weight, cfg.drop_multiplier) == (0.3, 0.3, 2.0)
-    assert not cfg.phase_offset  # a labelled variant, never the default
     sh = RewardShaper(1, cfg)  # K = 3: the phase index must not shift the level
     for s, lo, hi, u, trend, mom, delta, reward in TABLE1_STEPS:
         out = sh(np.array([s]), np.array([phase]))
@@ -51,11 +53,78 @@ def test_default_shaping_is_table1_step_by_step(phase):
         np.testing.assert_allclose(got, [lo, hi, u, trend, mom, delta, reward], atol=2e-6)
 
 
+# The default (band, tracking bounds, trend / momentum on L, drop penalty) by hand, one env, K = 3,
+# across the switches approach -> align -> grasp. Bounds (shared, per micro-task) move toward the
+# min / max m, M of that micro-task's scores over the last 3 steps: at 0.01 of the gap when that
+# widens the range, at 0.003 when it narrows it; then u = clip((s - lo)/(hi - lo)), L = (k + u)/3 - 1,
+# trend = L - mean(previous <= 3 L of the episode), mom = 0.7 mom + 0.3 (L - L_prev),
+# delta = 0.3 trend + 0.3 mom (x2 if negative), reward = clip(L + delta, -1, 0).
+# Step 1 (k 0, s 0.60): m = M = 0.60 narrows both: lo = 0.45 + 0.003 * 0.15 = 0.45045,
+#   hi = 0.70 - 0.003 * 0.10 = 0.6997, u = 0.14955 / 0.24925 = 0.6, L = 0.6/3 - 1 = -0.8.
+# Step 3 (k 1, s 0.45, first align step): lo_1 stays 0.45 (m = lo), hi_1 = 0.70 - 0.003 * 0.25,
+#   u = 0, L = 1/3 - 1; trend = L - mean(L1, L2) = 0.066667: the switch reads as a rise of the band.
+# Step 5 (k 1, s 0.40): m = 0.40 < lo_1 widens at 0.01: lo_1 = 0.45 - 0.01 * 0.05 = 0.4495; the drop
+#   doubles delta: 2 * 0.3 (-0.044658 + 0.001662) = -0.025798.
+# Step 6 (k 2, s 0.90): hi_2 widens (0.70 + 0.01 * 0.2), lo_2 contracts (0.45 + 0.003 * 0.45); u = 1, L = 0.
+DEFAULT_STEPS = [  # (phase, s, lo, hi, u, L, trend, momentum, reward)
+    (0, 0.60, 0.450450, 0.699700, 0.600000, -0.800000, 0.000000, 0.000000, -0.800000),
+    (0, 0.72, 0.450899, 0.699903, 1.000000, -0.666667, 0.133333, 0.040000, -0.614667),
+    (1, 0.45, 0.450000, 0.699250, 0.000000, -0.666667, 0.066667, 0.028000, -0.638267),
+    (1, 0.55, 0.450000, 0.698802, 0.401926, -0.532691, 0.178420, 0.059793, -0.461228),
+    (1, 0.40, 0.449500, 0.698356, 0.000000, -0.666667, -0.044658, 0.001662, -0.692464),
+    (2, 0.90, 0.451350, 0.702000, 1.000000, 0.000000, 0.622008, 0.201164, 0.000000),
+]
+
+
+def test_default_is_the_band_with_tracking_bounds_by_hand():
+    cfg = ShapingConfig()
+    assert cfg.band and cfg.bounds == "tracking" and (cfg.bound_rate, cfg.contraction_rate, cfg.bound_window) == (0.01, 0.003, 3)
+    assert cfg.trend and cfg.momentum and cfg.drop_penalty
+    sh = RewardShaper(1, cfg)
+    for k, s, lo, hi, u, level, trend, mom, reward in DEFAULT_STEPS:
+        out = sh(np.array([s]), np.array([k]))
+        got = [out.low[0], out.high[0], out.u[0], out.level[0], out.trend[0], out.momentum[0], out.reward[0]]
+        np.testing.assert_allclose(got, [lo, hi, u, level, trend, mom, reward], atol=2e-6)
+
+
+def test_tracking_bounds_are_shared_and_settle_near_the_score_percentiles():
+    """16 envs, one micro-task, scores N(0.8, 0.05): the shared pair settles near p1/p99, far wider than
+    a 3-step spread of one env, and the same for every env."""
+    rng = np.random.default_rng(0)
+    sh = RewardShaper(16, ShapingConfig())
+    lows, highs = [], []
+    for t in range(20000):
+        sh(rng.normal(0.8, 0.05, 16), np.zeros(16, int))
+        if t > 10000:
+            lows.append(sh.low[0, 0]), highs.append(sh.high[0, 0])
+    assert np.all(sh.low[:, 0] == sh.low[0, 0])
+    p = np.percentile(rng.normal(0.8, 0.05, 10**6), [0.3, 5, 95, 99.7])
+    assert p[0] < np.mean(lows) < p[1] and p[2] < np.mean(highs) < p[3]
+    # a shift of the scores is followed both ways (widen fast, contract slowly)
+    for _ in range(5000):
+        sh(rng.normal(0.6, 0.02, 16), np.zeros(16, int))
+    assert 0.53 < sh.low[0, 0] < 0.58 and 0.62 < sh.high[0, 0] < 0.70
+
+
+def test_band_history_spans_micro_tasks_but_per_phase_history_restarts():
+    band = run(RewardShaper(1, ShapingConfig(bounds="fixed")), [0.5, 0.6, 0.45], phases=[0, 0, 1])
+    assert band[2].trend[0] != 0 and band[2].momentum[0] != 0  # L keeps its episode history across the switch
+    earlier = run(RewardShaper(1, ShapingConfig(**EARLIER)), [0.5, 0.6, 0.45], phases=[0, 0, 1])
+    assert earlier[2].trend[0] == 0 and earlier[2].momentum[0] == 0
+
+
+def test_shape_u_needs_no_scores_and_no_bounds():
+    sh = RewardShaper(3, ShapingConfig(trend=False, momentum=False))
+    out = sh.shape_u(np.full(3, 0.5), np.array([0, 1, 2]))
+    np.testing.assert_allclose(out.reward, [0.5 / 3 - 1, 1.5 / 3 - 1, 2.5 / 3 - 1], atol=1e-6)
+    assert np.all(sh.low == 0.45) and np.all(sh.high == 0.70)
+
+
 def test_one_phase_shaping_ignores_the_phase_ids():
     """Single prompt (K = 1): the same scores with any phases give the same rewards and terms."""
     rng = np.random.default_rng(1)
     scores = rng.uniform(0.3, 0.8, size=(40, 4))
-    for cfg in (ShapingConfig(), ShapingConfig(phase_offset=True)):
+    for cfg in (ShapingConfig(), ShapingConfig(**EARLIER)):
         runs = []
         for phases in (np.zeros((40, 4), int), rng.integers(0, 3, size=(40, 4)), np.full((40, 4), 2), None):
             sh = RewardShaper(4, cfg, num_phases=1)
@@ -65,7 +134,7 @@ def test_one_phase_shaping_ignores_the_phase_ids():
             np.testing.assert_array_equal(r, runs[0])
     assert RewardShaper(1, num_phases=1).low.shape == (1, 1)  # one pair of bounds
     # The same check fails for three phases: per-phase bounds and history see the phase.
-    a, b = RewardShaper(1), RewardShaper(1)
+    a, b = RewardShaper(1, ShapingConfig(**EARLIER)), RewardShaper(1, ShapingConfig(**EARLIER))
     ra = [a(np.array([s]), np.array([0])).reward[0] for s in scores[:, 0]]
     rb = [b(np.array([s]), np.array([t % 3])).reward[0] for t, s in enumerate(scores[:, 0])]
     assert not np.allclose(ra, rb)
@@ -73,8 +142,8 @@ def test_one_phase_shaping_ignores_the_phase_ids():
         RewardShaper(1)(np.array([0.5]))
 
 
-def test_bounds_move_toward_outside_scores_of_the_active_phase_only():
-    sh = RewardShaper(1, ShapingConfig())
+def test_widen_only_bounds_move_toward_outside_scores_of_the_active_phase_only():
+    sh = RewardShaper(1, ShapingConfig(**EARLIER))
     sh(np.array([1.0]), np.array([1]))
     assert sh.high[0, 1] == pytest.approx(0.70 + 0.01 * 0.30)
     assert sh.low[0, 1] == pytest.approx(0.45)
@@ -83,14 +152,14 @@ def test_bounds_move_toward_outside_scores_of_the_active_phase_only():
     assert sh.low[0, 1] == pytest.approx(0.45 + 0.01 * (0.2 - 0.45))
     sh(np.array([0.6]), np.array([1]))  # inside: no move
     assert sh.low[0, 1] == pytest.approx(0.45 + 0.01 * (0.2 - 0.45))
-    fixed = RewardShaper(1, ShapingConfig(adaptive_bounds=False))
+    fixed = RewardShaper(1, ShapingConfig(bounds="fixed"))
     for _ in range(10):
         fixed(np.array([1.0]), np.array([0]))
     assert fixed.high[0, 0] == pytest.approx(0.70)
 
 
 def test_u_trend_and_momentum_definitions():
-    cfg = ShapingConfig(adaptive_bounds=False, drop_penalty=False)
+    cfg = ShapingConfig(**{**EARLIER, "bounds": "fixed"}, drop_penalty=False)
     sh = RewardShaper(1, cfg)
     scores = [0.45, 0.50, 0.55, 0.60, 0.65]
     outs = run(sh, scores)
@@ -110,7 +179,7 @@ def test_u_trend_and_momentum_definitions():
 
 def test_drop_penalty_doubles_negative_delta_only():
     scores = [0.5, 0.6, 0.7, 0.55]
-    base = dict(adaptive_bounds=False, level=False)
+    base = dict(bounds="fixed", level=False)
     on = run(RewardShaper(1, ShapingConfig(**base)), scores)
     off = run(RewardShaper(1, ShapingConfig(**base, drop_penalty=False)), scores)
     assert off[3].delta[0] < 0
@@ -128,21 +197,15 @@ def test_output_range():
         assert out.u.min() >= 0.0 and out.u.max() <= 1.0
 
 
-def test_phase_offset_variant_makes_a_phase_switch_no_loss():
+def test_band_makes_a_phase_switch_no_loss():
     # approach at its top (u = 1), then align at its bottom (u = 0)
-    with_offset = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY, phase_offset=True)), [0.70, 0.45], phases=[0, 1])
-    assert [o.reward[0] for o in with_offset] == pytest.approx([(0 + 1) / 3 - 1, (1 + 0) / 3 - 1])
-    assert with_offset[1].reward[0] >= with_offset[0].reward[0]
-    without = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY)), [0.70, 0.45], phases=[0, 1])
+    with_band = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY)), [0.70, 0.45], phases=[0, 1])
+    assert [o.reward[0] for o in with_band] == pytest.approx([(0 + 1) / 3 - 1, (1 + 0) / 3 - 1])
+    assert with_band[1].reward[0] >= with_band[0].reward[0]
+    without = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY, band=False)), [0.70, 0.45], phases=[0, 1])
     assert [o.reward[0] for o in without] == pytest.approx([0.0, -1.0])
-    top = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY, phase_offset=True)), [0.9], phases=[2])
+    top = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY)), [0.9], phases=[2])
     assert top[0].reward[0] == pytest.approx(0.0)
-
-
-def test_history_is_per_phase():
-    cfg = ShapingConfig(adaptive_bounds=False)
-    outs = run(RewardShaper(1, cfg), [0.5, 0.6, 0.45], phases=[0, 0, 1])
-    assert outs[2].trend[0] == 0 and outs[2].momentum[0] == 0  # first align step has no align history
 
 
 def test_reset_clears_episode_state_of_selected_envs_only():
@@ -151,11 +214,11 @@ def test_reset_clears_episode_state_of_selected_envs_only():
         sh(np.array([s, s]), np.array([0, 0]))
     high_before = sh.high.copy()
     sh.reset(np.array([True, False]))
+    np.testing.assert_array_equal(sh.high, high_before)  # bounds are running statistics
     out = sh(np.array([0.2, 0.2]), np.array([0, 0]))
     assert out.trend[0] == 0 and out.momentum[0] == 0
     assert out.trend[1] != 0 and out.momentum[1] != 0
-    assert sh.high[0, 0] == pytest.approx(high_before[0, 0])  # bounds are running statistics
-    sh2 = RewardShaper(1, ShapingConfig(reset_bounds_on_episode=True))
+    sh2 = RewardShaper(1, ShapingConfig(**EARLIER, reset_bounds_on_episode=True))
     sh2(np.array([1.0]), np.array([0]))
     sh2.reset()
     assert sh2.high[0, 0] == pytest.approx(0.70)
@@ -168,3 +231,5 @@ def test_disabled_returns_raw_score_and_bad_input():
         RewardShaper(1)(np.array([0.5]), np.array([3]))
     with pytest.raises(ConfigError, match="initial_low"):
         ShapingConfig.make(initial_low=0.8, initial_high=0.7)
+    with pytest.raises(ConfigError, match="widen_only"):
+        ShapingConfig.make(reset_bounds_on_episode=True)

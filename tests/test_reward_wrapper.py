@@ -1,4 +1,5 @@
-"""End to end: the VLM reward on a DummyVecEnv of FetchPickAndLiftEnv (rmtl.reward.wrapper)."""
+"""End to end: the VLM reward kind through RewardVecEnv on a DummyVecEnv of FetchPickAndLiftEnv
+(rmtl.reward.vec_env, rmtl.reward.kinds.vlm, rmtl.reward.wrapper)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from rmtl.reward import (
     PhasedScorer,
     RewardConfig,
     VLMEmbeddingSource,
-    VLMRewardVecEnv,
     make_reward_vec_env,
+    vlm_reward_env,
 )
 from rmtl.reward.prompts import PromptConfig, embed_prompts
 from rmtl.vlm.testing import TINY_NAME, tiny_vlm
@@ -54,14 +55,16 @@ def test_end_to_end(config):
         for t in range(4):  # crosses one episode end (3-step episodes)
             obs, reward, dones, infos = env.step(rng.uniform(-1, 1, (2, 4)).astype(np.float32))
             assert reward.shape == (2,) and reward.dtype == np.float32
-            for i, info in enumerate(infos):
-                assert info["vlm_scores_per_view"].shape == (len(VIEWS), 3)
-                np.testing.assert_allclose(info["vlm_scores"], info["vlm_scores_per_view"].mean(0), atol=1e-6)
-                assert info["vlm_phase"] == rule_phase(info["gripper_cube_distance"])
-                assert info["vlm_score"] == pytest.approx(info["vlm_scores"][info["vlm_phase"]], abs=1e-6)
-                assert -1.0 <= info["vlm_reward"] <= 0.0
-                assert reward[i] == pytest.approx(info["vlm_reward"] + info["env_reward"], abs=1e-6)
-                assert "terminal_frames" not in info
+            for i, full in enumerate(infos):
+                info = full["reward"]
+                assert info["kind"] == "vlm"
+                assert info["scores_per_view"].shape == (len(VIEWS), 3)
+                np.testing.assert_allclose(info["scores"], info["scores_per_view"].mean(0), atol=1e-6)
+                assert info["phase"] == rule_phase(full["gripper_cube_distance"])
+                assert info["score"] == pytest.approx(info["scores"][info["phase"]], abs=1e-6)
+                assert -1.0 <= info["reward"] <= 0.0
+                assert reward[i] == pytest.approx(info["reward"] + info["env"], abs=1e-6)
+                assert "terminal_frames" not in full
             frames = source.frames[-1]
             assert frames.shape == (2, len(VIEWS), 64, 64, 3) and frames.dtype == np.uint8
             if t == 2:
@@ -73,7 +76,7 @@ def test_end_to_end(config):
                     assert not np.allclose(source.states[-1][i], obs["observation"][i])
                     after_reset = env.venv.env_method("render_views", VIEWS, 64, indices=[i])[0]
                     assert not np.array_equal(frames[i], after_reset)
-        assert env.resolution == 64 and env.views == VIEWS
+        assert env.kind.resolution == 64 and env.kind.views == VIEWS
     finally:
         env.close()
 
@@ -106,7 +109,7 @@ def test_sub_envs_must_keep_terminal_frames(config):
     venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(ENV_CFG)])
     try:
         with pytest.raises(ConfigError, match="TerminalFrames"):
-            VLMRewardVecEnv(venv, config, vlm=tiny_vlm(seed=0))
+            vlm_reward_env(venv, config, vlm=tiny_vlm(seed=0))
     finally:
         venv.close()
 
@@ -152,7 +155,7 @@ def test_single_prompt_reward_is_invariant_to_the_rule_phase(config):
         v = np.stack([np.random.default_rng(sum(map(ord, t))).normal(size=8) for t in texts]).astype(np.float32)
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
-    for shaping in ({}, {"phase_offset": True}):
+    for shaping in ({}, {"band": False, "bounds": "widen_only"}):
         cfg = config.replace(model="PE-Core-bigG-14-448:meta", single_prompt=True, shaping=shaping)
         scorer = PhasedScorer.from_config(cfg, encoder)
         assert scorer.num_phases == 1
@@ -163,3 +166,19 @@ def test_single_prompt_reward_is_invariant_to_the_rule_phase(config):
     cfg = config.replace(model="PE-Core-bigG-14-448:meta")
     scorer = PhasedScorer.from_config(cfg, encoder)
     assert not np.array_equal(_rewards(cfg, scorer, FixedPhases(0)), _rewards(cfg, scorer, FixedPhases(2)))
+
+
+def test_single_prompt_in_the_band_is_a_labelled_control_that_sees_the_phase(config):
+    """single_prompt_band: one goal scored, shaped inside the rule's band of three micro-tasks."""
+
+    def encoder(texts):
+        v = np.stack([np.random.default_rng(sum(map(ord, t))).normal(size=8) for t in texts]).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    cfg = config.replace(model="PE-Core-bigG-14-448:meta", single_prompt=True, single_prompt_band=True)
+    scorer = PhasedScorer.from_config(cfg, encoder)
+    assert scorer.num_phases == 1
+    a, b = _rewards(cfg, scorer, FixedPhases(0)), _rewards(cfg, scorer, FixedPhases(2))
+    assert (b > a).mean() > 0.9  # a later band pays more for the same score
+    with pytest.raises(ConfigError, match="single_prompt_band"):
+        RewardConfig.make(single_prompt_band=True)

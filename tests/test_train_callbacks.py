@@ -21,7 +21,10 @@ from rmtl.train.config import (
     stage1_config,
 )
 from rmtl.train.train_env import make_curriculum
-from rmtl.train.wrappers import PHASE_KEY, DenseRewardVecEnv, PhaseObservation, dense_reward
+from rmtl.reward import RewardVecEnv
+from rmtl.reward.kinds import get_kind
+from rmtl.tasks.fetch_lift.dense_reward import dense_reward
+from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
 
 
 class FakeVecEnv:
@@ -60,10 +63,11 @@ def test_table1_defaults_and_variants():
     assert stage1_config("single_prompt_multi_view").reward.single_prompt
     assert stage1_config("dense_reference").reward_kind == "dense"
     assert not stage1_config("no_phase_input").phase_input
-    assert not stage1_config("rmtl_no_trend_momentum").reward.shaping.trend
-    # RMTL's shaping is Table 1; the phase offset is a labelled variant only.
-    assert not c.reward.shaping.phase_offset and stage1_config("rmtl_phase_offset").reward.shaping.phase_offset
-    assert stage1_config("rmtl_no_phase_offset").reward == c.reward  # old name, now the default
+    assert not stage1_config("rmtl_level_only").reward.shaping.trend
+    assert stage1_config("rule_only").reward_kind == "rule_only"
+    assert stage1_config("single_prompt_banded").reward.single_prompt_band
+    # RMTL's shaping is the band; the earlier per-phase reconstruction is a labelled variant only.
+    assert c.reward.shaping.band and not stage1_config("rmtl_per_phase").reward.shaping.band
     # later overrides win over the variant's, nested dicts merge
     v = stage1_config("single_prompt_multi_view", reward={"alpha": 0.5}, n_envs=4)
     assert v.reward.single_prompt and v.reward.alpha == 0.5 and v.n_envs == 4
@@ -124,7 +128,7 @@ def test_dense_reward_values():
 
 def test_phase_observation_and_dense_wrapper():
     venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(max_episode_steps=3) for _ in range(2)])
-    venv = PhaseObservation(DenseRewardVecEnv(venv))
+    venv = PhaseObservation(RewardVecEnv(venv, get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig()))))
     assert venv.observation_space[PHASE_KEY].shape == (3,)
     venv.seed(0)
     obs = venv.reset()
@@ -135,12 +139,12 @@ def test_phase_observation_and_dense_wrapper():
         assert np.all(obs[PHASE_KEY].sum(-1) == 1)
         obs, reward, dones, infos = venv.step(rng.uniform(-1, 1, (2, 4)).astype(np.float32))
         for i, info in enumerate(infos):
-            assert reward[i] == pytest.approx(info["dense_reward"] + info["env_reward"], abs=1e-6)
+            assert reward[i] == pytest.approx(info["reward"]["reward"] + info["reward"]["env"], abs=1e-6)
             if dones[i]:
                 term = info["terminal_observation"]
                 assert PHASE_KEY in term
                 dt = np.linalg.norm(term["observation"][CUBE_REL_POS])
                 assert term[PHASE_KEY].argmax() == rule_phase(dt)
-                assert info["dense_reward"] == pytest.approx(float(dense_reward(term["observation"][None], DenseRewardConfig())[0]), abs=1e-5)
+                assert info["reward"]["reward"] == pytest.approx(float(dense_reward(term["observation"][None], DenseRewardConfig())[0]), abs=1e-5)
     assert dones.all()
     venv.close()

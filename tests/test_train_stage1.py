@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from rmtl.errors import ConfigError
-from rmtl.train.config import ORACLE_VARIANTS, VARIANTS, stage1_config
+from rmtl.train.config import VARIANTS, stage1_config
 
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
 SMOKE_STEPS = 128  # 4 PPO updates of 2 envs x 16 steps
-SHAPING_ONLY = ("rmtl_phase_offset", "rmtl_no_phase_offset", "rmtl_no_trend_momentum", "rmtl_level_only",
-                "oracle_phase_offset", "oracle_level_only", "oracle_phase_offset_level_only", "oracle_phase_offset_no_drop_penalty",
-                "rmtl_phase_offset_level_only")
+SHAPING_ONLY = ("rmtl_per_phase", "rmtl_level_only", "oracle_per_phase", "oracle_per_phase_level_only",
+                "oracle_sweep_level_only", "oracle_sweep_trend_momentum", "oracle_sweep_trend_momentum_drop",
+                "oracle_no_phase_input", "rule_only_no_curriculum")
 
 
 def smoke_steps(variant: str) -> int:
@@ -59,7 +59,7 @@ class PhaseCheck:
                     phase = info["terminal_observation"]["phase"] if dones[i] else obs["phase"][i]
                     self.episode_ends += int(dones[i])
                     self.checked += 1
-                    self.mismatches += int(np.argmax(phase) != info["vlm_phase"])
+                    self.mismatches += int(np.argmax(phase) != info["reward"]["phase"])
                 return True
 
         return _PhaseCheck()
@@ -75,7 +75,7 @@ def runs(tmp_path_factory, random_tiny_vlm):
     for name in VARIANTS:
         cfg = small(name, root / name, total_timesteps=smoke_steps(name))
         extra = [PhaseCheck()] if name == "rmtl" else []
-        out[name] = train_stage1(cfg, vlm=random_tiny_vlm if cfg.uses_vlm else None, callbacks=extra)
+        out[name] = train_stage1(cfg, vlm=random_tiny_vlm if cfg.reward_kind == "vlm" else None, callbacks=extra)
         if extra:
             out["phase_check"] = extra[0]
     return out
@@ -104,19 +104,22 @@ def test_variant_trains_checkpoints_and_evaluates(runs, variant):
     progress = read_csv(d / "progress_000000000.csv")
     keys = set().union(*progress)
     assert {"time/env_steps_per_s", "curriculum/stage", "rollout/success_rate", "time/ms_per_step_simulation"} <= keys
-    if variant == "dense_reference":
-        assert "reward/dense_reward" in keys and "reward/vlm_reward" not in keys
-    elif variant in ORACLE_VARIANTS:
-        assert {"reward/oracle_reward", "reward/oracle_u"} <= keys and "reward/vlm_reward" not in keys
+    kind = stage1_config(variant).reward_kind
+    assert json.loads((d / "checkpoints" / f"step_{n:09d}" / "meta.json").read_text())["reward"]["kind"] == kind
+    if kind == "dense":
+        assert {"reward/reward", "reward/env"} <= keys and "reward/u" not in keys
+    elif kind in ("oracle", "rule_only"):
+        assert {"reward/reward", "reward/u", "reward/level"} <= keys
+        assert ("reward/score" in keys) == (kind == "oracle")  # rule-only has no scorer
         assert not any(float(r.get("time/ms_per_step_rendering") or 0) for r in progress)  # no rendering
     else:
-        assert {"reward/vlm_reward", "reward/vlm_score", "time/ms_per_step_rendering",
+        assert {"reward/reward", "reward/score", "reward/u", "time/ms_per_step_rendering",
                 "time/ms_per_step_embedding"} <= keys
     summary = json.loads((d / "summary.json").read_text())
     assert summary["env_steps"] == n
     cur = summary["curriculum"]
     assert sum(cur["steps_per_stage"]) == n
-    assert cur["curriculum"]["stage_index"] == (4 if variant in ("no_curriculum", "oracle_no_curriculum") else 0)
+    assert cur["curriculum"]["stage_index"] == (0 if stage1_config(variant).curriculum else 4)
     assert sum(cur["episodes_per_stage"]) == n // 16  # 2 envs x 16-step episodes
 
 

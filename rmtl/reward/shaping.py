@@ -31,7 +31,7 @@ bounds are running statistics over training.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -145,6 +145,22 @@ class RewardShaper:
         if self.config.reset_bounds_on_episode:
             self.low[idx] = self.config.initial_low
             self.high[idx] = self.config.initial_high
+
+    def state_dict(self) -> dict[str, Any]:
+        """The running statistics a resumed learner needs (bounds and their window; JSON-able).
+        Episode history is not kept: a resumed run starts new episodes."""
+        return {"low": self.low.tolist(), "high": self.high.tolist(),
+                "win_min": np.where(np.isnan(self._win_min), None, self._win_min).tolist(),
+                "win_max": np.where(np.isnan(self._win_max), None, self._win_max).tolist(), "win_pos": self._win_pos}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        low, high = np.asarray(state["low"], dtype=np.float64), np.asarray(state["high"], dtype=np.float64)
+        if low.shape != self.low.shape:
+            raise ConfigError(f"saved shaping bounds have shape {low.shape}, this shaper {self.low.shape}")
+        self.low, self.high = low, high
+        self._win_min = np.asarray(state["win_min"], dtype=np.float64)
+        self._win_max = np.asarray(state["win_max"], dtype=np.float64)
+        self._win_pos = int(state["win_pos"])
 
     def _phase_ids(self, n: int, phases: np.ndarray | None) -> np.ndarray:
         if self.num_phases == 1:

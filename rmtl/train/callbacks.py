@@ -272,8 +272,12 @@ class PeriodicEvalCallback(BaseCallback):
         return res
 
 
+REWARD_STATE = "reward_state.json"
+"""The reward shaper's running statistics in a checkpoint."""
+
+
 def save_checkpoint(run_dir: Path, model: Any, curriculum_cb: CurriculumCallback | None, meta: dict[str, Any],
-                    normalizer: Any = None) -> Path:
+                    normalizer: Any = None, shaper: Any = None) -> Path:
     """Write ``checkpoints/step_<N>/`` and point ``checkpoints/latest.txt`` at it (written last)."""
     step = int(model.num_timesteps)
     root = Path(run_dir) / CHECKPOINTS
@@ -286,6 +290,8 @@ def save_checkpoint(run_dir: Path, model: Any, curriculum_cb: CurriculumCallback
         from rmtl.train.artifacts import save_normalizer
 
         save_normalizer(normalizer, ck)  # JSON, never a pickle (rmtl.train.artifacts)
+    if shaper is not None:
+        (ck / REWARD_STATE).write_text(json.dumps(shaper.state_dict()))
     (ck / "meta.json").write_text(json.dumps({**meta, "num_timesteps": step,
                                                "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1, default=str))
     tmp = root / (LATEST + ".tmp")
@@ -304,7 +310,7 @@ class CheckpointCallback(BaseCallback):
 
     def __init__(self, run_dir: str | Path, every: int, curriculum_cb: CurriculumCallback | None,
                  meta: dict[str, Any], normalizer: Any = None, on_save: Callable[[Path], None] | None = None,
-                 after_save: Callable[[Path], None] | None = None, verbose: int = 0):
+                 after_save: Callable[[Path], None] | None = None, shaper: Any = None, verbose: int = 0):
         super().__init__(verbose)
         self.run_dir = Path(run_dir)
         self.every = int(every)
@@ -313,6 +319,8 @@ class CheckpointCallback(BaseCallback):
         self.normalizer = normalizer
         self.on_save = on_save
         self.after_save = after_save
+        self.shaper = shaper
+        """The reward shaper whose running bounds are checkpointed (None: nothing to keep)."""
         """Called with the written checkpoint directory (e.g. to keep resume state and the best policy)."""
         self.last_saved: int | None = None
         self._next: int | None = None
@@ -332,7 +340,7 @@ class CheckpointCallback(BaseCallback):
     def save(self) -> Path:
         if self.on_save is not None:
             self.on_save(self.run_dir)
-        ck = save_checkpoint(self.run_dir, self.model, self.curriculum_cb, self.meta, self.normalizer)
+        ck = save_checkpoint(self.run_dir, self.model, self.curriculum_cb, self.meta, self.normalizer, self.shaper)
         self.last_saved = int(self.model.num_timesteps)
         if self.after_save is not None:
             self.after_save(ck)

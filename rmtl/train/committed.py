@@ -26,7 +26,7 @@ __all__ = ["BEST", "RESUME", "VALIDATION_CSV", "drop_resume_state", "keep_resume
 
 BEST = "best"
 VALIDATION_CSV = "validation.csv"
-_FILES = ("model.zip", "meta.json", "curriculum.json", "vecnormalize.json")
+_FILES = ("model.zip", "meta.json", "curriculum.json", "vecnormalize.json", "reward_state.json")
 
 
 def _copy_checkpoint(ck: Path, dest: Path) -> None:
@@ -76,6 +76,7 @@ def _write_policy(ck: Path, dest: Path, device: str) -> None:
 
     _copy_checkpoint(ck, dest)
     (dest / "curriculum.json").unlink(missing_ok=True)
+    (dest / "reward_state.json").unlink(missing_ok=True)
     model = PPO.load(dest / "model.zip", device=device)
     model.policy.optimizer = type(model.policy.optimizer)(model.policy.parameters(),
                                                           **model.policy.optimizer_kwargs,

@@ -111,3 +111,11 @@ def restore_normalizer(normalizer: Any, checkpoint: Path) -> None:
         from rmtl.train.artifacts import restore_normalizer as restore
 
         restore(normalizer, checkpoint)  # vecnormalize.json; a legacy pickle is refused
+
+
+def restore_reward_state(shaper: Any, checkpoint: Path) -> None:
+    """Load a checkpoint's reward-shaping statistics (``reward_state.json``) into ``shaper``; a checkpoint
+    written before they were kept has none, and the shaper keeps its initial bounds."""
+    p = Path(checkpoint) / "reward_state.json"
+    if p.is_file():
+        shaper.load_state_dict(json.loads(p.read_text()))

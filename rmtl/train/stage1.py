@@ -26,7 +26,7 @@ from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, Periodi
 from rmtl.train.config import Stage1Config
 from rmtl.train.csv_log import read_csv
 from rmtl.train.evaluate import evaluate_policy_success
-from rmtl.train.run_dir import attach_logger, cut_logs_to, open_run, restore_normalizer
+from rmtl.train.run_dir import attach_logger, cut_logs_to, open_run, restore_normalizer, restore_reward_state
 from rmtl.train.timing import Timings
 from rmtl.train.train_env import (
     SourceFactory,
@@ -97,6 +97,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         if (ck / "curriculum.json").is_file():
             curriculum_cb.load_state_dict(json.loads((ck / "curriculum.json").read_text()))
         restore_normalizer(env.normalizer, ck)
+        restore_reward_state(env.reward_env.shaper, ck)
         cut_logs_to(run_dir, LOGS, start)
         write_run_record(run_dir, config, config.seed, name=f"run_resume_{start:09d}.json",
                          resumed_from=str(ck), start_timesteps=start)
@@ -140,7 +141,8 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
             validate_and_keep_best(run_dir, ck, config.validation_episodes, device=config.device)
 
     ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
-                                 on_save=before_save, after_save=after_save, verbose=verbose)
+                                 on_save=before_save, after_save=after_save, shaper=env.reward_env.shaper,
+                                 verbose=verbose)
     remaining = config.total_timesteps - start
     try:
         if remaining > 0:

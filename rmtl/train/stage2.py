@@ -40,7 +40,15 @@ from rmtl.train.csv_log import read_csv
 from rmtl.train.evaluate import EvalResult, resolve_checkpoint
 from rmtl.train.manager import ManagerController, ManagerNet
 from rmtl.train.manager_callback import MANAGER_FILE, ManagerCallback
-from rmtl.train.run_dir import CHECKPOINTS, attach_logger, cut_logs_to, open_run, restore_normalizer, saved_config
+from rmtl.train.run_dir import (
+    CHECKPOINTS,
+    attach_logger,
+    cut_logs_to,
+    open_run,
+    restore_normalizer,
+    restore_reward_state,
+    saved_config,
+)
 from rmtl.train.selector_eval import evaluate_selector
 from rmtl.train.stage2_env import build_stage2_env
 from rmtl.train.timing import Timings
@@ -130,6 +138,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     src = ck if ck is not None else worker_ck
     model = PPO.load(src / "model.zip", env=env.venv, device=config.device, **ppo_kw)
     restore_normalizer(env.normalizer, src)
+    restore_reward_state(env.reward_env.shaper, src)
     if ck is not None:
         start = int(meta_prev["num_timesteps"])
         model.set_random_seed(config.seed + start)
@@ -181,7 +190,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
         torch.save(manager_cb.state_dict(), d / MANAGER_FILE)
 
     ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
-                                 on_save=before_save, verbose=verbose)
+                                 on_save=before_save, shaper=env.reward_env.shaper, verbose=verbose)
     remaining = config.total_timesteps - start
     try:
         if remaining > 0:

@@ -212,7 +212,7 @@ def finish_learning(run_dir: Path, model: Any, ckpt_cb: CheckpointCallback, eval
     steps = int(model.num_timesteps)
     if ckpt_cb.last_saved != steps and (not resumed or steps != start):
         before_save(run_dir)
-        ck = save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer)
+        ck = save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer, ckpt_cb.shaper)
         ckpt_cb.last_saved = steps
         if ckpt_cb.after_save is not None:
             ckpt_cb.after_save(ck)

@@ -64,7 +64,7 @@ class VLMKind(RewardKind):
         if tuple(scorer.views) != views:
             raise ConfigError(f"scorer views {scorer.views} differ from the configured views {views}")
         if config.single_prompt_band and not band_phases:
-            band_phases = len(config.prompts.goal_names())
+            band_phases = len(config.prompts.goal_names)
         return cls(source, scorer, views, _resolution(config, vlm, source), config.add_env_reward, band_phases)
 
     def bind(self, venv: Any) -> None:

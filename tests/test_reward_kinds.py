@@ -1,0 +1,112 @@
+"""Reward kinds through the one RewardVecEnv: the registry, the oracle and rule-only kinds against
+the shaper by hand on real env steps, rule-only's independence of any scorer, one info['reward']."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from stable_baselines3.common.vec_env import DummyVecEnv
+
+from rmtl.env import FetchPickAndLiftEnv
+from rmtl.env.state import gripper_cube_distance
+from rmtl.errors import ConfigError
+from rmtl.phases import rule_phase
+from rmtl.reward import RewardShaper, RewardVecEnv, ShapingConfig
+from rmtl.reward.kinds import get_kind, kind_names, register_kind
+from rmtl.reward.kinds.base import KindStep, RewardKind
+from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+
+
+def _venv(n=2, seed=3):
+    venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(max_episode_steps=6) for _ in range(n)])
+    venv.seed(seed)
+    return venv
+
+
+def _end_states(obs, dones, infos):
+    return np.array([i["terminal_observation"]["observation"] if d else o
+                     for o, d, i in zip(obs["observation"], dones, infos)])
+
+
+def test_registry_names_every_kind_and_refuses_unknown_ones():
+    assert set(kind_names()) >= {"vlm", "oracle", "rule_only", "dense"}
+    assert not get_kind("rule_only").needs_frames and get_kind("vlm").needs_frames
+    assert get_kind("oracle").privileged and not get_kind("rule_only").privileged
+    with pytest.raises(ConfigError, match="unknown reward kind 'nope'"):
+        get_kind("nope")
+
+
+@pytest.mark.parametrize("shaping", [ShapingConfig(), ShapingConfig(band=False, bounds="widen_only")])
+def test_oracle_reward_is_the_shaping_of_the_progress(shaping):
+    env = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, shaping, 3))
+    ref = RewardShaper(2, shaping, 3)
+    env.reset()
+    rng = np.random.default_rng(0)
+    ends = 0
+    for _ in range(14):
+        obs, reward, dones, infos = env.step(rng.uniform(-1, 1, (2, 4)).astype(np.float32))
+        states = _end_states(obs, dones, infos)
+        prog = oracle_progress(states)
+        phases = np.asarray(rule_phase(gripper_cube_distance(states)))
+        out = ref(0.45 + 0.25 * prog[np.arange(2), phases], phases)
+        ref.reset(dones)
+        bonus = np.array([i["reward"]["env"] for i in infos])
+        np.testing.assert_allclose(reward, out.reward + bonus, atol=1e-6)
+        np.testing.assert_allclose([i["reward"]["u"] for i in infos], out.u, atol=1e-6)
+        assert [i["reward"]["phase"] for i in infos] == phases.tolist()
+        assert all(i["reward"]["kind"] == "oracle" for i in infos)
+        ends += int(dones.sum())
+    assert ends >= 2  # episode ends were scored on their terminal state
+    env.close()
+
+
+def test_rule_only_is_the_band_at_half_and_reads_no_scorer():
+    shaping = ShapingConfig()
+    kind = get_kind("rule_only")(3)
+    env = RewardVecEnv(_venv(), kind, shaper=RewardShaper(2, shaping, 3))
+    ref = RewardShaper(2, shaping, 3)
+    env.reset()
+    rng = np.random.default_rng(1)
+    for _ in range(14):
+        obs, reward, dones, infos = env.step(rng.uniform(-1, 1, (2, 4)).astype(np.float32))
+        phases = np.asarray(rule_phase(gripper_cube_distance(_end_states(obs, dones, infos))))
+        out = ref.shape_u(np.full(2, 0.5), phases)
+        ref.reset(dones)
+        np.testing.assert_allclose(reward, out.reward + np.array([i["reward"]["env"] for i in infos]), atol=1e-6)
+        assert all("score" not in i["reward"] and "scores" not in i["reward"] for i in infos)
+    env.close()
+    # No scorer can reach it: its step never looks at frames, scores or the shaper's bounds.
+    sh = RewardShaper(2, shaping, 3)
+
+    def no_render(idx):
+        raise AssertionError("rule_only rendered")
+
+    step = kind.step(np.zeros((2, 25), np.float32), np.array([0, 2]), sh, no_render)
+    assert np.all(sh.low == shaping.initial_low) and np.all(sh.high == shaping.initial_high)
+    np.testing.assert_allclose(step.reward, [0.5 / 3 - 1, 2.5 / 3 - 1], atol=1e-6)
+
+
+def test_a_new_kind_is_one_class_and_its_registration():
+    @register_kind("test_constant")
+    class Constant(RewardKind):
+        progress_source = "rule_band"
+
+        def step(self, states, phases, shaper, render):
+            return KindStep(np.full(len(states), -0.25, np.float32), {"u": np.zeros(len(states))})
+
+    try:
+        env = RewardVecEnv(_venv(1), Constant())
+        env.reset()
+        _, reward, _, infos = env.step(np.zeros((1, 4), np.float32))
+        assert reward[0] == pytest.approx(-0.25 + infos[0]["reward"]["env"])
+        assert infos[0]["reward"]["kind"] == "test_constant" and infos[0]["reward"]["u"] == 0.0
+        env.close()
+    finally:
+        from rmtl.reward import kinds
+
+        kinds._KINDS.pop("test_constant")
+
+
+def test_shaper_must_match_the_kind():
+    with pytest.raises(ConfigError, match="micro-tasks"):
+        RewardVecEnv(_venv(1), get_kind("rule_only")(3), shaper=RewardShaper(1, num_phases=1))
