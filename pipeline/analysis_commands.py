@@ -14,6 +14,7 @@ from pydantic import Field
 
 from rmtl.config import Config
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
+from rmtl.train.variants import variant_names
 
 
 class EmbedConfig(Config):
@@ -91,7 +92,7 @@ class PerViewConfig(PromptedQuestion):
 class ReturnRankingConfig(StoreQuestion):
     """``rmtl return-ranking``: ROC AUC of successful vs failed episodes per reward variant."""
 
-    variants: tuple[str, ...] = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view", "rmtl_phase_offset")
+    variants: tuple[str, ...] = variant_names(analysis="return_ranking")
     """Stage-1 variants whose shaped return to rank."""
     bounds: str = "adapted"
     """'adapted': bounds where long training leaves them; 'running': start at 0.45/0.70 like a fresh env."""
@@ -104,7 +105,7 @@ class DiagnoseRolloutsConfig(StoreQuestion):
     """Store of a policy's rollouts with embeddings (e.g. from rmtl gate-set --checkpoint)."""
     reference: str | None = None
     """Store of reference (expert) episodes embedded by the same model."""
-    variants: tuple[str, ...] = ("rmtl", "rmtl_phase_offset")
+    variants: tuple[str, ...] = variant_names(analysis="rollout_diagnosis")
     """Stage-1 variants; the first is traced and plotted."""
     episodes: int = Field(4, ge=1)
     """Episodes shown in the traces and the montage (failures first)."""

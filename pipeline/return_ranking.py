@@ -12,12 +12,13 @@ episode's reward steps are scored with the store's text embeddings, and the real
   one phase and ignores it (``Scores.active``, ``RewardShaper``);
 - one shaper env sees the episodes one after another in episode-id order; the
   trend/momentum history restarts with each episode, the adaptive bounds carry over;
-- ``bounds="adapted"`` (default) starts each phase's bounds where the running bounds of a
-  long training run end up: they only ever widen toward scores outside them, so after
-  many visits of these states they are [min(0.45, lowest score), max(0.70, highest score)]
-  of the phase. ``bounds="running"`` starts them at 0.45 / 0.70, as a fresh training env
-  does; with a model whose scores sit above 0.70 most rewards are then 0 until the bounds
-  have moved (1% of the gap per step);
+- ``bounds="adapted"`` (default) holds each phase's bounds where the running bounds of a
+  long training run on these states end up (:func:`adapted_bounds`): tracking bounds (the
+  default shaping) settle near a low and a high percentile of the phase's scores, taken as
+  its p1 / p99, and are then held fixed, so every episode is scored on one scale whatever
+  its order; bounds that only widen end at [min(0.45, lowest score), max(0.70, highest
+  score)]. ``bounds="running"`` starts them at 0.45 / 0.70, as a fresh training run does,
+  and lets them move as in training;
 - the shaped return is the sum of the shaped rewards, without the env's +1 success bonus
   (which would separate the classes by itself).
 
@@ -41,14 +42,36 @@ import numpy as np
 
 from rmtl.errors import ConfigError
 
-DEFAULT_VARIANTS: tuple[str, ...] = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view",
-                                     "rmtl_phase_offset")
-"""RMTL micro-task prompts with the rule, single prompt on six views and on one, the phase-offset variant."""
+from rmtl.train.variants import variant_names
+
+DEFAULT_VARIANTS: tuple[str, ...] = variant_names(analysis="return_ranking")
+"""The variants ``rmtl/train/variants.yaml`` marks for return ranking."""
 
 REFERENCES = ("length_only", "dense_reference")
 
 
 BOUNDS = ("adapted", "running")
+ADAPTED_PERCENTILES = (1.0, 99.0)
+"""Where tracking bounds settle on a fixed set of states (docs/reward.md): held fixed offline."""
+
+
+def adapted_bounds(active: np.ndarray, phases: np.ndarray, shaping: Any, num_phases: int) -> dict[int, tuple[float, float]]:
+    """Per phase: the bounds a long training run on these scores ends up with (module docstring)."""
+    k = np.zeros(len(active), dtype=np.int64) if num_phases == 1 else np.asarray(phases, dtype=np.int64)
+    out = {}
+    for p in np.unique(k):
+        a = np.asarray(active)[k == p]
+        if shaping.bounds == "tracking":
+            lo, hi = np.percentile(a, ADAPTED_PERCENTILES)
+            out[int(p)] = (float(lo), float(max(hi, lo + 1e-6)))
+        else:
+            out[int(p)] = (min(shaping.initial_low, float(a.min())), max(shaping.initial_high, float(a.max())))
+    return out
+
+
+def offline_shaping(shaping: Any, bounds: str) -> Any:
+    """The shaping an offline pass runs: adapted tracking bounds are held fixed (their steady state)."""
+    return shaping.replace(bounds="fixed") if bounds == "adapted" and shaping.bounds == "tracking" else shaping
 
 
 def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np.ndarray], shaping: Any,
@@ -63,16 +86,15 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
     # never move (no score lies outside them), fixed bounds neither, and reset bounds start
     # afresh. Then one shaper env per episode, stepped in lockstep, gives the same rewards
     # as the sequential pass (tested) in max-length steps instead of one call per row.
-    # Tracking bounds contract toward the scores, so they carry state across episodes.
-    lockstep = (shaping.bounds == "fixed" or shaping.reset_bounds_on_episode
+    # Running tracking bounds move with the scores, so they carry state across episodes.
+    run_shaping = offline_shaping(shaping, bounds)
+    lockstep = (run_shaping.bounds == "fixed" or shaping.reset_bounds_on_episode
                 or (bounds == "adapted" and shaping.bounds == "widen_only"))
     n_envs = max(1, len(episodes)) if lockstep else 1
-    shaper = RewardShaper(n_envs, shaping, num_phases)
+    shaper = RewardShaper(n_envs, run_shaping, num_phases)
     if bounds == "adapted" and shaping.bounds != "fixed":
-        k = np.zeros(len(active), dtype=np.int64) if num_phases == 1 else np.asarray(phases, dtype=np.int64)
-        for p in np.unique(k):
-            shaper.low[:, p] = min(shaping.initial_low, float(active[k == p].min()))
-            shaper.high[:, p] = max(shaping.initial_high, float(active[k == p].max()))
+        for p, (lo, hi) in adapted_bounds(active, phases, shaping, num_phases).items():
+            shaper.low[:, p], shaper.high[:, p] = lo, hi
     out = np.zeros(len(active), dtype=np.float64)
     phases = np.asarray(phases, dtype=np.int64)
     if lockstep and len(episodes):

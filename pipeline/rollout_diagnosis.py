@@ -148,7 +148,7 @@ def hacking_verdict(policy: dict[str, Any], reference: dict[str, Any]) -> dict[s
 
 
 def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | None = None,
-                      variants: Sequence[str] = ("rmtl", "rmtl_phase_offset"),
+                      variants: Sequence[str] | None = None,
                       out_dir: str | Path | None = None, montage_episodes: int = 4, montage_view: str = "front",
                       show: bool = True) -> dict[str, Any]:
     """Diagnose a policy's stored rollouts (module docstring); the first of ``variants`` is
@@ -156,6 +156,10 @@ def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | Non
     from pipeline.analysis_dataset import default_out_dir
     from pipeline.store_rows import open_store
 
+    if variants is None:
+        from rmtl.train.variants import variant_names
+
+        variants = variant_names(analysis="rollout_diagnosis")
     parts = []
     with open_store(store) as st:
         if not variants:

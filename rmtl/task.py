@@ -45,7 +45,8 @@ class Task:
     curriculum_stages: tuple[CurriculumStage, ...]
     camera_bank: Mapping[str, Any]
     dense_reward: Callable[..., np.ndarray] | None = None
-    """states -> the dense reference reward (without the success bonus)."""
+    """(states, config) -> the dense reference reward (without the success bonus); ``config`` is the
+    run's ``dense`` config, which a task may ignore."""
     oracle_progress: Callable[..., np.ndarray] | None = None
     """(states, config) -> progress toward each micro-task's goal, [N, K] in [0, 1] (the oracle-scored diagnostic)."""
     captions: Callable[..., list[str]] | None = None

@@ -66,8 +66,8 @@ def test_store_resume_refuses_other_noise_levels(store):
 def test_return_ranking_table(ranking):
     assert ranking["bounds"] == "adapted"
     names = [r["variant"] for r in ranking["variants"]]
-    assert names == ["rmtl", "single_prompt_multi_view", "single_prompt_single_view", "rmtl_phase_offset",
-                     "length_only", "dense_reference"]
+    assert names == ["rmtl", "single_prompt_multi_view", "single_prompt_single_view", "single_prompt_banded",
+                     "rmtl_per_phase", "length_only", "dense_reference"]
     assert ranking["episodes"] == EPISODES and 0 < ranking["successes"] < EPISODES
     for r in ranking["variants"]:
         assert 0.0 <= r["auc_return"] <= 1.0 and 0.0 <= r["auc_mean_reward"] <= 1.0
@@ -99,8 +99,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     micro = score_embeddings(emb, multi, 0.9, stored_views=VIEW_NAMES).aggregate
     one = score_embeddings(emb, single, 0.9, views=("wide_view",), stored_views=VIEW_NAMES).aggregate[:, 0]
     assert micro.shape[1] == 3
-    expect = {"rmtl": [], "rmtl_phase_offset": [], "single_prompt_single_view": []}
-    shapers = {"rmtl": RewardShaper(1), "rmtl_phase_offset": RewardShaper(1, ShapingConfig(phase_offset=True)),
+    expect = {"rmtl": [], "rmtl_per_phase": [], "single_prompt_single_view": []}
+    shapers = {"rmtl": RewardShaper(1), "rmtl_per_phase": RewardShaper(1, ShapingConfig(band=False, bounds="widen_only")),
                "single_prompt_single_view": RewardShaper(1, num_phases=1)}
     for e in sorted(set(cols["episode"].tolist())):
         idx = np.flatnonzero((cols["episode"] == e) & (cols["step"] >= 1))
@@ -118,8 +118,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     for name, values in expect.items():
         np.testing.assert_allclose([float(r[name]) for r in table], values, atol=1e-4)
     assert np.ptp(expect["rmtl"]) > 0.05  # the returns do differ between episodes
-    # The phase offset adds k/3 in align and grasp steps: it changes the returns.
-    assert not np.allclose(expect["rmtl"], expect["rmtl_phase_offset"])
+    # The band (k + u)/3 - 1 against the per-phase u - 1: they change the returns.
+    assert not np.allclose(expect["rmtl"], expect["rmtl_per_phase"])
 
 
 def test_adapted_bounds_are_the_limit_of_the_running_bounds():
@@ -130,7 +130,7 @@ def test_adapted_bounds_are_the_limit_of_the_running_bounds():
     rng = np.random.default_rng(0)
     active, phases = rng.uniform(0.3, 0.95, 60), rng.integers(0, 3, 60)
     episodes = [np.arange(i, i + 10) for i in range(0, 60, 10)]
-    level = ShapingConfig(trend=False, momentum=False)
+    level = ShapingConfig(trend=False, momentum=False, band=False, bounds="widen_only")
     r = shaped_rewards(active, phases, episodes, level, 3, "adapted")
     for p in range(3):
         m = phases == p
@@ -214,12 +214,12 @@ def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path, capsys
     assert "has no VLM reward" in err and len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("shaping_kw, num_phases", [({}, 3), ({"phase_offset": True}, 3), ({}, 1),
-                                                    ({"reset_bounds_on_episode": True}, 3)])
+@pytest.mark.parametrize("shaping_kw, num_phases", [({}, 3), ({"band": False, "bounds": "widen_only"}, 3), ({}, 1),
+                                                    ({"bounds": "widen_only", "reset_bounds_on_episode": True}, 3)])
 def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phases):
     """shaped_rewards steps independent episodes in lockstep; the rewards are those of one
     shaper env fed the episodes one after another (bounds set once, history reset)."""
-    from pipeline.return_ranking import shaped_rewards
+    from pipeline.return_ranking import adapted_bounds, offline_shaping, shaped_rewards
     from rmtl.reward import RewardShaper, ShapingConfig
 
     rng = np.random.default_rng(3)
@@ -233,11 +233,9 @@ def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phase
         episodes.append(order[start:start + L])
         start += L
     shaping = ShapingConfig(**shaping_kw)
-    shaper = RewardShaper(1, shaping, num_phases)
-    k = phases if num_phases > 1 else np.zeros(n, dtype=np.int64)
-    for p in np.unique(k):
-        shaper.low[0, p] = min(shaping.initial_low, active[k == p].min())
-        shaper.high[0, p] = max(shaping.initial_high, active[k == p].max())
+    shaper = RewardShaper(1, offline_shaping(shaping, "adapted"), num_phases)
+    for p, (lo, hi) in adapted_bounds(active, phases, shaping, num_phases).items():
+        shaper.low[0, p], shaper.high[0, p] = lo, hi
     expect = np.zeros(n)
     for idx in episodes:
         shaper.reset()

@@ -156,7 +156,7 @@ def test_reward_wrapper_runs_on_the_cached_source(built):
             venv.reset()
             for _ in range(3):
                 _, reward, _, infos = venv.step(np.zeros((2, 4), np.float32))
-                assert np.isfinite(reward).all() and "vlm_score" in infos[0]
+                assert np.isfinite(reward).all() and "score" in infos[0]["reward"]
         finally:
             venv.close()
         assert src.stats.states == 6 and src.stats.hits + src.stats.rendered == 6

@@ -22,11 +22,11 @@ def test_table1_defaults():
 
 def test_yaml_round_trip(tmp_path):
     c = RewardConfig.make(model="ViT-B-32@random", views="front,wide_view", single_prompt=True,
-                          shaping={"phase_offset": False}, prompts={"grasp": ["a", "b"]})
+                          shaping={"band": False}, prompts={"grasp": ["a", "b"]})
     assert c.views == ("wide_view", "front")  # bank order
     back = RewardConfig.from_yaml(c.to_yaml(tmp_path / "reward.yaml"))
     assert back == c
-    assert back.prompts.grasp == ("a", "b") and back.shaping.phase_offset is False
+    assert back.prompts.grasp == ("a", "b") and back.shaping.band is False
 
 
 def test_single_view_variant():

@@ -110,3 +110,44 @@ def test_a_new_kind_is_one_class_and_its_registration():
 def test_shaper_must_match_the_kind():
     with pytest.raises(ConfigError, match="micro-tasks"):
         RewardVecEnv(_venv(1), get_kind("rule_only")(3), shaper=RewardShaper(1, num_phases=1))
+
+
+def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
+    """Recorded with the separate VLM and oracle wrappers this wrapper replaced (Table-1 shaping, then
+    the default), on seeded env steps: the same kinds with the same shaping pay the same rewards."""
+    import json
+    from pathlib import Path
+
+    from rmtl.env import EnvConfig
+    from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
+
+    views = ("wide_view", "close_up")
+    before = json.loads((Path(__file__).parent / "data" / "rewards_before_reward_kinds.json").read_text())
+    earlier = ShapingConfig(band=False, bounds="widen_only")
+
+    class SequenceSource:
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, states, render):
+            self.calls += 1
+            v = np.random.default_rng(self.calls).normal(size=(len(states), len(views), 8)).astype(np.float32)
+            return v / np.linalg.norm(v, axis=-1, keepdims=True)
+
+    def encoder(texts):
+        v = np.stack([np.random.default_rng(sum(map(ord, t))).normal(size=8) for t in texts]).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    def steps(env, n=14):
+        env.reset()
+        rng = np.random.default_rng(0)
+        out = [env.step(rng.uniform(-1, 1, (2, 4)).astype(np.float32))[1].tolist() for _ in range(n)]
+        env.close()
+        return out
+
+    cfg = RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64, shaping=earlier)
+    vlm = make_reward_vec_env(2, cfg, EnvConfig.make(max_episode_steps=6, views=views, resolution=64), seed=3,
+                              source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder))
+    oracle = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, earlier, 3))
+    np.testing.assert_allclose(steps(vlm), before["vlm"], atol=1e-5)
+    np.testing.assert_allclose(steps(oracle), before["oracle"], atol=1e-5)

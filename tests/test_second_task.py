@@ -127,7 +127,7 @@ def reach_task(spec_path: Path) -> Task:
         key_spec=KeySpec("reach2d", 1, 4, ("tip_x", "tip_y"), lambda s: s[..., 0:2]),
         layout=lambda: {"state_fields": ["tip_x", "tip_y", "target_x", "target_y"], "action_fields": ["dx", "dy"]},
         action_dim=2, micro_tasks=micro, phase_measure=distance, expert=expert,
-        dense_reward=lambda states: -distance(states).astype(np.float32),
+        dense_reward=lambda states, config=None: -distance(states).astype(np.float32),
         curriculum_stages=(CurriculumStage(0.0, 0.0, 0.3, 0.5, 2), CurriculumStage(1.0, 0.7, 1.0, None, 0)),
         camera_bank={"top": "fixed overhead camera"},
     )
@@ -223,7 +223,7 @@ class RewardCheck:
     def __new__(cls, vlm, task):
         from stable_baselines3.common.callbacks import BaseCallback
 
-        from rmtl.reward import VLMRewardVecEnv
+        from rmtl.reward import RewardVecEnv
         from rmtl.reward.projection import goal_baseline_scores
 
         goals, baseline = reach_text(vlm, task.micro_tasks)
@@ -234,22 +234,23 @@ class RewardCheck:
 
             def _on_step(self) -> bool:
                 reward_env = self.training_env
-                while not isinstance(reward_env, VLMRewardVecEnv):
+                while not isinstance(reward_env, RewardVecEnv):
                     reward_env = reward_env.venv
-                assert reward_env.scorer.num_phases == reward_env.shaper.num_phases == 2
+                assert reward_env.kind.scorer.num_phases == reward_env.shaper.num_phases == 2
                 obs, dones, infos = self.locals["new_obs"], self.locals["dones"], self.locals["infos"]
-                for i, info in enumerate(infos):
+                for i, full in enumerate(infos):
+                    info = full["reward"]
                     if dones[i]:  # scored on the terminal frame; the sub-env shows the next episode
                         continue
                     state = obs["observation"][i : i + 1]
-                    assert info["vlm_phase"] == task.phases(state)[0] == np.argmax(obs["phase"][i])
+                    assert info["phase"] == task.phases(state)[0] == np.argmax(obs["phase"][i])
                     frames = reward_env.venv.env_method("render_views", list(VIEWS), 64, indices=[i])[0]
                     emb = vlm.encode_images(frames)[None]  # [1, V, D]
-                    per_view = goal_baseline_scores(emb, goals, baseline, reward_env.config.alpha)[0]  # [V, 2]
-                    assert info["vlm_scores_per_view"].shape == (len(VIEWS), 2)
-                    assert np.allclose(info["vlm_scores_per_view"], per_view, atol=1e-3)
-                    assert np.isclose(info["vlm_score"], per_view.mean(axis=0)[info["vlm_phase"]], atol=1e-3)
-                    self.phases.add(info["vlm_phase"])
+                    per_view = goal_baseline_scores(emb, goals, baseline, reward_env.kind.scorer.alpha)[0]  # [V, 2]
+                    assert info["scores_per_view"].shape == (len(VIEWS), 2)
+                    assert np.allclose(info["scores_per_view"], per_view, atol=1e-3)
+                    assert np.isclose(info["score"], per_view.mean(axis=0)[info["phase"]], atol=1e-3)
+                    self.phases.add(info["phase"])
                     self.checked += 1
                 return True
 

@@ -16,7 +16,7 @@ from rmtl.train.config import stage1_config
 def _small(out, steps, **kw):
     return stage1_config(
         "oracle_rmtl", n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=steps,
-        checkpoint_every=32, eval_every=32, eval_episodes=2, validation_episodes=3, progress_bar=False,
+        checkpoint_every=32, eval_every=32, eval_episodes=2, validation_episodes=3, test_episodes=4, progress_bar=False,
         torch_threads=1, output_dir=str(out), vec_env="dummy", keep_results=True, normalize_observations=True,
         env={"max_episode_steps": 16}, **kw)
 
@@ -97,6 +97,12 @@ def test_resume_state_and_best_policy(tmp_path):
     assert norm is not None
     rows = (moved / "validation.csv").read_text().split()[1:]
     assert [r.split(",")[0] for r in rows] == ["32", "64", "96", "128"]
+    # finished: the best and the final policy on the test seeds, in the schema the report reads
+    from rmtl.train.selection import TEST_SEED, load_selection
+
+    sel = load_selection(moved)
+    assert sel["final"]["num_timesteps"] == 128 and sel["best"]["test"]["episodes"] == 4
+    assert sel["best"]["test"]["seed"] == TEST_SEED and sel["best"]["checkpoint"] in {r.split(",")[-1] for r in rows}
     # rmtl eval on the run directory without checkpoints evaluates best/
     from rmtl.train.evaluate import resolve_checkpoint
 

@@ -8,10 +8,12 @@ import numpy as np
 import pytest
 import torch
 from gymnasium import spaces
-from stable_baselines3.common.vec_env import DummyVecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env import DummyVecEnv
 
 from rmtl.env.state import CUBE_REL_POS, STATE_DIM
 from rmtl.phases import GRASP, PHASES, phase_one_hot, rule_phase
+from rmtl.reward import RewardVecEnv
+from rmtl.reward.kinds.base import KindStep, RewardKind
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.train.manager import (
@@ -141,33 +143,24 @@ def scores_of(states: np.ndarray) -> np.ndarray:
     return np.stack([0.7 - d, 0.65 - d, 0.6 - d], axis=1)
 
 
-class FakeVLMReward(VecEnvWrapper):
-    """The VLMRewardVecEnv contract without rendering: shaped score of the selector's phase + env reward.
+class StateScores(RewardKind):
+    """A reward kind scoring every micro-task from the state (no rendering), through the real RewardVecEnv.
 
-    The worker's shaping is the phase-offset variant: there the naive segment return (the
-    worker's reward under the chosen prompt) pays for choosing a later prompt, the exploit
-    the progress return must not have."""
+    The worker's shaping is the default band: there the naive segment return (the worker's
+    reward under the chosen prompt) pays for choosing a later prompt, the exploit the progress
+    return must not have."""
 
-    def __init__(self, venv, selector):
-        super().__init__(venv)
-        self.phase_selector = selector
-        self.shaper = RewardShaper(venv.num_envs, ShapingConfig(phase_offset=True))
+    name = "state_scores"
+    progress_source = "scores"
 
-    def reset(self):
-        return self.venv.reset()
-
-    def step_wait(self):
-        obs, env_reward, dones, infos = self.venv.step_wait()
-        states = obs["observation"].copy()
-        for i in np.flatnonzero(dones):
-            states[i] = infos[i]["terminal_observation"]["observation"]
+    def step(self, states, phases, shaper, render):
         scores = scores_of(states)
-        phases = self.phase_selector(states, infos)
-        out = self.shaper(scores[np.arange(len(phases)), phases], phases)
-        self.shaper.reset(dones)
-        for i, info in enumerate(infos):
-            info.update(vlm_scores=scores[i], vlm_phase=int(phases[i]), env_reward=float(env_reward[i]))
-        return obs, out.reward + env_reward, dones, infos
+        out = shaper(scores[np.arange(len(phases)), phases], phases)
+        return KindStep(out.reward, {"scores": scores.astype(np.float32), "u": out.u})
+
+
+def state_reward(venv, selector):
+    return RewardVecEnv(venv, StateScores(), selector, RewardShaper(venv.num_envs, ShapingConfig(), 3))
 
 
 class RuleNet:
@@ -187,7 +180,7 @@ def run_replay(net, n_envs=2, episodes=2, horizon=3, check=None):
     controller = ManagerController(net, n_envs, horizon=horizon, epsilon=0.0, greedy=True,
                                    progress=ProgressSignal(n_envs))
     raw = DummyVecEnv([Replay for _ in range(n_envs)])
-    reward = FakeVLMReward(ManagerDecide(raw, controller), controller.selector)
+    reward = state_reward(ManagerDecide(raw, controller), controller.selector)
     venv = ManagerSegments(PhaseObservation(reward, controller.selector), controller)
     obs = venv.reset()
     for _ in range(episodes * EP_LEN):
@@ -258,10 +251,10 @@ def test_hooks_decide_every_h_steps_and_drive_prompt_and_one_hot():
         for i, info in enumerate(infos):
             # The one-hot of the state the reward scored is the prompt it scored with.
             if dones[i]:
-                assert np.argmax(info["terminal_observation"]["phase"]) == info["vlm_phase"]
+                assert np.argmax(info["terminal_observation"]["phase"]) == info["reward"]["phase"]
                 seen["ends"] += 1
             else:
-                assert np.argmax(obs["phase"][i]) == info["vlm_phase"]
+                assert np.argmax(obs["phase"][i]) == info["reward"]["phase"]
             seen["steps"] += 1
         step = seen["steps"] // len(infos)
         t_in_ep = step % EP_LEN  # step index of the returned obs within its episode (0: a new episode)

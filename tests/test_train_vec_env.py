@@ -10,7 +10,7 @@ from rmtl.env.fetch_lift import EnvConfig
 
 
 def _make(cfg):
-    from rmtl.reward.wrapper import TerminalFrames
+    from rmtl.reward.terminal_frames import TerminalFrames
     from rmtl.env import FetchPickAndLiftEnv
 
     return TerminalFrames(FetchPickAndLiftEnv(cfg))

@@ -9,7 +9,7 @@ dict per env: ``kind``, ``phase``, ``reward`` (before the bonus), ``env`` (the e
 reward) and the kind's terms (``u``, ``score``, ``scores`` [K], ...).
 
 Terminal frames: an env that needs frames is wrapped in
-:class:`~rmtl.reward.wrapper.TerminalFrames`, which renders the reward views on a terminal
+:class:`~rmtl.reward.terminal_frames.TerminalFrames`, which renders the reward views on a terminal
 step before the auto-reset; the other envs are rendered with one ``env_method`` call.
 """
 
@@ -24,10 +24,10 @@ from rmtl.errors import ConfigError
 from rmtl.reward.kinds.base import RewardKind
 from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper
+from rmtl.reward.terminal_frames import TERMINAL_FRAMES
 
 REWARD_INFO = "reward"
 """The info key of a step's reward terms."""
-TERMINAL_FRAMES = "terminal_frames"
 
 
 def _observation_states(obs: Any) -> np.ndarray:

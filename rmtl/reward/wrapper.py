@@ -6,7 +6,7 @@ The wrapper itself is the one :class:`~rmtl.reward.vec_env.RewardVecEnv` of ever
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 import gymnasium as gym
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
@@ -14,32 +14,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from rmtl.reward.config import RewardConfig
 from rmtl.reward.phase import PhaseSelector
 from rmtl.reward.shaping import RewardShaper
-from rmtl.reward.vec_env import TERMINAL_FRAMES, RewardVecEnv, step_end_states
+from rmtl.reward.terminal_frames import TERMINAL_FRAMES, TerminalFrames
+from rmtl.reward.vec_env import RewardVecEnv, step_end_states
 
 __all__ = ["TERMINAL_FRAMES", "TerminalFrames", "make_reward_vec_env", "step_end_states", "vlm_reward_env"]
-
-
-class TerminalFrames(gym.Wrapper):
-    """Renders the reward views on the last step of an episode into ``info['terminal_frames']``.
-
-    Views and resolution are set by the reward kind (:meth:`set_reward_render`); until
-    then nothing is rendered. Put it outermost, above any TimeLimit, so it sees truncation.
-    """
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        self._views: tuple[str, ...] | None = None
-        self._resolution: int | None = None
-
-    def set_reward_render(self, views: Sequence[str], resolution: int) -> None:
-        self._views, self._resolution = tuple(views), int(resolution)
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        if (terminated or truncated) and self._views is not None:
-            info = dict(info)
-            info[TERMINAL_FRAMES] = self.env.unwrapped.render_views(self._views, self._resolution)
-        return obs, reward, terminated, truncated, info
 
 
 def vlm_reward_env(venv: VecEnv, config: RewardConfig | None = None, *, phase_selector: PhaseSelector | None = None,

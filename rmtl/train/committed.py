@@ -19,10 +19,10 @@ from typing import Any
 
 from rmtl.train.csv_log import append_csv, read_csv
 from rmtl.train.run_dir import RESUME, resume_checkpoint
-from rmtl.train.selection import VALIDATION_SEED
+from rmtl.train.selection import SELECTION_FILE, TEST_SEED, VALIDATION_SEED, last_evaluations
 
 __all__ = ["BEST", "RESUME", "VALIDATION_CSV", "drop_resume_state", "keep_resume_state", "resume_checkpoint",
-           "validate_and_keep_best"]
+           "select_kept_run", "validate_and_keep_best"]
 
 BEST = "best"
 VALIDATION_CSV = "validation.csv"
@@ -82,3 +82,47 @@ def _write_policy(ck: Path, dest: Path, device: str) -> None:
                                                           **model.policy.optimizer_kwargs,
                                                           lr=model.policy.optimizer.param_groups[0]["lr"])
     model.save(dest / "model.zip")
+
+
+def select_kept_run(run_dir: Path, final_ck: Path, test_episodes: int = 200, test_seed: int = TEST_SEED,
+                    device: str = "cpu") -> dict[str, Any]:
+    """``selection.json`` of a finished kept run (the schema of :func:`rmtl.train.selection.select_checkpoint`):
+    the validation of every checkpoint from ``validation.csv``, the best one (``best/``) and the final
+    checkpoint evaluated on the test seeds."""
+    import json
+
+    from rmtl.train.evaluate import evaluate_checkpoint
+
+    run_dir = Path(run_dir)
+    rows = read_csv(run_dir / VALIDATION_CSV)
+    if not rows:
+        raise ValueError(f"{run_dir} has no {VALIDATION_CSV}")
+    validation = [{"checkpoint": r["checkpoint"], "num_timesteps": int(r["timesteps"]), "episodes": int(r["episodes"]),
+                   "successes": int(r["successes"]), "success_rate": float(r["success_rate"]),
+                   "ci_low": float(r["ci_low"]), "ci_high": float(r["ci_high"]), "seed": int(r["seed"])} for r in rows]
+    best = max(validation, key=lambda v: (v["success_rate"], v["num_timesteps"]))
+    final = validation[-1]
+
+    def test(ck: Path, name: str) -> dict[str, Any]:
+        res = evaluate_checkpoint(ck, test_episodes, test_seed, device=device).to_dict()
+        return {**res, "checkpoint": name}
+
+    tests = {best["checkpoint"]: test(run_dir / BEST, best["checkpoint"])}
+    if final["checkpoint"] not in tests:
+        tests[final["checkpoint"]] = test(final_ck, final["checkpoint"])
+    result = {
+        "run": str(run_dir),
+        "params": {"validation_episodes": validation[0]["episodes"], "test_episodes": int(test_episodes),
+                   "validation_seed": validation[0]["seed"], "test_seed": int(test_seed)},
+        "seed_ranges": {"validation": [validation[0]["seed"], validation[0]["episodes"]],
+                        "test": [int(test_seed), int(test_episodes)]},
+        "validation": validation, "test": tests,
+        "best": {"checkpoint": best["checkpoint"], "num_timesteps": best["num_timesteps"], "validation": best,
+                 "test": tests[best["checkpoint"]]},
+        "final": {"checkpoint": final["checkpoint"], "num_timesteps": final["num_timesteps"],
+                  "test": tests[final["checkpoint"]]},
+        "last_periodic": last_evaluations(read_csv(run_dir / "eval.csv")),
+        "kept": True,
+    }
+    (run_dir / SELECTION_FILE).write_text(json.dumps(result, indent=1, default=str))
+    return result

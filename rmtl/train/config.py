@@ -1,8 +1,9 @@
-"""The Stage-1 configuration (paper Table 1 defaults) and the named variants of section 4.2.
+"""The Stage-1 configuration (paper Table 1 defaults) and the named variants.
 
-A variant is nothing but config overrides: :data:`VARIANTS` maps a name to a nested
-dict merged into :class:`Stage1Config` by :func:`stage1_config`, so every baseline runs
-through exactly the same code as RMTL.
+A variant is nothing but config overrides, kept as data in ``variants.yaml`` (with its role
+and the analyses that include it): :data:`VARIANTS` maps a name to a nested dict merged into
+:class:`Stage1Config` by :func:`stage1_config`, so every baseline runs through exactly the
+same code as RMTL.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rmtl.reward.config import RewardConfig
 from rmtl.tasks import DEFAULT_TASK, task_names
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig
 from rmtl.tasks.fetch_lift.oracle_progress import OracleProgressConfig
+from rmtl.train.variants import VARIANT_REGISTRY, VARIANTS, Variant, variant_names  # noqa: F401
 
 """Default scorer of real runs: the domain-trained tiny CLIP (see rmtl/vlm/registry.py)."""
 
@@ -130,6 +132,8 @@ class Stage1Config(Config):
     seeds, chosen at each checkpoint, as ``best/`` (for a run directory under results/)."""
     validation_episodes: int = Field(100, ge=1)
     """Validation-seed episodes per checkpoint when ``keep_results`` chooses the best policy."""
+    test_episodes: int = Field(200, ge=1)
+    """Test-seed episodes of the best and the final policy when a ``keep_results`` run finishes."""
 
     @model_validator(mode="after")
     def _check(self) -> "Stage1Config":
@@ -154,46 +158,7 @@ class Stage1Config(Config):
         return resolve(data_dir) / "runs" / "stage1" / f"{self.variant}_s{self.seed}"
 
 
-_ORACLE = {"reward_kind": "oracle"}
-_LEVEL_ONLY = {"trend": False, "momentum": False, "drop_penalty": False}
-_EARLIER = {"band": False, "bounds": "widen_only"}
-"""The earlier reconstruction of Table 1: per-micro-task level u - 1, bounds per env that only widen."""
-
-VARIANTS: dict[str, dict[str, Any]] = {
-    # Section 4.2 (Fig. 5 and the baselines). The shaping is the phase-banded default (docs/reward.md);
-    # the single-prompt variants have one phase (K = 1), so no phase index reaches their reward.
-    "rmtl": {},
-    "single_prompt_multi_view": {"reward": {"single_prompt": True}},
-    "single_prompt_single_view": {"reward": {"single_prompt": True, "single_view": True}},
-    "no_curriculum": {"curriculum": False},
-    "no_phase_input": {"phase_input": False},
-    "dense_reference": {"reward_kind": "dense"},
-    # Controls: the band with no scorer (what the rule's phase alone is worth), and the single
-    # prompt inside the rule's band (leaks the rule: a control, never a baseline).
-    "rule_only": {"reward_kind": "rule_only"},
-    "rule_only_no_curriculum": {"reward_kind": "rule_only", "curriculum": False},
-    "single_prompt_banded": {"reward": {"single_prompt": True, "single_prompt_band": True}},
-    # Diagnostics (docs/stage1.md, "Oracle-scored diagnostic"): the same reward with a perfect
-    # state-reading scorer in place of the VLM; they read privileged state, like the dense reference.
-    "oracle_rmtl": _ORACLE,
-    "oracle_no_curriculum": {**_ORACLE, "curriculum": False},
-    "oracle_no_phase_input": {**_ORACLE, "phase_input": False},
-    # The pre-registered sweep of the shaping's open terms (results/oracle_structure): explicit
-    # switches, so that a change of the default never changes what they ran.
-    "oracle_sweep_level_only": {**_ORACLE, "reward": {"shaping": _LEVEL_ONLY}},
-    "oracle_sweep_trend_momentum": {**_ORACLE, "reward": {"shaping": {"trend": True, "momentum": True,
-                                                                      "drop_penalty": False}}},
-    "oracle_sweep_trend_momentum_drop": {**_ORACLE, "reward": {"shaping": {"trend": True, "momentum": True,
-                                                                           "drop_penalty": True}}},
-    # The earlier reconstruction of Table 1, labelled, for the record (results/oracle_diagnostic).
-    "rmtl_per_phase": {"reward": {"shaping": _EARLIER}},
-    "oracle_per_phase": {**_ORACLE, "reward": {"shaping": _EARLIER}},
-    "oracle_per_phase_level_only": {**_ORACLE, "reward": {"shaping": {**_EARLIER, **_LEVEL_ONLY}}},
-    "rmtl_level_only": {"reward": {"shaping": _LEVEL_ONLY}},
-}
-"""Named variants: overrides of :class:`Stage1Config` (nested dicts), nothing else."""
-
-ORACLE_VARIANTS = tuple(name for name, v in VARIANTS.items() if v.get("reward_kind") == "oracle")
+ORACLE_VARIANTS = variant_names(reward_kind="oracle")
 
 
 def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] | None = None,

@@ -40,7 +40,7 @@ from rmtl.train.train_env import (
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device",
-                      "keep_results", "validation_episodes"}
+                      "keep_results", "validation_episodes", "test_episodes"}
 """Fields a resumed run may change; any other difference is refused."""
 
 LOGS = ("eval.csv", "curriculum.csv", "summary.json", "validation.csv")
@@ -153,8 +153,10 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         wall = wall_prev + time.perf_counter() - t_start
         _write_summary(run_dir, config, steps, wall, final, curriculum_cb, timings, stats_fn)
         if config.keep_results and steps >= config.total_timesteps:
-            from rmtl.train.committed import drop_resume_state
+            from rmtl.train.committed import drop_resume_state, select_kept_run
+            from rmtl.train.run_dir import latest_checkpoint
 
+            select_kept_run(run_dir, latest_checkpoint(run_dir), config.test_episodes, device=config.device)
             drop_resume_state(run_dir)
     finally:
         close_train_envs(env, eval_env)

@@ -43,7 +43,7 @@ def task_of(config: Stage1Config, task: Task | None = None) -> Task | None:
 def _make_env(env_config: EnvConfig, terminal_frames: bool, task: Task | None = None):
     env = task.make_env() if task is not None else FetchPickAndLiftEnv(env_config)
     if terminal_frames:
-        from rmtl.reward.wrapper import TerminalFrames
+        from rmtl.reward.terminal_frames import TerminalFrames
 
         env = TerminalFrames(env)
     return env
@@ -81,33 +81,12 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
 
 
 def build_reward_kind(config: Stage1Config, task: Task | None, *, vlm: Any = None, source: Any = None) -> Any:
-    """The run's reward kind (``config.reward_kind``, rmtl.reward.kinds) with the parts its task gives it."""
-    from rmtl.errors import ConfigError
+    """The run's reward kind (``config.reward_kind``, rmtl.reward.kinds), built by the kind from the run."""
     from rmtl.reward.kinds import get_kind
     from rmtl.tasks import get_task
 
-    name = config.reward_kind
-    cls = get_kind(name)
-    the_task = task or get_task(DEFAULT_TASK)
-    k = len(the_task.micro_tasks.names)
-    shaping = config.reward.shaping
-    if name == "vlm":
-        return cls.from_config(task_reward_config(config, task), vlm=vlm, source=source,
-                               band_phases=k if config.reward.single_prompt_band else 0)
-    if name == "oracle":
-        if the_task.oracle_progress is None:
-            raise ConfigError(f"task {the_task.name!r} defines no oracle progress; reward_kind 'oracle' needs one "
-                              "(Task.oracle_progress), or train it with another reward_kind")
-        return cls(functools.partial(the_task.oracle_progress, config=config.oracle), k, shaping.initial_low,
-                   shaping.initial_high, config.dense.add_env_reward)
-    if name == "rule_only":
-        return cls(k, config.rule_only_u, config.dense.add_env_reward)
-    if name == "dense":
-        from rmtl.tasks.fetch_lift.dense_reward import dense_reward
-
-        fn = task.dense_reward if task is not None else functools.partial(dense_reward, config=config.dense)
-        return cls(fn, k, config.dense.add_env_reward)
-    raise ConfigError(f"reward kind {name!r} has no builder in rmtl.train.train_env.build_reward_kind")
+    return get_kind(config.reward_kind).from_run(config, task or get_task(DEFAULT_TASK),
+                                                 reward=task_reward_config(config, task), vlm=vlm, source=source)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -60,6 +60,13 @@ class RewardKind(ABC):
     add_env_reward: bool = True
     """Add the env's own reward (the +1 success bonus) to the shaped reward."""
 
+    @classmethod
+    def from_run(cls, run: Any, task: Any, *, reward: Any, vlm: Any = None, source: Any = None) -> "RewardKind":
+        """The kind of a Stage-1 run: ``run`` is its config (``rmtl.train.config.Stage1Config``),
+        ``task`` its task (``rmtl.task.Task``), ``reward`` its VLM reward config with the task's
+        prompts, ``vlm`` / ``source`` the loaded model and embedding source of a kind that renders."""
+        raise NotImplementedError(f"reward kind {cls.name!r} cannot be built from a run config")
+
     def bind(self, venv: Any) -> None:
         """Called once by the wrapper with the vec env below it (e.g. to set up rendering)."""
 

@@ -25,5 +25,14 @@ class DenseKind(RewardKind):
         self.num_phases = int(num_phases)
         self.add_env_reward = add_env_reward
 
+    @classmethod
+    def from_run(cls, run, task, *, reward, vlm=None, source=None) -> "DenseKind":
+        from rmtl.errors import ConfigError
+
+        if task.dense_reward is None:
+            raise ConfigError(f"task {task.name!r} defines no dense reference reward (Task.dense_reward)")
+        return cls(lambda states: task.dense_reward(states, run.dense), len(task.micro_tasks.names),
+                   run.dense.add_env_reward)
+
     def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render) -> KindStep:
         return KindStep(np.asarray(self.reward_fn(states), dtype=np.float32))

@@ -33,6 +33,18 @@ class OracleKind(RewardKind):
         self.low, self.high = float(initial_low), float(initial_high)
         self.add_env_reward = add_env_reward
 
+    @classmethod
+    def from_run(cls, run, task, *, reward, vlm=None, source=None) -> "OracleKind":
+        import functools
+
+        from rmtl.errors import ConfigError
+
+        if task.oracle_progress is None:
+            raise ConfigError(f"task {task.name!r} defines no oracle progress; reward_kind 'oracle' needs one "
+                              "(Task.oracle_progress), or train it with another reward_kind")
+        return cls(functools.partial(task.oracle_progress, config=run.oracle), len(task.micro_tasks.names),
+                   reward.shaping.initial_low, reward.shaping.initial_high, run.dense.add_env_reward)
+
     def scores(self, states: np.ndarray) -> np.ndarray:
         """Oracle scores [N, K] on the scale of the shaping's initial bounds."""
         return self.low + (self.high - self.low) * np.asarray(self.progress(states), dtype=np.float64)

@@ -23,6 +23,10 @@ class RuleOnlyKind(RewardKind):
         self.u = float(u)
         self.add_env_reward = add_env_reward
 
+    @classmethod
+    def from_run(cls, run, task, *, reward, vlm=None, source=None) -> "RuleOnlyKind":
+        return cls(len(task.micro_tasks.names), run.rule_only_u, run.dense.add_env_reward)
+
     def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render) -> KindStep:
         out = shaper.shape_u(np.full(states.shape[0], self.u), phases)
         terms = shaped_terms(out)

@@ -48,6 +48,11 @@ class VLMKind(RewardKind):
         self.num_phases = int(band_phases) if band_phases else scorer.num_phases
 
     @classmethod
+    def from_run(cls, run, task, *, reward, vlm=None, source=None) -> "VLMKind":
+        return cls.from_config(reward, vlm=vlm, source=source,
+                               band_phases=len(task.micro_tasks.names) if reward.single_prompt_band else 0)
+
+    @classmethod
     def from_config(cls, config: RewardConfig, *, vlm: VLM | None = None, source: EmbeddingSource | None = None,
                     scorer: PhasedScorer | None = None, band_phases: int = 0) -> "VLMKind":
         """The kind of a :class:`RewardConfig` (with ``single_prompt_band``: inside the band of
@@ -68,7 +73,7 @@ class VLMKind(RewardKind):
         return cls(source, scorer, views, _resolution(config, vlm, source), config.add_env_reward, band_phases)
 
     def bind(self, venv: Any) -> None:
-        from rmtl.reward.wrapper import TerminalFrames
+        from rmtl.reward.terminal_frames import TerminalFrames
 
         if not all(venv.env_is_wrapped(TerminalFrames)):
             raise ConfigError(

@@ -28,8 +28,8 @@ def _expert(noise_std: float, seed: int) -> Any:
     return ScriptedExpert(noise_std=noise_std, seed=seed)
 
 
-def _dense_reward(states: np.ndarray) -> np.ndarray:
-    return dense_reward(states, DenseRewardConfig())
+def _dense_reward(states: np.ndarray, config: DenseRewardConfig | None = None) -> np.ndarray:
+    return dense_reward(states, config or DenseRewardConfig())
 
 
 def _captions(states: np.ndarray, rng: np.random.Generator, **kwargs: Any) -> list[str]:

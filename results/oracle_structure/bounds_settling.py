@@ -1,0 +1,149 @@
+"""Where the default shaping's tracking bounds settle on the shipped model's scores of learner-like
+states, against the phase's p2 / p98 and against a fast tracker of one env's 3-step spread.
+
+    python results/oracle_structure/bounds_settling.py --store STORE [--model rmtl-fetch-tiny]
+
+STORE: a render-and-embed store of learner-like episodes (noisy experts at several noise levels
+and random actions; README.md has the command). The episodes' active-micro-task scores (rule
+phase, paper prompts, six views) are fed to a real RewardShaper of 16 envs, each env playing one
+episode after another (as in training), for several passes. Reported per micro-task: the
+settled bounds, the phase's p1 / p2 / p98 / p99, the bounds of a 1-env tracker at rate 0.01 both
+ways toward its own 3-step min / max (the rejected alternative), and the u of a resting cube at
+the cube (align / grasp rows, not lifted) against a lifted one (grasp, lift >= 2 cm) under the
+default bounds and under bounds that only widen. Writes bounds_settling.json / .md / .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv: list[str] | None = None) -> dict:
+    sys.path.insert(0, str(HERE.parents[1]))
+    from pipeline.store_rows import active, load_rows, open_store, per_view_scores
+    from pipeline.stored_text import text_embeddings
+    from rmtl.default_model import DEFAULT_MODEL
+    from rmtl.phases import PHASES
+    from rmtl.reward.shaping import RewardShaper, ShapingConfig
+    from rmtl.vlm.spec import parse_spec
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--passes", type=int, default=6)
+    ap.add_argument("--out", default=str(HERE))
+    a = ap.parse_args(argv)
+    mid = parse_spec(a.model).model_id
+    with open_store(a.store) as st:
+        rows = load_rows(st, mid)
+        text = text_embeddings(st, mid)
+        s = active(per_view_scores(st, mid, text, [0.9], rows.rows)[0].mean(axis=1), rows.phase)
+    keep = rows.step >= 1  # reward steps: the states env steps ended in
+    s, k, ep, step = s[keep], rows.phase[keep], rows.episode[keep], rows.step[keep]
+    lift, dist = rows.lift[keep], rows.distance[keep]
+    episodes = [np.flatnonzero(ep == e)[np.argsort(step[ep == e])] for e in np.unique(ep)]
+
+    def replay(cfg: ShapingConfig, n_envs: int, passes: int) -> RewardShaper:
+        sh = RewardShaper(n_envs, cfg, 3)
+        rng = np.random.default_rng(0)
+        for _ in range(passes):
+            order = rng.permutation(len(episodes))
+            lanes = [list(order[i::n_envs]) for i in range(n_envs)]
+            cur = [[] for _ in range(n_envs)]
+            while any(lanes) or any(cur):
+                for i in range(n_envs):
+                    if not cur[i] and lanes[i]:
+                        cur[i] = list(episodes[lanes[i].pop()])
+                live = [i for i in range(n_envs) if cur[i]]
+                if not live:
+                    break
+                # envs without an episode repeat a neutral row of their last phase: only live rows count
+                idx = np.array([cur[i][0] if cur[i] else episodes[0][0] for i in range(n_envs)])
+                sh(s[idx], k[idx])
+                for i in live:
+                    cur[i].pop(0)
+                    if not cur[i]:
+                        sh.reset(np.arange(n_envs) == i)
+        return sh
+
+    default = replay(ShapingConfig(), 16, a.passes)
+    widen = replay(ShapingConfig(band=False, bounds="widen_only"), 16, a.passes)
+    fast = replay(ShapingConfig(contraction_rate=0.01), 1, a.passes)  # 1 env, rate 0.01 both ways
+    resting = (dist <= 0.04) & (lift < 0.005)
+    lifted = (k == 2) & (lift >= 0.02)
+    result = {"store": str(a.store), "model": a.model, "reward_steps": int(len(s)), "episodes": len(episodes),
+              "passes": a.passes, "phases": {}}
+    for p, name in enumerate(PHASES):
+        sp = s[k == p]
+        if len(sp) == 0:
+            continue
+        q = np.percentile(sp, [1, 2, 98, 99])
+        row = {"rows": int(len(sp)), "p1": q[0], "p2": q[1], "p98": q[2], "p99": q[3],
+               "default_bounds": [default.low[0, p], default.high[0, p]],
+               "fast_3step_tracker_bounds": [fast.low[0, p], fast.high[0, p]],
+               "widen_only_bounds_env0": [widen.low[0, p], widen.high[0, p]]}
+        result["phases"][name] = {kk: (float(v) if np.isscalar(v) else [float(x) for x in v]) for kk, v in row.items()}
+
+    def u_of(mask, lo, hi, p=2):
+        m = mask & (k == p)
+        return float(np.clip((s[m] - lo) / (hi - lo), 0, 1).mean()) if m.any() else None
+
+    g = result["phases"].get("grasp")
+    if g:
+        for label, (lo, hi) in {"default": g["default_bounds"], "widen_only": g["widen_only_bounds_env0"],
+                                "p2_p98": [g["p2"], g["p98"]]}.items():
+            result.setdefault("grasp_u", {})[label] = {"resting_cube": u_of(resting, lo, hi), "lifted_cube": u_of(lifted, lo, hi)}
+    out = Path(a.out)
+    (out / "bounds_settling.json").write_text(json.dumps(result, indent=1))
+    lines = ["| micro-task | rows | p2 | p98 | default bounds (16 envs) | p1 | p99 | fast 3-step tracker (rate 0.01 both ways) | widen-only bounds |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for name, r in result["phases"].items():
+        lines.append(f"| {name} | {r['rows']} | {r['p2']:.3f} | {r['p98']:.3f} | {r['default_bounds'][0]:.3f} / {r['default_bounds'][1]:.3f} "
+                     f"| {r['p1']:.3f} | {r['p99']:.3f} | {r['fast_3step_tracker_bounds'][0]:.3f} / {r['fast_3step_tracker_bounds'][1]:.3f} "
+                     f"| {r['widen_only_bounds_env0'][0]:.3f} / {r['widen_only_bounds_env0'][1]:.3f} |")
+    if "grasp_u" in result:
+        lines += ["", "| grasp bounds | mean u, resting cube at the gripper | mean u, lifted cube |", "|---|---|---|"]
+        for label, v in result["grasp_u"].items():
+            f = lambda x: "-" if x is None else f"{x:.2f}"
+            lines.append(f"| {label} | {f(v['resting_cube'])} | {f(v['lifted_cube'])} |")
+    (out / "bounds_settling.md").write_text("\n".join(lines) + "\n")
+    _plot(s, k, result, out / "bounds_settling.png")
+    print("\n".join(lines))
+    return result
+
+
+def _plot(s, k, result, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result["phases"])
+    fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.2))
+    for ax, name in zip(np.atleast_1d(axes), names):
+        p = ["approach", "align", "grasp"].index(name)
+        r = result["phases"][name]
+        ax.hist(s[k == p], bins=60, color="0.7")
+        for (lo, hi), c, lab in ((r["default_bounds"], "C0", "default (tracking)"),
+                                 (r["fast_3step_tracker_bounds"], "C3", "fast 3-step tracker"),
+                                 (r["widen_only_bounds_env0"], "C2", "widen only")):
+            ax.axvline(lo, color=c, label=lab)
+            ax.axvline(hi, color=c)
+        for q in (r["p2"], r["p98"]):
+            ax.axvline(q, color="k", ls=":", label="p2 / p98" if q == r["p2"] else None)
+        ax.set_title(f"{name} ({r['rows']} steps)")
+        ax.set_xlabel("active-prompt score")
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
