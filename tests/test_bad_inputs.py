@@ -341,14 +341,76 @@ def test_damage_of_each_array_kind_is_found_by_verify_and_named_on_read(fx, tmp_
         rep = ds.verify()
         assert len(rep.damage) == 1 and rep.damage[0].array.split("/")[0] == kind, rep.damage
         assert ("missing" if how == "delete" else "checksum mismatch") in rep.damage[0].problem
-        if how == "delete" and kind in ("frames", "state", "episode"):
-            return  # a missing chunk reads as fill values, as Zarr means it: verify is the check
         with pytest.raises(StoreError) as e:
             _read_kind(ds, kind)
     msg = str(e.value)
     assert "\n" not in msg and str(store) in msg and f"rmtl store verify {store}" in msg
-    if how != "delete":
-        assert kind in msg and ("rows" in msg or "prompts" in msg)
+    if kind == "text_embeddings" and how == "delete":  # NaN-filled table: "incomplete, embed again"
+        assert "are incomplete" in msg and "rmtl embed" in msg
+        return
+    assert kind in msg and ("rows" in msg or "prompts" in msg)
+    if how == "delete":  # named, not read back as fill values (zeros, NaN)
+        assert "chunk file is missing" in msg
+
+
+# Each reader path on a store with one chunk file deleted: the command (or the training
+# reader) stops with the one line naming the array and its rows, instead of reading zeros.
+READERS = [
+    ("state", "state/c/0/0", ["query", "--store", "{X}"]),
+    ("episode", "episode/c/0", ["export", "minari", "{X}", "--name", "damaged"]),
+    ("frames", "frames/c/0/0/0/0/0", ["embed", "--store", "{X}", "--model", "rmtl-fetch-tiny@random"]),
+    ("embeddings", "embeddings/*/c/1/0/0", ["query", "--store", "{X}"]),
+]
+
+
+@pytest.mark.parametrize("kind,chunk,args", READERS, ids=[r[0] for r in READERS])
+def test_a_missing_chunk_stops_each_reader_naming_array_and_rows(fx, tmp_path, capsys, monkeypatch, kind, chunk,
+                                                                args):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    _damage(next(store.glob(chunk)), "delete")
+    line = one_error_line(capsys, run([a.format(X=store, W=tmp_path / "w") for a in args]))
+    assert f"store {store} is damaged: cannot read {kind}" in line
+    assert ("rows 8-" if kind == "embeddings" else "rows 0-") in line
+    assert "chunk file is missing" in line and f"rmtl store verify {store}" in line
+
+
+@pytest.mark.parametrize("chunk", ["key/c/0/0", "embeddings/*/c/0/0/0"])
+def test_a_missing_chunk_stops_the_cache_build_and_the_training_reader(fx, tmp_path, chunk):
+    from storage import DatasetStore, StateCache
+
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    with DatasetStore.open(store) as ds:
+        model = ds.model_ids()[0]
+        n = ds.num_rows
+    _damage(next(store.glob(chunk)), "delete")
+    array = chunk.split("/c/")[0].replace("*", "")
+    with DatasetStore.open(store) as ds, pytest.raises(StoreError, match=f"cannot read {array}.* rows 0-"):
+        StateCache.open(ds, model, preload=True)  # builds the index and preloads the embeddings
+    with DatasetStore.open(store) as ds, pytest.raises(StoreError, match="chunk file is missing"):
+        ds.embeddings(model, np.arange(n)) if "embeddings" in chunk else ds.read(np.array([n - 1, 0]), ["key"])
+
+
+def test_the_chunk_check_reads_intact_rows_and_lists_each_chunk_once(fx, tmp_path, monkeypatch):
+    """Rows whose chunks are all there read as before; a chunk found once is not looked up again."""
+    from storage.dataset import DatasetStore
+
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    _damage(next(store.glob("embeddings/*/c/1/0/0")), "delete")
+    with DatasetStore.open(store) as ds:
+        model = ds.model_ids()[0]
+        assert ds.embeddings(model, slice(0, 8)).shape[0] == 8  # chunk 0 is intact
+        calls = []
+        exists = ds.location.fs.exists
+        monkeypatch.setattr(ds.location.fs, "exists", lambda p: calls.append(p) or exists(p))
+        ds.read(slice(0, 4), ["state"])
+        ds.read(slice(2, 6), ["state"])
+        assert len(calls) == 1
+        with pytest.raises(StoreError, match="rows 8-"):
+            ds.embeddings(model, [3, 9])
 
 
 def test_verify_lists_each_damaged_chunk_on_stdout(fx, tmp_path, capsys):
