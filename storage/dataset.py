@@ -357,9 +357,31 @@ class DatasetStore:
                              "restore the store from a copy, or re-create it") from None
         except OSError as e:
             raise self._fail(f"cannot be read: {meta}: {e.strerror or e}", "check the path and its permissions") from None
+        if isinstance(root, dict) and root.get("zarr_format") == 3 and (
+                root.get("node_type") == "array" or SCHEMA_ATTR not in (root.get("attributes") or {})):
+            outer = self._enclosing_store()
+            if outer is not None:  # a node inside a store, e.g. <store>/state: not damage
+                raise self._fail(f"is the {root['node_type']} '{loc.path[len(outer) + 1:]}' inside the dataset store "
+                                 f"{outer}, not a store", f"pass the store's path: {outer}")
         if not isinstance(root, dict) or root.get("node_type") != "group" or root.get("zarr_format") != 3:
             raise self._fail(f"has corrupt metadata: its root {meta} does not describe a Zarr v3 group",
                              "restore the store from a copy, or re-create it")
+
+    def _enclosing_store(self) -> str | None:
+        """The path of the rmtl store this location lies inside (a few levels up), if any."""
+        fs, path = self._loc.fs, self._loc.path.rstrip("/")
+        for _ in range(4):  # embeddings/<model> is the deepest node a user would point at
+            parent = path.rsplit("/", 1)[0] if "/" in path else ""
+            if not parent or parent == path:
+                return None
+            path = parent
+            try:
+                attrs = json.loads(fs.cat_file(f"{path}/zarr.json")).get("attributes") or {}
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(attrs.get(SCHEMA_ATTR), dict):
+                return path
+        return None
 
     def _node(self, g: Any, node: str) -> Any:
         """Array ``node`` of group ``g``; KeyError if absent, a one-line StoreError if its
