@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -122,9 +123,9 @@ def replay(code: Path, w: Path, only: list[str] | None = None) -> list[dict[str,
             rc = "timeout"
         secs = time.monotonic() - t
         lines = [ln.strip() for ln in (err or out or "").splitlines() if ln.strip()]
-        first = lines[0] if lines else ""
+        first = (lines[0] if lines else "").replace(str(w), "{W}")  # the same text whatever the work folder
         if "Traceback" in (err or ""):  # the line that says what went wrong, not the header
-            first = f"[traceback, {len(lines)} lines] {lines[-1]}"
+            first = f"[traceback, {len(lines)} lines] {lines[-1]}".replace(str(w), "{W}")
         rows.append({"case": case, "item": item, "label": "", "command": "rmtl " + " ".join(
             repr(a) if a == "" else a for a in args), "exit": rc, "seconds": f"{secs:.1f}", "first_line": first[:300]})
         print(f"{rc:>7} {secs:6.1f}s  {case}: {first[:160]}", flush=True)
@@ -155,7 +156,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--label", default="after", help="before or after")
     ap.add_argument("--code", default=str(REPO), help="checkout of rmtl to run (default: this one)")
-    ap.add_argument("--work", default="/tmp/rmtl-replay", help="where the inputs and outputs go")
+    ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rmtl-replay"),
+                    help="where the inputs and outputs go (a folder per label)")
     ap.add_argument("--only", nargs="*", help="replay only cases whose name contains one of these")
     ap.add_argument("--table", action="store_true", help="print the Markdown table of cases.csv and exit")
     a = ap.parse_args()
