@@ -5,6 +5,7 @@ classes (rmtl.command_config)."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -12,7 +13,7 @@ from typing import Any, Callable
 import typer
 from pydantic import Field
 
-from rmtl.config import Config
+from rmtl.config import MAX_EPISODES, Config
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.train.variants import variant_names
 
@@ -107,7 +108,7 @@ class DiagnoseRolloutsConfig(StoreQuestion):
     """Store of reference (expert) episodes embedded by the same model."""
     variants: tuple[str, ...] = variant_names(analysis="rollout_diagnosis")
     """Stage-1 variants; the first is traced and plotted."""
-    episodes: int = Field(4, ge=1)
+    episodes: int = Field(4, ge=1, le=MAX_EPISODES)
     """Episodes shown in the traces and the montage (failures first)."""
     view: str = "front"
     """Camera view of the montage."""
@@ -150,7 +151,7 @@ class GateSetConfig(Config):
     """Stage-1 checkpoints (or run dirs) to roll out."""
     noise_levels: tuple[float, ...] | None = (0.1, 0.3, 0.6, 1.0)
     """Expert noise levels ('none': no noisy-expert store)."""
-    episodes: int = Field(100, ge=1)
+    episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Episodes per store."""
     model: str = DEFAULT_MODEL
     """VLM spec to embed with and judge."""
@@ -160,7 +161,7 @@ class GateSetConfig(Config):
     """Frame size (px); default: the model's input size."""
     workers: int = Field(1, ge=1)
     """Render processes."""
-    seed: int = 50_000
+    seed: int = Field(50_000, ge=0)
     """Base episode seed."""
     alpha: float = 0.9
     """Projection alpha."""
@@ -196,13 +197,13 @@ class BCLabelsConfig(Config):
     """Store to write (states and rule phase labels, no frames)."""
     policy: str = "expert"
     """'expert', 'random' or an SB3 checkpoint (.zip)."""
-    episodes: int = Field(250, ge=1)
+    episodes: int = Field(250, ge=1, le=MAX_EPISODES)
     """Episodes to roll out."""
     noise_std: float = Field(0.15, ge=0)
     """Expert action noise."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Curriculum stages episodes cycle through."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Base episode seed."""
     overwrite: bool = False
     """Replace an existing store."""
@@ -387,18 +388,34 @@ def export_minari(cfg: ExportMinariConfig) -> None:
                f"minari.load_dataset({res['dataset_id']!r})")
 
 
+def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
+    """``run_it`` opening the stores it reads (``store``, ``reference``) first: its own imports
+    (torch, open_clip) take seconds, and a wrong path should fail at once."""
+
+    @functools.wraps(run_it)
+    def run(cfg: Any) -> None:
+        from storage.dataset import DatasetStore
+
+        for name in ("store", "reference"):
+            if getattr(cfg, name, None):
+                DatasetStore.open(getattr(cfg, name), "r").close()
+        return run_it(cfg)
+
+    return run
+
+
 COMMANDS: dict[tuple[str, ...], tuple[type[Config], Callable[[Any], None], tuple[str, ...]]] = {
-    ("embed",): (EmbedConfig, embed, ()),
-    ("embed-text",): (EmbedTextConfig, embed_text, ()),
-    ("query",): (QueryConfig, query, ()),
-    ("reward-quality",): (RewardQualityConfig, reward_quality, ()),
-    ("alpha-sweep",): (AlphaSweepConfig, alpha_sweep, ()),
-    ("per-view-analysis",): (PerViewConfig, per_view, ()),
+    ("embed",): (EmbedConfig, stores_first(embed), ()),
+    ("embed-text",): (EmbedTextConfig, stores_first(embed_text), ()),
+    ("query",): (QueryConfig, stores_first(query), ()),
+    ("reward-quality",): (RewardQualityConfig, stores_first(reward_quality), ()),
+    ("alpha-sweep",): (AlphaSweepConfig, stores_first(alpha_sweep), ()),
+    ("per-view-analysis",): (PerViewConfig, stores_first(per_view), ()),
     ("bc-labels",): (BCLabelsConfig, bc_labels, ()),
-    ("return-ranking",): (ReturnRankingConfig, return_ranking, ()),
-    ("diagnose-rollouts",): (DiagnoseRolloutsConfig, diagnose_rollouts, ()),
+    ("return-ranking",): (ReturnRankingConfig, stores_first(return_ranking), ()),
+    ("diagnose-rollouts",): (DiagnoseRolloutsConfig, stores_first(diagnose_rollouts), ()),
     ("gate-set",): (GateSetConfig, gate_set, ()),
-    ("prompt-study",): (PromptStudyConfig, prompt_study, ()),
-    ("export", "minari"): (ExportMinariConfig, export_minari, ("store",)),
+    ("prompt-study",): (PromptStudyConfig, stores_first(prompt_study), ()),
+    ("export", "minari"): (ExportMinariConfig, stores_first(export_minari), ("store",)),
 }
 """Command path -> (its config class, what it runs, the fields given as positional arguments)."""

@@ -64,8 +64,7 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
     stopped. Rows that a stored model with the same image tower already embedded (a text
     tower tuned with the image tower locked) are copied, not encoded again.
     """
-    from rich.progress import Progress
-
+    from rmtl.console import progress as progress_display
     from rmtl.vlm import VLM, load_vlm
     from storage.dataset import DatasetStore
     from storage.schema import Chunking
@@ -99,7 +98,7 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
         copy_stop = max(start, store.embedded_rows(donor)) if donor else start
         if copy_stop > start:
             meta["image_embeddings_from"] = donor
-        with Progress(disable=not progress) as bar:
+        with progress_display(progress) as bar:
             task = bar.add_task(f"embed {vlm.model_id}", total=n, completed=start)
             for s in range(start, copy_stop, COPY_ROWS):
                 e = min(copy_stop, s + COPY_ROWS)

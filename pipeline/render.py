@@ -111,12 +111,12 @@ def open_for_render(path: str | Path, config: RolloutConfig, overwrite: bool = F
 def render_into(store, config: RolloutConfig, resumed: bool, workers: int = 1, dask_address: str | None = None,
                 chunk: int = 2, progress: bool = True, render: bool = True, kind: str = "rollout") -> RenderResult:
     """Roll out the episodes of ``config`` missing from ``store`` (open as writer) into it."""
-    from rich.progress import Progress
+    from rmtl.console import progress as progress_display
 
     done = set(store.episodes())
     todo = [e for e in range(config.episodes) if e not in done]
     name = Path(store.path).name
-    with dask_client(workers, dask_address) as client, Progress(disable=not progress) as bar:
+    with dask_client(workers, dask_address) as client, progress_display(progress) as bar:
         task = bar.add_task(f"{'render' if render else kind} {name}", total=config.episodes,
                             completed=config.episodes - len(todo))
         for batch in map_rollouts(config, todo, workers=1, chunk=chunk, client=client, render=render):

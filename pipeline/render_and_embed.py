@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from pydantic import Field, field_validator
 
-from rmtl.config import Config
+from rmtl.config import MAX_EPISODES, Config
 from rmtl.default_model import DEFAULT_MODEL
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
@@ -34,7 +34,7 @@ class RenderAndEmbedConfig(Config):
     """Store path or URL; default <data dir>/stores/<name>.zarr."""
     name: str = "default"
     """Dataset name used for the default store path."""
-    episodes: int = Field(8, ge=1)
+    episodes: int = Field(8, ge=1, le=MAX_EPISODES)
     """Episodes to roll out."""
     policy: str = "expert"
     """'expert' (noisy scripted), 'random', or an SB3 checkpoint path."""
@@ -58,7 +58,7 @@ class RenderAndEmbedConfig(Config):
     """Local render processes (a Dask LocalCluster when > 1)."""
     dask_address: str | None = None
     """Address of an existing Dask scheduler to render on instead."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Base seed of the episodes."""
     cache_kind: str = "flat"
     """FAISS index of the state cache: 'flat' or 'hnsw'."""

@@ -22,7 +22,7 @@ import numpy as np
 from pydantic import Field, field_validator, model_validator
 
 import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
-from rmtl.config import Config
+from rmtl.config import MAX_EPISODES, Config
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
 from rmtl.env.episode import run_episode
@@ -36,7 +36,7 @@ class RolloutConfig(Config):
 
     task: str = DEFAULT_TASK
     """The task (rmtl.tasks.get_task) whose env, expert, curriculum and key the rollout uses."""
-    episodes: int = Field(8, ge=1)
+    episodes: int = Field(8, ge=1, le=MAX_EPISODES)
     """Number of episodes."""
     policy: str = "expert"
     """'expert' (scripted, with noise), 'random', or a path to an SB3 PPO checkpoint (.zip)."""
@@ -53,7 +53,7 @@ class RolloutConfig(Config):
     """Camera views rendered for every step."""
     resolution: Resolution = 96
     """Square frame size in pixels."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Base seed: episode i resets with seed + i."""
     render_reset: bool = True
     """Also store the reset state (step 0) of each episode."""

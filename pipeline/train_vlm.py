@@ -95,7 +95,7 @@ class TrainVLMConfig(Config):
     """Fraction of episodes held out for evaluation (chosen by episode id)."""
     shift_augment: int = Field(4, ge=0)
     """Random translation (px) applied to training images."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Seed of sampling, captions and initialisation."""
     eval_every: int = Field(500, ge=1)
     """Steps between held-out evaluations."""

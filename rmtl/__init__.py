@@ -17,4 +17,17 @@ __version__ = "0.1.0"
 
 ENV_ID = "rmtl/FetchPickAndLift-v0"
 
+
+def _register_env() -> None:
+    """Register ENV_ID with Gymnasium on ``import rmtl`` (cheap: the env module and MuJoCo load
+    only when it is made). Gymnasium >= 1.0 no longer discovers plugins through entry points;
+    without importing rmtl first, ``gymnasium.make("rmtl:rmtl/FetchPickAndLift-v0")`` imports it."""
+    import gymnasium as gym
+
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point="rmtl.env.fetch_lift:FetchPickAndLiftEnv")
+
+
+_register_env()
+
 __all__ = ["ENV_ID", "__version__"]

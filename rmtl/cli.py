@@ -53,19 +53,19 @@ def _render_and_embed_command():
     return config_command(RenderAndEmbedConfig, _render_and_embed, extra=[
         option("prefect", bool, typer.Option(False, "--prefect", help="Run as the 'render-and-embed/default' "
                                              "deployment on a local Prefect server.")),
-        option("data_dir", Optional[Path], DataDirOption),
+        option("data_dir", Optional[str], DataDirOption),  # str: typer would turn '' into '.'
     ])
 
 
-def _render_and_embed(cfg: Any, prefect: bool = False, data_dir: Optional[Path] = None) -> None:
+def _render_and_embed(cfg: Any, prefect: bool = False, data_dir: Optional[str] = None) -> None:
     """Render episodes into a Zarr store, embed them, build the FAISS cache, summarise reward quality."""
     import os
 
     from pipeline.render_and_embed import format_summary, preflight, render_and_embed
-    from rmtl.provenance import DATA_DIR_ENV
+    from rmtl.provenance import DATA_DIR_ENV, data_dir as resolve_data_dir
 
     if data_dir is not None:
-        os.environ[DATA_DIR_ENV] = str(data_dir)
+        os.environ[DATA_DIR_ENV] = str(resolve_data_dir(data_dir))
     if prefect:
         preflight(cfg)  # the store path and settings, before a server and a model are started
         from flows.local import render_and_embed_deployment

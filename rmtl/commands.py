@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from pydantic import Field
 
-from rmtl.config import Config
+from rmtl.config import MAX_EPISODES, Config
 from rmtl.console import check_output_file
 from rmtl.errors import RmtlError
 
@@ -19,7 +19,7 @@ class EnvPreviewConfig(Config):
 
     difficulty: float = 0.5
     """Start difficulty u in [0, 1]."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """Reset seed."""
     resolution: int = 224
     """Square frame size in pixels (64-720)."""
@@ -38,9 +38,9 @@ class EnvPreviewConfig(Config):
 class EnvCheckConfig(Config):
     """``rmtl env check``: success rates of the scripted expert and of random actions."""
 
-    episodes: int = Field(100, ge=1)
+    episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Episodes per row."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     """First episode seed."""
     noise: float = Field(0.0, ge=0)
     """Expert action noise std."""

@@ -16,6 +16,11 @@ from rmtl.errors import ConfigError
 
 C = TypeVar("C", bound="Config")
 
+MAX_EPISODES = 1_000_000
+"""Most episodes one command rolls out or evaluates: far above any real run (a million
+episodes is days of rendering), low enough that a typo (an extra dozen digits) fails at
+once instead of building a list of every episode number."""
+
 
 def format_validation_error(name: str, err: ValidationError) -> str:
     """First problem of a pydantic error as one line: ``<Config>.<field>=<value>: <why>``."""
@@ -88,10 +93,15 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
 
 def read_yaml_mapping(path: Path) -> dict[str, Any]:
     """The mapping in a config YAML file; one line if it is missing, invalid or not a mapping."""
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory; pass the path of a YAML file written by rmtl")
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist; pass the path of a YAML file written by rmtl")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {path} is not a text file (not UTF-8); pass the path of a YAML file "
+                          f"written by rmtl") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
     if not isinstance(data, dict):

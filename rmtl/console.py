@@ -311,3 +311,65 @@ def check_store_path(store: str | os.PathLike[str], what: str = "store") -> None
     _writable_dir(p.parent, what, p)
     if p.exists():
         _writable_dir(p, what, p)
+
+
+# ----------------------------------------------------------------------------- progress
+PROGRESS_EVERY_S = 30.0
+"""Seconds between progress lines when stdout is not a terminal (a log file, a pipe, a job)."""
+
+
+class LineProgress:
+    """rich.progress.Progress's ``add_task``/``advance`` for a log: a terminal's live bar
+    would write only carriage returns, so every ``every`` seconds (and when a task ends) it
+    prints one line per task: ``<name>: <done>/<total> (<pct>%), <rate>/s, ETA <s> s``."""
+
+    def __init__(self, every: float = PROGRESS_EVERY_S, stream: Any = None, clock: Callable[[], float] | None = None):
+        import time
+
+        self.every = every
+        self.stream = stream
+        self.clock = clock or time.monotonic
+        self.tasks: list[dict[str, Any]] = []
+        self._last = self.clock()
+
+    def __enter__(self) -> "LineProgress":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, total: float | None = None, completed: float = 0) -> int:
+        self.tasks.append({"name": description, "total": total, "done": completed, "start": completed,
+                           "t0": self.clock(), "ended": False})
+        return len(self.tasks) - 1
+
+    def advance(self, task: int, advance: float = 1) -> None:
+        t = self.tasks[task]
+        t["done"] += advance
+        now = self.clock()
+        finished = t["total"] is not None and t["done"] >= t["total"] and not t["ended"]
+        if finished or now - self._last >= self.every:
+            self._last = now
+            t["ended"] = t["ended"] or finished
+            self._line(t, now)
+
+    def _line(self, t: dict[str, Any], now: float) -> None:
+        rate = (t["done"] - t["start"]) / max(now - t["t0"], 1e-9)
+        text = f"{t['name']}: {t['done']:g}"
+        if t["total"]:
+            text += f"/{t['total']:g} ({100 * t['done'] / t['total']:.0f}%)"
+        text += f", {rate:.3g}/s"
+        if t["total"] and rate > 0 and t["done"] < t["total"]:
+            text += f", ETA {(t['total'] - t['done']) / rate:.0f} s"
+        print(text, file=self.stream or sys.stdout, flush=True)
+
+
+def progress(enabled: bool = True, every: float = PROGRESS_EVERY_S) -> Any:
+    """The progress display of long work (render, embed): rich's live bar on a terminal, a
+    :class:`LineProgress` line every ``every`` seconds when stdout is not one, nothing when
+    disabled. Both take ``add_task(name, total=, completed=)`` and ``advance(task, n)``."""
+    if enabled and not sys.stdout.isatty():
+        return LineProgress(every)
+    from rich.progress import Progress
+
+    return Progress(disable=not enabled)

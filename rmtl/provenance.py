@@ -24,6 +24,11 @@ TRACKED_PACKAGES = (
 
 def data_dir(override: str | Path | None = None) -> Path:
     """The data directory: ``override``, else ``$RMTL_DATA_DIR``, else ``./data``."""
+    if override is not None and not str(override).strip():  # else '' would silently mean the default
+        from rmtl.errors import ConfigError
+
+        raise ConfigError("--data-dir is empty; give a directory path, or leave the option out for "
+                          f"${DATA_DIR_ENV} (else ./data)")
     p = Path(override) if override else Path(os.environ.get(DATA_DIR_ENV, "data"))
     return p.expanduser().resolve()
 

@@ -73,6 +73,8 @@ _WRITE_ALL = {"write_empty_chunks": True}
 
 MAKERS = "`rmtl render-and-embed` (or `rmtl bc-labels`)"
 """The commands that make dataset stores, for messages."""
+_EXISTS_MAX = 16
+"""Up to this many chunk files a read checks one by one; more: one listing of the array."""
 VERIFY_HINT = "run `rmtl store verify {store}` to list every damaged chunk"
 
 
@@ -355,9 +357,31 @@ class DatasetStore:
                              "restore the store from a copy, or re-create it") from None
         except OSError as e:
             raise self._fail(f"cannot be read: {meta}: {e.strerror or e}", "check the path and its permissions") from None
+        if isinstance(root, dict) and root.get("zarr_format") == 3 and (
+                root.get("node_type") == "array" or SCHEMA_ATTR not in (root.get("attributes") or {})):
+            outer = self._enclosing_store()
+            if outer is not None:  # a node inside a store, e.g. <store>/state: not damage
+                raise self._fail(f"is the {root['node_type']} '{loc.path[len(outer) + 1:]}' inside the dataset store "
+                                 f"{outer}, not a store", f"pass the store's path: {outer}")
         if not isinstance(root, dict) or root.get("node_type") != "group" or root.get("zarr_format") != 3:
             raise self._fail(f"has corrupt metadata: its root {meta} does not describe a Zarr v3 group",
                              "restore the store from a copy, or re-create it")
+
+    def _enclosing_store(self) -> str | None:
+        """The path of the rmtl store this location lies inside (a few levels up), if any."""
+        fs, path = self._loc.fs, self._loc.path.rstrip("/")
+        for _ in range(4):  # embeddings/<model> is the deepest node a user would point at
+            parent = path.rsplit("/", 1)[0] if "/" in path else ""
+            if not parent or parent == path:
+                return None
+            path = parent
+            try:
+                attrs = json.loads(fs.cat_file(f"{path}/zarr.json")).get("attributes") or {}
+            except (OSError, ValueError, AttributeError):
+                continue
+            if isinstance(attrs.get(SCHEMA_ATTR), dict):
+                return path
+        return None
 
     def _node(self, g: Any, node: str) -> Any:
         """Array ``node`` of group ``g``; KeyError if absent, a one-line StoreError if its
@@ -439,6 +463,8 @@ class DatasetStore:
             arrays = {k: a.with_config(_WRITE_ALL) for k, a in arrays.items()}
         self._group = g
         self._arrays = arrays
+        self._chunks_seen: dict[str, set[int]] = {}
+        """Chunk rows (first grid index) of each array whose chunk files were found (`_require_chunks`)."""
         self._info = info
         self._schema_version = version
         self._rows = rows
@@ -837,6 +863,7 @@ class DatasetStore:
     def _take(self, node: str, idx: slice | np.ndarray, view_idx: np.ndarray | None = None) -> np.ndarray:
         """`_take` on array `node`; a read that fails names the store, array and rows."""
         a = self._arrays[node]
+        self._require_chunks(node, a, idx)
         try:
             return _take(a, idx, view_idx)
         except Exception as e:
@@ -845,6 +872,52 @@ class DatasetStore:
             else:
                 span = (int(idx.min()), int(idx.max()) + 1)
             raise self._damaged(node, a, span, e) from None
+
+    def _row_limit(self, node: str, stop: int) -> int:
+        """The committed rows of array `node` (text tables: their prompts), at least `stop`."""
+        if node.startswith((TEXT_GROUP + "/", PROMPT_SETS_GROUP + "/")):
+            limit = int(self._group[node].shape[0])
+        elif node.startswith(EMBEDDINGS_GROUP + "/"):
+            limit = max((n for m, n in self._emb_rows.items() if self._emb_node(m) == node), default=stop)
+        else:
+            limit = self._rows
+        return max(limit, stop)
+
+    def _require_chunks(self, node: str, a: Any, idx: slice | np.ndarray) -> None:
+        """In a store that writes every chunk (`INTEGRITY`), check that the chunk files holding
+        rows `idx` of `node` exist: Zarr reads a missing chunk as fill values (zeros), which no
+        reader could tell from data. A listing, not a read; each chunk row is checked once per
+        open store."""
+        if not (self._info.get("integrity") or {}).get("all_chunks_written"):
+            return
+        c0 = int(a.chunks[0])
+        if isinstance(idx, slice):
+            start, stop = idx.start or 0, idx.stop
+            need: Sequence[int] = range(start // c0, -(-stop // c0)) if stop > start else ()
+        else:
+            need = np.unique(idx // c0).tolist() if idx.size else ()
+        seen = self._chunks_seen.setdefault(node, set())
+        todo = [int(i) for i in need if i not in seen]
+        if not todo:
+            return
+        rest = [range(-(-int(n) // int(c))) for n, c in zip(a.shape[1:], a.chunks[1:])]
+        keys = [((i, *t), f"{self._loc.path}/{node}/{a.metadata.encode_chunk_key((i, *t))}")
+                for i in todo for t in product(*rest)]
+        fs = self._loc.fs
+        if len(keys) <= _EXISTS_MAX:  # a few look-ups beat listing a big array's every chunk
+            present = fs.exists
+        else:
+            present = set(fs.find(f"{self._loc.path}/{node}")).__contains__
+        for coords, key in keys:
+            if not present(key):
+                limit = self._row_limit(node, 0)
+                view = self.views[coords[1]] if node == FRAMES and coords[1] < len(self.views) else None
+                bad = Damage(node, "chunk file is missing (it would read as fill values)", coords,
+                             (coords[0] * c0, min((coords[0] + 1) * c0, limit)), view)
+                raise StoreError(f"store {self._loc} is damaged: cannot read {bad.describe()}; "
+                                 f"{VERIFY_HINT.format(store=self._loc)}, then restore the store from a copy "
+                                 f"or re-create it")
+        seen.update(todo)
 
     def _check_chunks(self, node: str, a: Any, start: int, stop: int, limit: int, missing: bool,
                       report: VerifyReport | None = None) -> Iterator[Damage]:
@@ -923,13 +996,8 @@ class DatasetStore:
     def _damaged(self, node: str, a: Any, span: tuple[int, int], err: BaseException) -> StoreError:
         """The one-line error for a failed read of rows [span) of `node`: names the first
         damaged chunk found among those rows (or the rows, if every chunk reads alone)."""
-        if node.startswith((TEXT_GROUP + "/", PROMPT_SETS_GROUP + "/")):
-            limit = int(a.shape[0])
-        elif node.startswith(EMBEDDINGS_GROUP + "/"):
-            limit = max((n for m, n in self._emb_rows.items() if self._emb_node(m) == node), default=span[1])
-        else:
-            limit = self._rows
-        bad = next(iter(self._check_chunks(node, a, span[0], span[1], max(limit, span[1]), missing=False)), None)
+        bad = next(iter(self._check_chunks(node, a, span[0], span[1], self._row_limit(node, span[1]), missing=False)),
+                   None)
         what = bad.describe() if bad else f"{node} rows {span[0]}-{span[1] - 1}: {_reason(err)}"
         return StoreError(f"store {self._loc} is damaged: cannot read {what}; "
                           f"{VERIFY_HINT.format(store=self._loc)}, then restore the store from a copy or re-create it")

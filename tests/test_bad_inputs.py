@@ -74,6 +74,16 @@ def fx(tmp_path_factory):
     import torch
 
     torch.save({"net": Crafted(d / "PWNED_manager")}, ck / "manager.pt")
+    # runs a user damaged or moved: garbage model.zip, meta.json not JSON, latest.txt naming a removed step
+    for name, model, meta, latest in [("garbage", b"not a zip file", '{"config": {"env": {}}}', "step_000000064"),
+                                      ("badmeta", b"PK\x05\x06" + b"\0" * 18, "{not json", "step_000000064"),
+                                      ("stale", b"PK\x05\x06" + b"\0" * 18, "{}", "step_000000999")]:
+        c = d / f"{name}_run" / "checkpoints" / "step_000000064"
+        c.mkdir(parents=True)
+        (c / "model.zip").write_bytes(model)
+        (c / "meta.json").write_text(meta)
+        (c.parent / "latest.txt").write_text(latest)
+    (d / "binary.yaml").write_bytes(bytes(range(256)))
     return {"dir": d, "S": str(store), "E": str(d / "empty.zarr"), "F": str(d / "afile"), "D": str(d / "foreign"),
             "ROOT": str(root), "EMB": str(emb), "RUN": str(d / "run"), "W": str(d / "work")}
 
@@ -190,6 +200,26 @@ CASES = [
     (["train", "stage2", "--worker", "/nonexistent"], ["is not a Stage-1 checkpoint"]),
     (["train", "stage2-report", "/nonexistent"], ["is not a Stage-1 checkpoint"]),
     (["report", "/nonexistent"], ["is not a Stage-1 run directory"]),
+    # found by replaying a user's bad inputs (results/errors)
+    (["render-and-embed", "--episodes", "99999999999999999999999", "--store", "{W}/a.zarr"],
+     ["'--episodes'", "less than or equal to 1000000"]),
+    (["eval", "{dir}/garbage_run"], ["garbage_run/checkpoints/step_000000064/model.zip is not a readable SB3 model"]),
+    (["eval", "{dir}/badmeta_run"], ["badmeta_run/checkpoints/step_000000064/meta.json is not valid JSON"]),
+    (["train", "select", "{dir}/badmeta_run"], ["meta.json is not valid JSON"]),
+    (["train", "select", "/nonexistent/run"], ["run directory /nonexistent/run does not exist"]),
+    (["eval", "{dir}/stale_run"], ["checkpoints/latest.txt names 'step_000000999', which has no model.zip",
+                                   "step_000000064"]),
+    (["train", "stage1", "--config", "{dir}/binary.yaml"], ["binary.yaml is not a text file"]),
+    (["train", "stage1", "--config", "{D}"], ["{D} is a directory; pass the path of a YAML file"]),
+    (["env", "preview", "--seed", "-1"], ["'--seed'", "greater than or equal to 0"]),
+    (["embed", "--store", "{S}", "--model", "ViT-B-32:{D}/notes.txt"], ["'notes.txt' is not a weights file"]),
+    (["query", "--store", "{S}/state"], ["is the array 'state' inside the dataset store {S}", "pass the store's path: {S}"]),
+    (["train", "stage1", "--variant", "", "--out", "{W}/r"], ["--variant is empty", "rmtl, "]),
+    (["train", "stage1", "--net-arch-pi", "0", "--out", "{W}/r"], ["--net-arch-pi 0: hidden layer sizes must be"]),
+    (["train", "stage1", "--torch-threads", "0", "--out", "{W}/r"], ["--torch-threads 0"]),
+    (["train", "stage1", "--device", "bogus", "--out", "{W}/r"], ["--device 'bogus' is not a torch device"]),
+    (["render-and-embed", "--data-dir", "", "--episodes", "1"], ["--data-dir is empty"]),
+    (["env", "preview", "--data-dir", ""], ["--data-dir is empty"]),
 ]
 
 
@@ -198,6 +228,43 @@ def test_bad_input_is_one_line_and_status_2(fx, capsys, args, words):
     line = one_error_line(capsys, run(fill(args, fx)))
     for w in fill(words, fx):
         assert w in line, line
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
+def test_cuda_device_without_cuda_is_refused(fx, capsys):
+    line = one_error_line(capsys, run(["train", "stage1", "--device", "cuda", "--out", fx["W"] + "/r"]))
+    assert "--device cuda: torch finds no CUDA device" in line and "--device cpu" in line
+
+
+def test_steps_round_up_to_whole_rollouts_and_say_so(capsys, monkeypatch):
+    from rmtl.train.cli import whole_rollouts
+    from rmtl.train.config import stage1_config
+
+    cfg = whole_rollouts(stage1_config("rmtl", total_timesteps=64, n_envs=16, n_steps=40))
+    assert cfg.total_timesteps == 640
+    assert capsys.readouterr().out.strip() == ("--steps 64 rounds up to 640 env steps: PPO trains in whole rollouts "
+                                               "of n_envs*n_steps = 16*40 = 640 steps")
+    assert whole_rollouts(cfg) is cfg and capsys.readouterr().out == ""  # whole rollouts: unchanged, silent
+    monkeypatch.setenv("COLUMNS", "250")  # the help is a table: keep each option's text on one line
+    assert run(["train", "stage1", "--help"]) == 0
+    steps = [ln for ln in capsys.readouterr().out.splitlines() if ln.lstrip("│ ").startswith("--steps ")]
+    assert steps and "rounded up to whole rollouts of n_envs*n_steps" in steps[0]
+
+
+# A bad path fails before torch, open_clip or MuJoCo load (they take seconds): a fresh interpreter each.
+FAST = [["query", "--store", "/nonexistent.zarr"], ["embed", "--store", "/nonexistent.zarr"],
+        ["eval", "/nonexistent/run"], ["train", "select", "/nonexistent/run"],
+        ["render-and-embed", "--episodes", "99999999999999999999999"], ["env", "preview", "--seed", "-1"]]
+
+
+@pytest.mark.parametrize("args", FAST, ids=[" ".join(a)[:40] for a in FAST])
+def test_a_bad_path_or_value_fails_without_loading_the_heavy_stack(args):
+    code = ("import sys; from rmtl.cli import run; rc = run(sys.argv[1:]); "
+            "heavy = [m for m in ('torch', 'open_clip', 'mujoco') if m in sys.modules]; "
+            "print('loaded', heavy); sys.exit(rc)")
+    p = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr[-2000:]
+    assert p.stdout.strip() == "loaded []", p.stdout
 
 
 def test_group_without_command_shows_help_and_one_line(capsys):
@@ -341,14 +408,76 @@ def test_damage_of_each_array_kind_is_found_by_verify_and_named_on_read(fx, tmp_
         rep = ds.verify()
         assert len(rep.damage) == 1 and rep.damage[0].array.split("/")[0] == kind, rep.damage
         assert ("missing" if how == "delete" else "checksum mismatch") in rep.damage[0].problem
-        if how == "delete" and kind in ("frames", "state", "episode"):
-            return  # a missing chunk reads as fill values, as Zarr means it: verify is the check
         with pytest.raises(StoreError) as e:
             _read_kind(ds, kind)
     msg = str(e.value)
     assert "\n" not in msg and str(store) in msg and f"rmtl store verify {store}" in msg
-    if how != "delete":
-        assert kind in msg and ("rows" in msg or "prompts" in msg)
+    if kind == "text_embeddings" and how == "delete":  # NaN-filled table: "incomplete, embed again"
+        assert "are incomplete" in msg and "rmtl embed" in msg
+        return
+    assert kind in msg and ("rows" in msg or "prompts" in msg)
+    if how == "delete":  # named, not read back as fill values (zeros, NaN)
+        assert "chunk file is missing" in msg
+
+
+# Each reader path on a store with one chunk file deleted: the command (or the training
+# reader) stops with the one line naming the array and its rows, instead of reading zeros.
+READERS = [
+    ("state", "state/c/0/0", ["query", "--store", "{X}"]),
+    ("episode", "episode/c/0", ["export", "minari", "{X}", "--name", "damaged"]),
+    ("frames", "frames/c/0/0/0/0/0", ["embed", "--store", "{X}", "--model", "rmtl-fetch-tiny@random"]),
+    ("embeddings", "embeddings/*/c/1/0/0", ["query", "--store", "{X}"]),
+]
+
+
+@pytest.mark.parametrize("kind,chunk,args", READERS, ids=[r[0] for r in READERS])
+def test_a_missing_chunk_stops_each_reader_naming_array_and_rows(fx, tmp_path, capsys, monkeypatch, kind, chunk,
+                                                                args):
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    _damage(next(store.glob(chunk)), "delete")
+    line = one_error_line(capsys, run([a.format(X=store, W=tmp_path / "w") for a in args]))
+    assert f"store {store} is damaged: cannot read {kind}" in line
+    assert ("rows 8-" if kind == "embeddings" else "rows 0-") in line
+    assert "chunk file is missing" in line and f"rmtl store verify {store}" in line
+
+
+@pytest.mark.parametrize("chunk", ["key/c/0/0", "embeddings/*/c/0/0/0"])
+def test_a_missing_chunk_stops_the_cache_build_and_the_training_reader(fx, tmp_path, chunk):
+    from storage import DatasetStore, StateCache
+
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    with DatasetStore.open(store) as ds:
+        model = ds.model_ids()[0]
+        n = ds.num_rows
+    _damage(next(store.glob(chunk)), "delete")
+    array = chunk.split("/c/")[0].replace("*", "")
+    with DatasetStore.open(store) as ds, pytest.raises(StoreError, match=f"cannot read {array}.* rows 0-"):
+        StateCache.open(ds, model, preload=True)  # builds the index and preloads the embeddings
+    with DatasetStore.open(store) as ds, pytest.raises(StoreError, match="chunk file is missing"):
+        ds.embeddings(model, np.arange(n)) if "embeddings" in chunk else ds.read(np.array([n - 1, 0]), ["key"])
+
+
+def test_the_chunk_check_reads_intact_rows_and_lists_each_chunk_once(fx, tmp_path, monkeypatch):
+    """Rows whose chunks are all there read as before; a chunk found once is not looked up again."""
+    from storage.dataset import DatasetStore
+
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    _damage(next(store.glob("embeddings/*/c/1/0/0")), "delete")
+    with DatasetStore.open(store) as ds:
+        model = ds.model_ids()[0]
+        assert ds.embeddings(model, slice(0, 8)).shape[0] == 8  # chunk 0 is intact
+        calls = []
+        exists = ds.location.fs.exists
+        monkeypatch.setattr(ds.location.fs, "exists", lambda p: calls.append(p) or exists(p))
+        ds.read(slice(0, 4), ["state"])
+        ds.read(slice(2, 6), ["state"])
+        assert len(calls) == 1
+        with pytest.raises(StoreError, match="rows 8-"):
+            ds.embeddings(model, [3, 9])
 
 
 def test_verify_lists_each_damaged_chunk_on_stdout(fx, tmp_path, capsys):

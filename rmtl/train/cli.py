@@ -17,8 +17,9 @@ import typer
 from pydantic import Field
 
 from rmtl.command_config import config_command
-from rmtl.config import Config
+from rmtl.config import MAX_EPISODES, Config
 from rmtl.console import check_output_dir, check_output_file
+from rmtl.errors import ConfigError
 
 train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1: PPO worker).")
 
@@ -41,7 +42,12 @@ def stage1_command():
     from rmtl.train.config import Stage1Config, stage1_config
 
     def build(file_values: dict, cli: dict) -> Stage1Config:
-        variant = cli.pop("variant", None) or file_values.get("variant") or "rmtl"
+        from rmtl.train.config import VARIANTS
+
+        given = cli.pop("variant", None)
+        if given is not None and not str(given).strip():  # else '' silently trains the default variant
+            raise ConfigError(f"--variant is empty; choose one of {', '.join(VARIANTS)}")
+        variant = given or file_values.get("variant") or "rmtl"
         return stage1_config(variant, Stage1Config.make(**file_values) if file_values else None, **cli)
 
     aliases = {**RUN_ALIASES, "model": "reward.model", "cache-store": "cache.store", "cache-radius": "cache.radius",
@@ -49,11 +55,57 @@ def stage1_command():
     return config_command(Stage1Config, _train_stage1, aliases=aliases, extra=_train_extras(), build=build)
 
 
+def check_learner_options(cfg: Any) -> None:
+    """Values the config accepts but the learner would misuse or fail on deep inside torch or
+    SB3 (one line each): hidden sizes and thread counts below 1, a device this machine lacks."""
+    for name in ("net_arch_pi", "net_arch_vf"):
+        sizes = getattr(cfg, name, None)
+        if sizes is not None and any(int(n) < 1 for n in sizes):
+            shown = ",".join(map(str, sizes))
+            raise ConfigError(f"--{name.replace('_', '-')} {shown}: hidden layer sizes must be at least 1 "
+                              f"(e.g. --{name.replace('_', '-')} 256,256)")
+    threads = getattr(cfg, "torch_threads", None)
+    if threads is not None and threads < 1:
+        raise ConfigError(f"--torch-threads {threads}: give at least 1 thread, or leave it out for torch's default")
+    device = str(getattr(cfg, "device", "cpu"))
+    if device in ("cpu", "auto"):
+        return
+    import torch  # training imports it anyway; checked here, before the reward model loads
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"--device {device!r} is not a torch device; use cpu, auto or cuda") from None
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ConfigError(f"--device {device}: torch finds no CUDA device on this machine; use --device cpu "
+                              f"(or auto)")
+        if dev.index is not None and dev.index >= n:
+            raise ConfigError(f"--device {device}: this machine has {n} CUDA device(s), cuda:0..cuda:{n - 1}")
+
+
+def whole_rollouts(cfg: Any) -> Any:
+    """``cfg`` with ``total_timesteps`` rounded up to whole rollouts of n_envs * n_steps env
+    steps (PPO collects whole rollouts, so it trains that many anyway), saying so in one line."""
+    n_envs, n_steps = int(getattr(cfg, "n_envs", 0) or 0), int(getattr(cfg, "n_steps", 0) or 0)
+    rollout, steps = n_envs * n_steps, int(cfg.total_timesteps)
+    if not rollout or steps % rollout == 0:
+        return cfg
+    rounded = -(-steps // rollout) * rollout
+    typer.echo(f"--steps {steps} rounds up to {rounded} env steps: PPO trains in whole rollouts of "
+               f"n_envs*n_steps = {n_envs}*{n_steps} = {rollout} steps")
+    return cfg.replace(total_timesteps=rounded)
+
+
 def _train_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
-    """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints."""
+    """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints.
+    --steps rounds up to whole rollouts of n_envs * n_steps env steps."""
+    check_learner_options(cfg)
     from rmtl.train.stage1 import train_stage1
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
+    cfg = whole_rollouts(cfg)
     run = train_stage1(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
@@ -68,9 +120,9 @@ class EvalConfig(Config):
 
     checkpoint: str
     """Checkpoint dir, its model.zip, or a run dir (latest checkpoint)."""
-    episodes: int = Field(100, ge=1)
+    episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Seeded episodes on the final (random-start) stage."""
-    seed: int = 1_000_000
+    seed: int = Field(1_000_000, ge=0)
     """Seed of the first episode (episode i uses seed + i)."""
     stochastic: bool = False
     """Sample actions instead of the deterministic mean."""
@@ -80,11 +132,14 @@ class EvalConfig(Config):
 
 def evaluate(cfg: EvalConfig) -> None:
     """Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."""
-    from rmtl.train.evaluate import evaluate_checkpoint
+    from rmtl.train.run_dir import checkpoint_meta, resolve_checkpoint
 
+    checkpoint_meta(resolve_checkpoint(cfg.checkpoint))  # a wrong path fails before MuJoCo and torch load
     out = Path(cfg.out) if cfg.out else None
     if out is not None:
         check_output_file(out, "--out")
+    from rmtl.train.evaluate import evaluate_checkpoint
+
     res = evaluate_checkpoint(cfg.checkpoint, cfg.episodes, cfg.seed, deterministic=not cfg.stochastic)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -99,9 +154,9 @@ class Stage2ReportConfig(Config):
     """Stage 2: (a) Stage-1 no_phase_input run/checkpoint."""
     single_prompt: str | None = None
     """Stage 2: (d) Stage-1 single-prompt run/checkpoint."""
-    episodes: int = Field(100, ge=1)
+    episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Stage 2: seeded random-start episodes per policy."""
-    seed: int = 1_000_000
+    seed: int = Field(1_000_000, ge=0)
     """Stage 2: seed of the first episode."""
     traces: int = Field(4, ge=0)
     """Stage 2: episodes drawn in phase_traces.png."""
@@ -118,9 +173,9 @@ class ReportConfig(Stage2ReportConfig):
     """Output directory (default results/stage1 or results/stage2)."""
     select: bool = True
     """Stage 1: evaluate checkpoints on validation/test seeds where selection.json lacks them."""
-    validation_episodes: int = Field(100, ge=1)
+    validation_episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Stage 1: validation episodes per checkpoint."""
-    test_episodes: int = Field(200, ge=1)
+    test_episodes: int = Field(200, ge=1, le=MAX_EPISODES)
     """Stage 1: test episodes of the best and the final checkpoint."""
 
 
@@ -161,14 +216,21 @@ class SelectConfig(Config):
 
     run: str
     """Stage-1 run directory."""
-    validation_episodes: int = Field(100, ge=1)
+    validation_episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Validation episodes per checkpoint (seeds from 2000000)."""
-    test_episodes: int = Field(200, ge=1)
+    test_episodes: int = Field(200, ge=1, le=MAX_EPISODES)
     """Test episodes of the best and final checkpoint (seeds from 3000000)."""
 
 
 def select(cfg: SelectConfig) -> None:
     """Best checkpoint on validation seeds, it and the final one on test seeds, mean of the last 5 evaluations."""
+    from rmtl.train.run_dir import checkpoint_meta
+
+    run = Path(cfg.run)
+    if not run.is_dir():  # before MuJoCo and torch load
+        raise ConfigError(f"run directory {run} does not exist; pass a directory written by rmtl train stage1")
+    for ck in sorted(run.glob("checkpoints/step_*")):
+        checkpoint_meta(ck)
     from rmtl.train.selection import SELECTION_FILE, select_checkpoint
 
     sel = select_checkpoint(Path(cfg.run), cfg.validation_episodes, cfg.test_episodes, verbose=True)
@@ -194,6 +256,7 @@ def stage2_command():
 
 def _train_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
+    check_learner_options(cfg)
     from rmtl.train.stage2 import train_stage2
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads

@@ -58,7 +58,7 @@ class Stage1Config(Config):
     """Name of the variant (for run directories and reports)."""
     seed: int = 0
     total_timesteps: int = Field(600_000, ge=1)
-    """Env steps to train for (the paper's Stage-1 runs converge near 600k)."""
+    """Env steps to train for, rounded up to whole rollouts of n_envs*n_steps (the paper's runs converge near 600k)."""
 
     # ---------------------------------------------------------------- PPO (Table 1)
     n_envs: int = Field(16, ge=1)

@@ -8,7 +8,7 @@ state: no rendering and no VLM are needed, for any variant.
 
 from __future__ import annotations
 
-import json
+import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from rmtl.errors import ConfigError
 from rmtl.task import Task
 from rmtl.train.config import FINAL_STAGE_RANGE
 from rmtl.reward.phase import RulePhaseSelector
+from rmtl.train.run_dir import checkpoint_meta, resolve_checkpoint  # noqa: F401  (here before; light module)
 from rmtl.train.wrappers import PHASE_KEY, rule_phase_observation
 
 
@@ -110,25 +111,6 @@ def evaluate_policy_success(
                       (float(difficulty_range[0]), float(difficulty_range[1])))
 
 
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint directory from a checkpoint dir, its ``model.zip``, or a run dir (its latest
-    checkpoint, else the best policy it kept, ``best/``)."""
-    p = Path(path).expanduser().resolve()
-    if p.is_file() and p.name == "model.zip":
-        p = p.parent
-    if (p / "model.zip").is_file():
-        return p
-    latest = p / "checkpoints" / "latest.txt"
-    if latest.is_file():
-        ck = p / "checkpoints" / latest.read_text().strip()
-        if (ck / "model.zip").is_file():
-            return ck
-    if (p / "best" / "model.zip").is_file():  # a run kept with its results: its best policy on validation
-        return p / "best"
-    raise ConfigError(f"{p} is not a Stage-1 checkpoint (no model.zip) nor a run directory with checkpoints/latest.txt "
-                      "or best/")
-
-
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any], Any]:
     """(PPO model, checkpoint meta, VecNormalize or None) of a checkpoint (see :func:`resolve_checkpoint`)."""
     from stable_baselines3 import PPO
@@ -136,9 +118,13 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     from rmtl.train.artifacts import load_normalizer
 
     ck = resolve_checkpoint(path)
-    meta = json.loads((ck / "meta.json").read_text()) if (ck / "meta.json").is_file() else {}
+    meta = checkpoint_meta(ck)
     normalizer = load_normalizer(ck)  # vecnormalize.json; a legacy pickle is refused, never loaded
-    model = PPO.load(ck / "model.zip", device=device)
+    try:
+        model = PPO.load(ck / "model.zip", device=device)
+    except (zipfile.BadZipFile, KeyError, ValueError, EOFError, RuntimeError) as e:  # what SB3 and torch raise on a bad file
+        raise ConfigError(f"{ck / 'model.zip'} is not a readable SB3 model ({type(e).__name__}: "
+                          f"{' '.join(str(e).split())[:120]}); restore it from a copy, or pass another checkpoint") from None
     return model, meta, normalizer
 
 
@@ -153,6 +139,6 @@ def evaluate_checkpoint(path: str | Path, episodes: int = 100, seed: int = 1_000
     ck = resolve_checkpoint(path)
     model, meta, normalizer = load_checkpoint(ck, device)
     if env_config is None:
-        env_config = EnvConfig.make(**meta["config"]["env"]) if "config" in meta else EnvConfig()
+        env_config = EnvConfig.make(**(meta.get("config") or {}).get("env") or {})
     res = evaluate_policy_success(model, env_config, episodes, seed, normalizer=normalizer, deterministic=deterministic)
     return EvalResult(**{**res.to_dict(), "checkpoint": str(ck), "num_timesteps": meta.get("num_timesteps")})

@@ -119,3 +119,45 @@ def restore_reward_state(shaper: Any, checkpoint: Path) -> None:
     p = Path(checkpoint) / "reward_state.json"
     if p.is_file():
         shaper.load_state_dict(json.loads(p.read_text()))
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint directory from a checkpoint dir, its ``model.zip``, or a run dir (its latest
+    checkpoint, else the best policy it kept, ``best/``)."""
+    p = Path(path).expanduser().resolve()
+    if p.is_file() and p.name == "model.zip":
+        p = p.parent
+    if (p / "model.zip").is_file():
+        return p
+    latest = p / "checkpoints" / "latest.txt"
+    named = None
+    if latest.is_file():
+        named = latest.read_text(errors="replace").strip()
+        ck = p / "checkpoints" / named
+        if named and (ck / "model.zip").is_file():
+            return ck
+    if (p / "best" / "model.zip").is_file():  # a run kept with its results: its best policy on validation
+        return p / "best"
+    if named is not None:  # a run directory whose pointer is stale, not "no run directory"
+        have = sorted(c.name for c in (p / "checkpoints").glob("step_*") if (c / "model.zip").is_file())
+        fix = f"pass one of its checkpoints ({', '.join(str(p / 'checkpoints' / h) for h in have[-3:])})" if have \
+            else "the run has no checkpoint with a model.zip: retrain it"
+        raise ConfigError(f"run directory {p}: checkpoints/latest.txt names {named!r}, which has no model.zip "
+                          f"(deleted or moved); {fix}")
+    raise ConfigError(f"{p} is not a Stage-1 checkpoint (no model.zip) nor a run directory with checkpoints/latest.txt "
+                      "or best/")
+
+
+def checkpoint_meta(ck: Path) -> dict[str, Any]:
+    """A checkpoint's ``meta.json`` ({} if it has none); one line if it is not a JSON object."""
+    path = ck / "meta.json"
+    if not path.is_file():
+        return {}
+    try:
+        meta = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path} is not valid JSON ({e}); restore it from a copy, or pass another checkpoint") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("config", {}), dict):
+        raise ConfigError(f"{path} is not a checkpoint record (a JSON object with the run's config); restore it from "
+                          f"a copy, or pass another checkpoint")
+    return meta

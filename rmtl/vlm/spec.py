@@ -128,7 +128,12 @@ def parse_spec(spec: str | ModelSpec) -> ModelSpec:
         if not tail:
             raise ModelLoadError(f"model spec {text!r}: give a pretrained tag or weights file after ':'")
         if _looks_like_path(tail):
-            return ModelSpec(text, "local-file", arch=head, path=Path(tail).expanduser())
+            p = Path(tail).expanduser()
+            if not tail.lower().endswith(WEIGHT_SUFFIXES):  # else the loader fails deep inside torch (KeyError)
+                what = "a directory" if p.is_dir() else f"'{p.name}'"
+                raise ModelLoadError(f"model spec {text!r}: {what} is not a weights file ({', '.join(WEIGHT_SUFFIXES)}); "
+                                     f"give ARCH:PATH to a weights file, e.g. {head}:/path/model.safetensors")
+            return ModelSpec(text, "local-file", arch=head, path=p)
         return ModelSpec(text, "tag", arch=head, tag=tail)
     if _looks_like_path(text):
         p = Path(text).expanduser()

@@ -1,0 +1,184 @@
+"""Replay bad inputs as a user would type them, each as a real subprocess, and record how
+each ended: exit status, the first line of stderr (stdout if stderr is empty), seconds.
+
+    python results/errors/replay.py --label after                     # this checkout
+    python results/errors/replay.py --label before --code OLD_CHECKOUT  # another checkout of rmtl
+
+Rows for the label are replaced in cases.csv (the other label's rows are kept), so the
+two runs give the before/after table of README.md. A case still running after its
+timeout is recorded as "timeout" with what it had printed: a command that hangs, or one
+that accepted a bad value and started its work (it is stopped there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+CSV = HERE / "cases.csv"
+FIELDS = ["case", "item", "label", "command", "exit", "seconds", "first_line"]
+
+
+def fixtures(w: Path, code: Path) -> dict[str, str]:
+    """Small inputs the cases point at, made once under ``w`` (one 1-episode store, 64 px)."""
+    w.mkdir(parents=True, exist_ok=True)
+    s = w / "s.zarr"
+    if not (s / "zarr.json").exists():
+        shutil.rmtree(s, ignore_errors=True)
+        subprocess.run([sys.executable, "-c", "from pipeline.render_and_embed import RenderAndEmbedConfig as C, "
+                        "render_and_embed as r; r(C.make(store=%r, episodes=1, views=['wide_view'], resolution=64), "
+                        "progress=False)" % str(s)], env=_env(code, w), check=True, capture_output=True)
+    for name, chunk in [("state", "state/c/0/0"), ("episode", "episode/c/0"), ("frames", "frames/c/0/0/0/0/0"),
+                        ("emb", "embeddings/*/c/1/0/0")]:
+        d = w / f"no_{name}.zarr"
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(s, d)
+        next(d.glob(chunk)).unlink()
+    (w / "notes.txt").write_text("notes, not a checkpoint\n")
+    (w / "binary.yaml").write_bytes(bytes(range(256)))
+    (w / "confdir").mkdir(exist_ok=True)
+
+    def run_dir(name: str, model: bytes, meta: str, latest: str = "step_000000064") -> str:
+        ck = w / name / "checkpoints" / "step_000000064"
+        ck.mkdir(parents=True, exist_ok=True)
+        (ck / "model.zip").write_bytes(model)
+        (ck / "meta.json").write_text(meta)
+        (ck.parent / "latest.txt").write_text(latest)
+        return str(w / name)
+
+    meta = json.dumps({"num_timesteps": 64, "config": {"env": {}}})
+    return {"W": str(w), "S": str(s), **{f"NO_{k.upper()}": str(w / f"no_{k}.zarr")
+                                         for k in ("state", "episode", "frames", "emb")},
+            "NOTES": str(w / "notes.txt"), "BIN": str(w / "binary.yaml"), "DIR": str(w / "confdir"),
+            "GARBAGE_RUN": run_dir("garbage_run", b"this is not a zip file", meta),
+            "BADMETA_RUN": run_dir("badmeta_run", b"PK\x05\x06" + b"\0" * 18, "{not json"),
+            "MISSING_STEP_RUN": run_dir("missing_step_run", b"PK\x05\x06" + b"\0" * 18, meta, "step_000000999")}
+
+
+# (case id, item, arguments of `rmtl`, timeout in seconds)
+CASES = [
+    ("missing state chunk: query", "A", ["query", "--store", "{NO_STATE}", "--out", "{W}/q"], 60),
+    ("missing episode chunk: export minari", "A", ["export", "minari", "{NO_EPISODE}", "--name", "replay"], 60),
+    ("missing frames chunk: embed", "A", ["embed", "--store", "{NO_FRAMES}", "--model", "rmtl-fetch-tiny@random"], 60),
+    ("missing embeddings chunk: query", "A", ["query", "--store", "{NO_EMB}", "--out", "{W}/q"], 60),
+    ("huge --episodes", "B", ["render-and-embed", "--episodes", "99999999999999999999999", "--store", "{W}/a.zarr"], 20),
+    ("garbage model.zip: eval", "B", ["eval", "{GARBAGE_RUN}", "--episodes", "1"], 60),
+    ("invalid meta.json: eval", "B", ["eval", "{BADMETA_RUN}", "--episodes", "1"], 60),
+    ("invalid meta.json: train select", "B", ["train", "select", "{BADMETA_RUN}", "--validation-episodes", "1"], 60),
+    ("binary --config", "B", ["train", "stage1", "--config", "{BIN}"], 30),
+    ("env preview --seed -1", "B", ["env", "preview", "--seed", "-1", "--out", "{W}/preview"], 60),
+    ("--model ARCH:notes.txt", "B", ["embed", "--store", "{S}", "--model", "ViT-B-32:{NOTES}"], 60),
+    ("--store an array inside a store", "B", ["query", "--store", "{S}/state"], 30),
+    ("latest.txt names a missing step: eval", "B", ["eval", "{MISSING_STEP_RUN}", "--episodes", "1"], 60),
+    ("--config DIR", "B", ["train", "stage1", "--config", "{DIR}"], 30),
+    ("--device cuda without CUDA", "B", ["train", "stage1", "--device", "cuda", "--steps", "64", "--out", "{W}/r1"], 15),
+    ("--net-arch-pi 0", "B", ["train", "stage1", "--net-arch-pi", "0", "--steps", "64", "--out", "{W}/r2"], 15),
+    ("--variant ''", "B", ["train", "stage1", "--variant", "", "--steps", "64", "--out", "{W}/r3"], 15),
+    ("--torch-threads 0", "B", ["train", "stage1", "--torch-threads", "0", "--steps", "64", "--out", "{W}/r4"], 15),
+    ("--data-dir ''", "B", ["render-and-embed", "--data-dir", "", "--episodes", "1"], 15),
+    ("missing store: query", "B", ["query", "--store", "/nonexistent.zarr"], 60),
+    ("missing store: embed", "B", ["embed", "--store", "/nonexistent.zarr"], 60),
+    ("missing store: render-and-embed into a file", "B", ["render-and-embed", "--store", "{NOTES}/x.zarr"], 60),
+    ("missing run: eval", "B", ["eval", "/nonexistent/run"], 60),
+    ("missing run: train select", "B", ["train", "select", "/nonexistent/run"], 60),
+    ("missing config: train stage1", "B", ["train", "stage1", "--config", "/nonexistent.yaml"], 60),
+]
+
+
+def _env(code: Path, w: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RMTL_DEBUG", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(code), MUJOCO_GL=env.get("MUJOCO_GL", "egl"), RMTL_DATA_DIR=str(w / "data"),
+               MINARI_DATASETS_PATH=str(w / "minari"), HF_HUB_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
+    return env
+
+
+def replay(code: Path, w: Path, only: list[str] | None = None) -> list[dict[str, str]]:
+    fx = fixtures(w, code)
+    rows = []
+    for case, item, args, timeout in CASES:
+        if only and not any(o in case for o in only):
+            continue
+        argv = [a.format(**fx) for a in args]
+        t = time.monotonic()
+        # its own session, so a timeout stops the command and everything it started
+        p = subprocess.Popen([sys.executable, "-m", "rmtl", *argv], cwd=w, env=_env(code, w), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=timeout)
+            rc = str(p.returncode)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, err = p.communicate()
+            rc = "timeout"
+        secs = time.monotonic() - t
+        lines = [ln.strip() for ln in (err or out or "").splitlines() if ln.strip()]
+        first = (lines[0] if lines else "").replace(str(w), "{W}")  # the same text whatever the work folder
+        if "Traceback" in (err or ""):  # the line that says what went wrong, not the header
+            first = f"[traceback, {len(lines)} lines] {lines[-1]}".replace(str(w), "{W}")
+        rows.append({"case": case, "item": item, "label": "", "command": "rmtl " + " ".join(
+            repr(a) if a == "" else a for a in args), "exit": rc, "seconds": f"{secs:.1f}", "first_line": first[:300]})
+        print(f"{rc:>7} {secs:6.1f}s  {case}: {first[:160]}", flush=True)
+    return rows
+
+
+def table(path: Path = CSV) -> str:
+    """The before/after Markdown table of cases.csv, and the median seconds to the error line."""
+    import statistics
+
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    by = {(r["case"], r["label"]): r for r in rows}
+    cases = list(dict.fromkeys(r["case"] for r in rows))
+    out = ["| case | command | before: exit, s, first line | after: exit, s, first line |", "|---|---|---|---|"]
+    cell = lambda r: f"{r['exit']}, {r['seconds']} s, `{r['first_line'][:110].replace('|', '/')}`" if r else "-"  # noqa: E731
+    for c in cases:
+        b, a = by.get((c, "before")), by.get((c, "after"))
+        out.append(f"| {c} | `{(a or b)['command']}` | {cell(b)} | {cell(a)} |")
+    both = [c for c in cases if (c, "before") in by and (c, "after") in by and by[(c, "after")]["exit"] == "2"]
+    med = {lab: statistics.median(float(by[(c, lab)]["seconds"]) for c in both) for lab in ("before", "after")}
+    out.append(f"\nMedian seconds to the outcome over the {len(both)} cases that end with exit 2 after: "
+               f"before {med['before']:.1f} s, after {med['after']:.1f} s.")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--label", default="after", help="before or after")
+    ap.add_argument("--code", default=str(REPO), help="checkout of rmtl to run (default: this one)")
+    ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rmtl-replay"),
+                    help="where the inputs and outputs go (a folder per label)")
+    ap.add_argument("--only", nargs="*", help="replay only cases whose name contains one of these")
+    ap.add_argument("--table", action="store_true", help="print the Markdown table of cases.csv and exit")
+    a = ap.parse_args()
+    if a.table:
+        print(table())
+        return
+    rows = replay(Path(a.code).resolve(), Path(a.work).resolve() / a.label, a.only)
+    for r in rows:
+        r["label"] = a.label
+    kept = []
+    if CSV.exists():
+        with CSV.open() as f:
+            done = {r["case"] for r in rows}
+            kept = [r for r in csv.DictReader(f) if not (r["label"] == a.label and r["case"] in done)]
+    order = {c[0]: i for i, c in enumerate(CASES)}
+    allrows = sorted(kept + rows, key=lambda r: (order.get(r["case"], 999), r["label"] != "before"))
+    with CSV.open("w", newline="") as f:
+        wr = csv.DictWriter(f, FIELDS)
+        wr.writeheader()
+        wr.writerows(allrows)
+
+
+if __name__ == "__main__":
+    main()
