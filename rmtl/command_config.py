@@ -9,7 +9,7 @@ A command made by :func:`config_command` takes
   lists ``--stages 0,1``, and a repeated option adds to the list (``--checkpoint A
   --checkpoint B`` is ``--checkpoint A,B``); nested configs as a JSON/YAML mapping ``--render '{...}'``), with
   the field's docstring as help and its bounds as the option's range;
-- aliases: short names for nested fields kept from earlier versions (``--steps`` for
+- aliases: short names for long or nested fields (``--steps`` for
   ``total_timesteps``, ``--model`` for ``reward.model``; for a boolean, a flag pair);
 - ``--set a.b=value`` (repeatable) for any field, nested ones included.
 

@@ -95,7 +95,7 @@ def test_variant_trains_checkpoints_and_evaluates(runs, variant):
     assert (d / "checkpoints" / "latest.txt").read_text() == f"step_{n:09d}"
     model, meta, _ = load_checkpoint(d)
     assert model.num_timesteps == n and meta["variant"] == variant
-    assert ("phase" in model.observation_space.spaces) == (variant != "no_phase_input")
+    assert ("phase" in model.observation_space.spaces) == stage1_config(variant).phase_input
     ev = read_csv(d / "eval.csv")
     assert [r["timesteps"] for r in ev] == list(range(64, n + 1, 64))
     res = evaluate_checkpoint(d / "checkpoints" / "step_000000064", episodes=2, seed=5)

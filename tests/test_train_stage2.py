@@ -67,7 +67,7 @@ def test_stage2_trains_checkpoints_and_logs(runs):
     keys = set().union(*read_csv(d / "progress_000000000.csv"))
     assert {"manager/entropy", "manager/agreement_rule", "manager/step_agreement_rule", "manager/segment_return",
             "manager/kl_rule", "rollout/success_rate", "worker/actor_frozen", "eval/success_rate",
-            "eval/manager_decision_agreement_rule", "reward/vlm_reward"} <= keys
+            "eval/manager_decision_agreement_rule", "reward/reward"} <= keys
     assert [r["timesteps"] for r in read_csv(d / "eval.csv")] == [64, 128]
     s = json.loads((d / "summary.json").read_text())
     assert s["env_steps"] == STEPS and s["actor_unfrozen_at"] == 96

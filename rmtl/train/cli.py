@@ -25,7 +25,7 @@ train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1:
 
 
 RUN_ALIASES = {"steps": "total_timesteps", "out": "output_dir", "progress": "progress_bar"}
-"""Short options of both training commands (earlier versions' names)."""
+"""Short options of both training commands for their most used fields."""
 
 
 def _train_extras() -> list:
