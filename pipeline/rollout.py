@@ -125,10 +125,10 @@ def policy_label(config: RolloutConfig, plan: EpisodePlan) -> str:
 @functools.lru_cache(maxsize=2)
 def _checkpoint(path: str):
     """(PPO model, observation adapter) of a Stage-1 checkpoint, loaded once per process."""
-    from rmtl.train.evaluate import ObsAdapter, load_checkpoint
+    from rmtl.train.evaluate import ObsAdapter, checkpoint_task, load_checkpoint
 
-    model, _, normalizer = load_checkpoint(path)
-    return model, ObsAdapter.for_model(model, normalizer)
+    model, meta, normalizer = load_checkpoint(path)
+    return model, ObsAdapter.for_model(model, normalizer, checkpoint_task(meta))
 
 
 def make_policy(config: RolloutConfig, plan: EpisodePlan, env) -> Callable:

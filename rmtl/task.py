@@ -25,7 +25,7 @@ class Task:
     """One task: its env, state layout and key, micro-tasks, expert, curriculum, cameras,
     reference reward, VLM-training captions and reward-quality metrics.
 
-    make_env(views=..., resolution=..., render=...) returns a Gymnasium env with ``state``
+    make_env(config=None, views=..., resolution=..., render=...) returns a Gymnasium env with ``state``
     (the current state row), ``render_views(views, resolution)`` -> uint8 [V, H, W, 3], and
     infos carrying ``step``, ``phase_rule`` and ``is_success``; reset takes
     ``options={"difficulty": u}``.
@@ -33,6 +33,8 @@ class Task:
 
     name: str
     make_env: Callable[..., Any]
+    """(config=None, **overrides) -> env; ``config`` is a run's env config (pick-and-lift's EnvConfig,
+    which another task may ignore)."""
     key_spec: KeySpec
     layout: Callable[[], Mapping[str, Any]]
     """The store's self-description of the state, key and action fields (``rmtl.layout``)."""

@@ -123,7 +123,7 @@ def reach_task(spec_path: Path) -> Task:
         return act
 
     return Task(
-        name="reach2d", make_env=lambda **kw: ReachEnv(micro, **kw),
+        name="reach2d", make_env=lambda config=None, **kw: ReachEnv(micro, **kw),
         key_spec=KeySpec("reach2d", 1, 4, ("tip_x", "tip_y"), lambda s: s[..., 0:2]),
         layout=lambda: {"state_fields": ["tip_x", "tip_y", "target_x", "target_y"], "action_fields": ["dx", "dy"]},
         action_dim=2, micro_tasks=micro, phase_measure=distance, expert=expert,

@@ -16,10 +16,10 @@ from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
 
 
-def _make_env(**overrides: Any) -> Any:
+def _make_env(config: Any = None, **overrides: Any) -> Any:
     from rmtl.env.fetch_lift import FetchPickAndLiftEnv  # lazy: MuJoCo only when an env is made
 
-    return FetchPickAndLiftEnv(**overrides)
+    return FetchPickAndLiftEnv(config, **overrides)
 
 
 def _expert(noise_std: float, seed: int) -> Any:
