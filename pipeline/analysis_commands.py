@@ -196,7 +196,7 @@ class BCLabelsConfig(Config):
     out: str
     """Store to write (states and rule phase labels, no frames)."""
     policy: str = "expert"
-    """'expert', 'random' or an SB3 checkpoint (.zip)."""
+    """'expert', 'random', 'behaviour:<name>' or an SB3 checkpoint (.zip)."""
     episodes: int = Field(250, ge=1, le=MAX_EPISODES)
     """Episodes to roll out."""
     noise_std: float = Field(0.15, ge=0)

@@ -53,7 +53,7 @@ def bc_labels(
     with state, key, episode, step, phase_rule (the label), success and difficulty per
     step; appends ``chunk`` whole episodes per commit, so a killed run resumes with only
     the missing episodes (settings must match, as for render-and-embed).
-    policy: 'expert', 'random' or an SB3 checkpoint (.zip, once the Stage-1 worker exists).
+    policy: 'expert', 'random', 'behaviour:<name>' (pipeline.rollout) or an SB3 checkpoint (.zip).
     minari: also write the labels as the Minari dataset of that name (dense reference reward,
     infos with the BC label; pipeline.minari_export), replacing one of the same name.
     """

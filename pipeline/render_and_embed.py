@@ -37,9 +37,10 @@ class RenderAndEmbedConfig(Config):
     episodes: int = Field(8, ge=1, le=MAX_EPISODES)
     """Episodes to roll out."""
     policy: str = "expert"
-    """'expert' (noisy scripted), 'random', or an SB3 checkpoint path."""
+    """'expert' (noisy scripted), 'random', 'behaviour:<name>' (a scripted degenerate behaviour,
+    e.g. behaviour:push; docs/env.md), or an SB3 checkpoint path."""
     noise_std: float = Field(0.15, ge=0)
-    """Expert action noise (episodes alternate 1x and 2x)."""
+    """Expert (or behaviour) action noise (episodes alternate 1x and 2x)."""
     noise_levels: tuple[float, ...] | None = None
     """Expert noise levels to cycle through instead (pipeline.rollout.RolloutConfig)."""
     deterministic: bool = False

@@ -298,3 +298,11 @@ def test_second_task_query(task, store, tmp_path, capsys):
         assert (out / name).stat().st_size > 5000
     # its spec has no single goal apart from the baseline: the single-vs-micro flatness is skipped, not failed
     assert res["flatness"] is None and not (out / "flatness.png").exists() and "flatness: skipped" in printed
+
+
+def test_second_task_has_no_behaviours(task):
+    from pipeline.rollout import RolloutConfig
+
+    assert dict(task.behaviours) == {}  # the Task default: a task need not script any
+    with pytest.raises(ConfigError, match="unknown behaviour 'push' of task reach2d; known behaviours: none"):
+        RolloutConfig.make(task="reach2d", policy="behaviour:push")
