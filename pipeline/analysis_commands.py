@@ -37,7 +37,7 @@ class EmbedTextConfig(Config):
     prompts: str
     """Prompt-set YAML file, a directory of them, or a shipped set's name."""
     model: str | None = None
-    """Model spec (default: the spec of the store's only model)."""
+    """Model spec (default: the spec of the store's only model, else of the default model rmtl-fetch-tiny when stored)."""
     device: str | None = None
     """Torch device (default: CUDA when present, else CPU)."""
 
@@ -48,7 +48,7 @@ class StoreQuestion(Config):
     store: str
     """Dataset store with embeddings."""
     model: str | None = None
-    """Stored model id or spec (default: the store's only model)."""
+    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
     out: str | None = None
     """Output directory (default under <store>.analysis)."""
 
@@ -177,7 +177,7 @@ class ExportMinariConfig(Config):
     prompts: str = "paper"
     """Prompt set of the VLM reward: a YAML file or a shipped set's name."""
     model: str | None = None
-    """Stored model id or spec (default: the store's only model)."""
+    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
     reward: str = "vlm"
     """'vlm': the prompt set's shaped reward; 'dense': the dense reference."""
     alpha: float = 0.9
@@ -319,7 +319,7 @@ def bc_labels(cfg: BCLabelsConfig) -> None:
     check_store_path(Path(cfg.out), "--out")
     res = run(cfg.out, policy=cfg.policy, episodes=cfg.episodes, noise_std=cfg.noise_std, stages=cfg.stages,
               seed=cfg.seed, overwrite=cfg.overwrite, minari=cfg.minari)
-    typer.echo(f"{res}\nwrote {cfg.out}" + (f"\nwrote Minari dataset {res.minari}" if res.minari else ""))
+    typer.echo(res.describe())
 
 
 def reward_quality(cfg: RewardQualityConfig) -> None:
