@@ -30,11 +30,11 @@ def s3():
     """moto's S3 server on a free local port, found by s3fs through the standard AWS
     environment variables (as a user points rmtl at MinIO or any S3-compatible endpoint);
     yields an s3fs filesystem on it with the bucket made."""
-    pytest.importorskip("s3fs")
-    server_mod = pytest.importorskip("moto.server")
+    from moto.server import ThreadedMotoServer
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one log line per request otherwise
     port = _free_port()
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     with pytest.MonkeyPatch.context() as mp:
         for k, v in {"AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
