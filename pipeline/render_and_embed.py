@@ -160,8 +160,10 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
     """Write the run record and ``last_summary.json`` next to the store; return the summary."""
     from rmtl.provenance import write_run_record
 
+    from pipeline.analysis_dataset import beside_store
+
     path = cfg.store_path()
-    run_dir = Path(path).parent / f"{Path(path).name}.runs"
+    run_dir = beside_store(path, ".runs")
     record = write_run_record(run_dir, cfg, cfg.seed, name=f"render-and-embed-{time.strftime('%Y%m%d-%H%M%S')}.json")
     summary = {
         "store": path, "rows": rendered.rows, "episodes_rendered": rendered.episodes_rendered,
