@@ -1,6 +1,6 @@
 """The configs of the commands over stored data (embed, embed-text, query, reward-quality,
 alpha-sweep, per-view-analysis, bc-labels, return-ranking, diagnose-rollouts, gate-set,
-prompt-study, export minari) and what each command runs. Their command-line options are generated from these
+prompt-study, export minari, export lerobot) and what each command runs. Their command-line options are generated from these
 classes (rmtl.command_config)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ class EmbedTextConfig(Config):
     prompts: str
     """Prompt-set YAML file, a directory of them, or a shipped set's name."""
     model: str | None = None
-    """Model spec (default: the spec of the store's only model)."""
+    """Model spec (default: the spec of the store's only model, else of the default model rmtl-fetch-tiny when stored)."""
     device: str | None = None
     """Torch device (default: CUDA when present, else CPU)."""
 
@@ -48,7 +48,7 @@ class StoreQuestion(Config):
     store: str
     """Dataset store with embeddings."""
     model: str | None = None
-    """Stored model id or spec (default: the store's only model)."""
+    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
     out: str | None = None
     """Output directory (default under <store>.analysis)."""
 
@@ -177,7 +177,7 @@ class ExportMinariConfig(Config):
     prompts: str = "paper"
     """Prompt set of the VLM reward: a YAML file or a shipped set's name."""
     model: str | None = None
-    """Stored model id or spec (default: the store's only model)."""
+    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
     reward: str = "vlm"
     """'vlm': the prompt set's shaped reward; 'dense': the dense reference."""
     alpha: float = 0.9
@@ -190,13 +190,32 @@ class ExportMinariConfig(Config):
     """Data directory (default $RMTL_DATA_DIR or ./data)."""
 
 
+class ExportLeRobotConfig(Config):
+    """``rmtl export lerobot STORE``: a store's episodes and frames as a LeRobot v3.0 dataset."""
+
+    store: str
+    """Dataset store with frames (schema v2: with actions) and image embeddings."""
+    prompts: str = "paper"
+    """Prompt set of the VLM reward column: a YAML file or a shipped set's name."""
+    out: str | None = None
+    """Dataset directory (default <data-dir>/lerobot/<store name>)."""
+    model: str | None = None
+    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
+    alpha: float = 0.9
+    """Projection alpha."""
+    overwrite: bool = False
+    """Replace a non-empty --out directory."""
+    data_dir: str | None = None
+    """Data directory (default $RMTL_DATA_DIR or ./data)."""
+
+
 class BCLabelsConfig(Config):
     """``rmtl bc-labels``: rule-phase labels on rollouts of a policy."""
 
     out: str
     """Store to write (states and rule phase labels, no frames)."""
     policy: str = "expert"
-    """'expert', 'random' or an SB3 checkpoint (.zip)."""
+    """'expert', 'random', 'behaviour:<name>' or an SB3 checkpoint (.zip)."""
     episodes: int = Field(250, ge=1, le=MAX_EPISODES)
     """Episodes to roll out."""
     noise_std: float = Field(0.15, ge=0)
@@ -319,7 +338,7 @@ def bc_labels(cfg: BCLabelsConfig) -> None:
     check_store_path(Path(cfg.out), "--out")
     res = run(cfg.out, policy=cfg.policy, episodes=cfg.episodes, noise_std=cfg.noise_std, stages=cfg.stages,
               seed=cfg.seed, overwrite=cfg.overwrite, minari=cfg.minari)
-    typer.echo(f"{res}\nwrote {cfg.out}" + (f"\nwrote Minari dataset {res.minari}" if res.minari else ""))
+    typer.echo(res.describe())
 
 
 def reward_quality(cfg: RewardQualityConfig) -> None:
@@ -388,6 +407,21 @@ def export_minari(cfg: ExportMinariConfig) -> None:
                f"minari.load_dataset({res['dataset_id']!r})")
 
 
+def export_lerobot(cfg: ExportLeRobotConfig) -> None:
+    """Write a store's episodes as a LeRobot v3.0 dataset: Parquet frames (state, action, env and VLM rewards),
+    one MP4 per camera, metadata (pipeline.lerobot_export)."""
+    from pipeline.lerobot_export import export_lerobot as run
+    from rmtl.console import check_output_dir
+
+    if cfg.out is not None:
+        check_output_dir(Path(cfg.out), "--out")
+    res = run(cfg.store, cfg.out, prompts=cfg.prompts, model=cfg.model, alpha=cfg.alpha, overwrite=cfg.overwrite,
+              data_dir=cfg.data_dir)
+    typer.echo(f"wrote LeRobot v3.0 dataset {res['path']} ({res['episodes']} episodes, {res['frames']} frames, "
+               f"{res['cameras']} camera videos; VLM reward of prompt set {res['prompt_set']['name']} by "
+               f"{res['model_id']} in next.reward_vlm)")
+
+
 def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
     """``run_it`` opening the stores it reads (``store``, ``reference``) first: its own imports
     (torch, open_clip) take seconds, and a wrong path should fail at once."""
@@ -417,5 +451,6 @@ COMMANDS: dict[tuple[str, ...], tuple[type[Config], Callable[[Any], None], tuple
     ("gate-set",): (GateSetConfig, gate_set, ()),
     ("prompt-study",): (PromptStudyConfig, stores_first(prompt_study), ()),
     ("export", "minari"): (ExportMinariConfig, stores_first(export_minari), ("store",)),
+    ("export", "lerobot"): (ExportLeRobotConfig, stores_first(export_lerobot), ("store",)),
 }
 """Command path -> (its config class, what it runs, the fields given as positional arguments)."""

@@ -13,15 +13,26 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rmtl.errors import ConfigError
+
+
+def beside_store(store_path: str | os.PathLike[str], suffix: str) -> Path:
+    """The local folder ``<store><suffix>`` for files a command writes about a store:
+    next to a local store; for a store behind a URL, the same name under
+    ``<data dir>/remote/<scheme>/`` (these are local files: PNGs, JSON, run records)."""
+    from storage.location import Location
+
+    loc = Location(store_path)
+    if loc.is_local:
+        return Path(loc.path + suffix)
+    from rmtl.provenance import data_dir
+
+    scheme = loc.url.split("://", 1)[0]
+    return data_dir() / "remote" / scheme / (loc.path.strip("/") + suffix)
 
 
 def default_out_dir(store: Any) -> Path:
-    """``<store>.analysis`` next to a local store."""
-    loc = store.location
-    if not loc.is_local:
-        raise ConfigError(f"{store.path} is not a local store: pass out_dir for the analysis datasets and PNGs")
-    return Path(loc.sibling(".analysis").path)
+    """``<store>.analysis`` (:func:`beside_store`)."""
+    return beside_store(store.path, ".analysis")
 
 
 def write_dataset(path: str | os.PathLike[str], arrays: Mapping[str, np.ndarray], attrs: Mapping[str, Any]) -> Path:

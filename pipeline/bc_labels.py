@@ -21,6 +21,18 @@ class BCLabelsResult(RenderResult):
     minari: str | None = None
     """Id of the Minari dataset written beside the store (None: none asked for)."""
 
+    def describe(self) -> str:
+        """A few readable lines: episodes and rows written, the rows per label, where."""
+        done = (f"rolled out {self.episodes_rendered} new episode(s), {self.episodes_total - self.episodes_rendered} "
+                f"were already there (resumed)" if self.resumed else f"rolled out {self.episodes_rendered} episode(s)")
+        total = sum(self.phase_counts.values()) or 1
+        labels = ", ".join(f"{name} {n} ({n / total:.0%})" for name, n in self.phase_counts.items())
+        lines = [f"{done}; the store holds {self.episodes_total} episodes, {self.rows} rows",
+                 f"rule-phase labels: {labels}", f"wrote {self.store}"]
+        if self.minari:
+            lines.append(f"wrote Minari dataset {self.minari}")
+        return "\n".join(lines)
+
 
 def bc_label_rows(config: Any, episodes: Sequence[int], env: Any = None) -> dict[str, np.ndarray]:
     """Roll out ``episodes`` of ``config.policy`` without rendering; rows of (state, rule
@@ -53,7 +65,7 @@ def bc_labels(
     with state, key, episode, step, phase_rule (the label), success and difficulty per
     step; appends ``chunk`` whole episodes per commit, so a killed run resumes with only
     the missing episodes (settings must match, as for render-and-embed).
-    policy: 'expert', 'random' or an SB3 checkpoint (.zip, once the Stage-1 worker exists).
+    policy: 'expert', 'random', 'behaviour:<name>' (pipeline.rollout) or an SB3 checkpoint (.zip).
     minari: also write the labels as the Minari dataset of that name (dense reference reward,
     infos with the BC label; pipeline.minari_export), replacing one of the same name.
     """

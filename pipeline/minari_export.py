@@ -21,6 +21,7 @@ in), and the dataset gets:
   ``env.reset(seed=..., options=...)`` starts it again.
 
 Datasets go under ``$MINARI_DATASETS_PATH``, by default ``<data-dir>/minari`` (docs/storage.md).
+Rows, episodes and rewards are read by pipeline.episode_rows (shared with the LeRobot export).
 """
 
 from __future__ import annotations
@@ -33,10 +34,8 @@ from typing import Any
 
 import numpy as np
 
-from rmtl.errors import ConfigError, StoreError
+from rmtl.errors import ConfigError
 from rmtl.reward.prompt_sets import PromptSet
-
-REWARDS = ("vlm", "dense")
 
 
 def minari_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -59,37 +58,6 @@ def dataset_id(name: str) -> str:
     return name if re.search(r"-v\d+$", name) else f"{name}-v0"
 
 
-def _reset_seeds(store: Any, episodes: list[int]) -> dict[int, int | None]:
-    """Reset seed of each episode from the store's recorded rollout settings (None if unknown)."""
-    from pipeline.rollout import RolloutConfig, plan_episode
-
-    rollout = (store.info.get("provenance") or {}).get("rollout")
-    if not rollout:
-        return {e: None for e in episodes}
-    cfg = RolloutConfig.model_construct(**{**RolloutConfig().model_dump(), **rollout})
-    return {e: int(plan_episode(cfg, e).reset_seed) for e in episodes}
-
-
-def _scores(store: Any, model: str | None, pset: PromptSet, rows: np.ndarray, phase: np.ndarray,
-            alpha: float) -> tuple[np.ndarray, str | None]:
-    """Active view-mean score of every row ([N], NaN without embeddings) and the model id used."""
-    from pipeline.store_models import resolve_model_id
-    from pipeline.store_rows import active, per_view_scores
-    from pipeline.stored_text import prompt_set_text
-
-    if not store.model_ids():
-        return np.full(len(rows), np.nan, dtype=np.float32), None
-    model_id = resolve_model_id(store, model)
-    n = store.embedded_rows(model_id)
-    if len(rows) and rows.max() >= n:
-        raise StoreError(f"{store.path} has embeddings of {model_id} for {n} of its rows; embed the rest first "
-                         f"(rmtl embed --store {store.path})")
-    text = prompt_set_text(store, model_id, pset)
-    mean = per_view_scores(store, model_id, text, [alpha], rows)[0].mean(axis=1)  # [N, K]
-    act = mean[:, 0] if mean.shape[1] == 1 else active(mean, phase)
-    return act.astype(np.float32), model_id
-
-
 def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[str] = "paper",
                   model: str | None = None, reward: str = "vlm", alpha: float = 0.9, env_reward: bool = True,
                   overwrite: bool = False, data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -98,18 +66,13 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     import gymnasium as gym
     import minari
 
+    from pipeline.episode_rows import read_episodes
     from pipeline.store_rows import open_store
-    from pipeline.return_ranking import shaped_rewards
     from rmtl import ENV_ID
     from rmtl.env import EnvConfig
-    from rmtl.env.state import CUBE_POS, gripper_cube_distance
-    from rmtl.phases import rule_phase
+    from rmtl.env.state import CUBE_POS
     from rmtl.reward.prompt_sets import load_prompt_set
-    from rmtl.reward.shaping import ShapingConfig
-    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
-    if reward not in REWARDS:
-        raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
     pset = prompts if isinstance(prompts, PromptSet) else load_prompt_set(prompts)
     ds_id = dataset_id(name)
     root = minari_root(data_dir)
@@ -118,43 +81,10 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
         raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass "
                           f"--overwrite")
     with open_store(store) as st:
-        st.require_actions("be exported as a Minari dataset")
-        cols = st.read(fields=["state", "episode", "step", "phase_rule", "success", "difficulty", "action",
-                               "terminated", "truncated"])
-        keep = np.flatnonzero(cols["episode"] >= 0)
-        ep, step = cols["episode"][keep], cols["step"][keep]
-        order = keep[np.lexsort((step, ep))]
-        ids = [int(e) for e in np.unique(cols["episode"][order])]
-        if not ids:
-            raise StoreError(f"{st.path} has no episode rows to export")
-        phase = np.asarray(rule_phase(gripper_cube_distance(cols["state"][order])), dtype=np.int64)
-        if reward == "vlm" and not st.model_ids():
-            raise StoreError(f"{st.path} has no image embeddings for VLM rewards; embed it (rmtl embed --store "
-                             f"{st.path}) or export the dense reference (--reward dense)")
-        score, model_id = _scores(st, model, pset, order, phase, alpha)
-        seeds = _reset_seeds(st, ids)
-        path = st.path
-    pos = {int(e): np.flatnonzero(cols["episode"][order] == e) for e in ids}  # positions into `order`, step order
-    for e, p in pos.items():
-        steps = cols["step"][order[p]]
-        if steps[0] != 0 or np.any(np.diff(steps) != 1):
-            raise StoreError(f"{path} episode {e} does not hold its reset row and every step (steps "
-                             f"{steps[:3].tolist()}...); export needs stores rendered with render_reset")
-        last = order[p[-1]]
-        if not (cols["terminated"][last] or cols["truncated"][last]):
-            raise StoreError(f"{path} episode {e} has no end (neither terminated nor truncated); it is incomplete")
-    step_pos = [p[1:] for p in pos.values()]  # reward steps: every row but the reset row
-    if reward == "vlm":
-        flat = np.concatenate(step_pos)
-        local = np.empty(len(order), dtype=np.int64)
-        local[flat] = np.arange(len(flat))
-        shaped_flat = shaped_rewards(score[flat].astype(np.float64), phase[flat], [local[p] for p in step_pos],
-                                     ShapingConfig(), pset.num_goals, "adapted")
-        shaped = np.zeros(len(order))
-        shaped[flat] = shaped_flat
-    else:
-        shaped = dense_reward(cols["state"][order], DenseRewardConfig()).astype(np.float64)
-    bonus = cols["terminated"][order].astype(np.float64) if env_reward else np.zeros(len(order))
+        eps = read_episodes(st, "be exported as a Minari dataset", pset, model, reward, alpha)
+    order, pos, cols, phase, score = eps.order, eps.pos, eps.cols, eps.phase, eps.score
+    ids, seeds, shaped, model_id, path = eps.ids, eps.seeds, eps.shaped, eps.model_id, eps.path
+    bonus = eps.env_reward if env_reward else np.zeros(len(order))
     success_lift = EnvConfig().success_lift
     buffers = []
     for i, e in enumerate(ids):

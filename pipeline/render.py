@@ -78,10 +78,11 @@ def check_settings(store, config: RolloutConfig, render: bool = True, kind: str 
                          "use a new store path, or pass the settings it was made with")
 
 
-def _open_or_create(path: Path, config: RolloutConfig, overwrite: bool, render: bool, kind: str):
+def _open_or_create(path: str | Path, config: RolloutConfig, overwrite: bool, render: bool, kind: str):
     from storage.dataset import DatasetStore
+    from storage.location import Location
 
-    if path.exists() and not overwrite and any(path.iterdir()):
+    if not overwrite and not Location(path).is_empty_dir():  # a local path or a URL (s3://...)
         store = DatasetStore.open(path, "a")
         try:
             check_settings(store, config, render, kind)
@@ -105,7 +106,7 @@ def open_for_render(path: str | Path, config: RolloutConfig, overwrite: bool = F
                     kind: str = "rollout"):
     """(store open as its writer, resumed?) for rendering ``config`` into ``path``: an
     existing store whose settings match, or a new one. The caller closes it (``with``)."""
-    return _open_or_create(Path(path), config, overwrite, render, kind)
+    return _open_or_create(path, config, overwrite, render, kind)
 
 
 def render_into(store, config: RolloutConfig, resumed: bool, workers: int = 1, dask_address: str | None = None,

@@ -37,9 +37,10 @@ class RenderAndEmbedConfig(Config):
     episodes: int = Field(8, ge=1, le=MAX_EPISODES)
     """Episodes to roll out."""
     policy: str = "expert"
-    """'expert' (noisy scripted), 'random', or an SB3 checkpoint path."""
+    """'expert' (noisy scripted), 'random', 'behaviour:<name>' (a scripted degenerate behaviour,
+    e.g. behaviour:push; docs/env.md), or an SB3 checkpoint path."""
     noise_std: float = Field(0.15, ge=0)
-    """Expert action noise (episodes alternate 1x and 2x)."""
+    """Expert (or behaviour) action noise (episodes alternate 1x and 2x)."""
     noise_levels: tuple[float, ...] | None = None
     """Expert noise levels to cycle through instead (pipeline.rollout.RolloutConfig)."""
     deterministic: bool = False
@@ -159,8 +160,10 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
     """Write the run record and ``last_summary.json`` next to the store; return the summary."""
     from rmtl.provenance import write_run_record
 
+    from pipeline.analysis_dataset import beside_store
+
     path = cfg.store_path()
-    run_dir = Path(path).parent / f"{Path(path).name}.runs"
+    run_dir = beside_store(path, ".runs")
     record = write_run_record(run_dir, cfg, cfg.seed, name=f"render-and-embed-{time.strftime('%Y%m%d-%H%M%S')}.json")
     summary = {
         "store": path, "rows": rendered.rows, "episodes_rendered": rendered.episodes_rendered,

@@ -7,7 +7,8 @@ policy's action sampling) is derived from ``(seed, i)``, so any subset of episod
 re-run, on any worker, with the same result.
 
 Policies: the scripted expert with Gaussian action noise (two levels alternating, or any
-list of ``noise_levels``), uniform random actions, or a Stage-1 PPO checkpoint (the
+list of ``noise_levels``), uniform random actions, one of the task's scripted degenerate
+behaviours (``behaviour:<name>``, with the expert's noise), or a Stage-1 PPO checkpoint (the
 states a learner visits, for off-expert reward checks).
 """
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
 from rmtl.config import MAX_EPISODES, Config
@@ -29,6 +30,13 @@ from rmtl.env.episode import run_episode
 from rmtl.tasks import DEFAULT_TASK, Task, get_task
 
 POLICIES = ("expert", "random")
+BEHAVIOUR = "behaviour:"
+"""Prefix of a policy spec naming one of the task's scripted behaviours (``behaviour:push``)."""
+
+
+def behaviour_name(policy: str) -> str | None:
+    """The behaviour a policy spec names (``behaviour:push`` -> ``push``), else None."""
+    return policy[len(BEHAVIOUR):] if policy.startswith(BEHAVIOUR) else None
 
 
 class RolloutConfig(Config):
@@ -39,9 +47,10 @@ class RolloutConfig(Config):
     episodes: int = Field(8, ge=1, le=MAX_EPISODES)
     """Number of episodes."""
     policy: str = "expert"
-    """'expert' (scripted, with noise), 'random', or a path to an SB3 PPO checkpoint (.zip)."""
+    """'expert' (scripted, with noise), 'random', 'behaviour:<name>' (a scripted degenerate
+    behaviour of the task, with the same noise), or a path to an SB3 PPO checkpoint (.zip)."""
     noise_std: float = Field(0.15, ge=0)
-    """Gaussian action noise of the expert; episodes alternate noise_std and 2x noise_std."""
+    """Gaussian action noise of the expert or behaviour; episodes alternate noise_std and 2x noise_std."""
     noise_levels: tuple[float, ...] | None = None
     """Expert noise levels to cycle through instead of noise_std/2x noise_std: episode i gets
     noise_levels[(i // len(stages)) % len(noise_levels)], so every stage meets every level."""
@@ -85,9 +94,19 @@ class RolloutConfig(Config):
 
     @field_validator("policy")
     @classmethod
-    def _policy(cls, v):
+    def _policy(cls, v, info: ValidationInfo):
+        name = behaviour_name(v)
+        if name is not None:
+            if "task" not in info.data:
+                return v  # the task itself was refused; that error is the one shown
+            task = get_task(info.data["task"])
+            if name not in task.behaviours:
+                known = ", ".join(sorted(task.behaviours)) or "none"
+                raise ValueError(f"unknown behaviour {name!r} of task {task.name}; known behaviours: {known}")
+            return v
         if v not in POLICIES and not v.endswith(".zip"):
-            raise ValueError(f"policy must be one of {', '.join(POLICIES)} or a path to an SB3 checkpoint (.zip)")
+            raise ValueError(f"policy must be one of {', '.join(POLICIES)}, {BEHAVIOUR}<name> or a path to an "
+                             f"SB3 checkpoint (.zip)")
         if v.endswith(".zip") and not Path(v).is_file():
             raise ValueError(f"policy checkpoint {v} does not exist")
         return v
@@ -114,9 +133,12 @@ def plan_episode(config: RolloutConfig, episode: int) -> EpisodePlan:
 
 
 def policy_label(config: RolloutConfig, plan: EpisodePlan) -> str:
-    """What produced an episode: 'expert noise 0.3', 'random' or the checkpoint's step directory."""
+    """What produced an episode: 'expert noise 0.3', 'behaviour push noise 0', 'random' or the
+    checkpoint's step directory."""
     if config.policy == "expert":
         return f"expert noise {plan.noise_std:g}"
+    if (name := behaviour_name(config.policy)) is not None:
+        return f"behaviour {name} noise {plan.noise_std:g}"
     if config.policy == "random":
         return "random"
     return f"checkpoint {Path(config.policy).parent.name}"
@@ -125,16 +147,18 @@ def policy_label(config: RolloutConfig, plan: EpisodePlan) -> str:
 @functools.lru_cache(maxsize=2)
 def _checkpoint(path: str):
     """(PPO model, observation adapter) of a Stage-1 checkpoint, loaded once per process."""
-    from rmtl.train.evaluate import ObsAdapter, load_checkpoint
+    from rmtl.train.evaluate import ObsAdapter, checkpoint_task, load_checkpoint
 
-    model, _, normalizer = load_checkpoint(path)
-    return model, ObsAdapter.for_model(model, normalizer)
+    model, meta, normalizer = load_checkpoint(path)
+    return model, ObsAdapter.for_model(model, normalizer, checkpoint_task(meta))
 
 
 def make_policy(config: RolloutConfig, plan: EpisodePlan, env) -> Callable:
     task = config.the_task()
     if config.policy == "expert":
         return task.expert(plan.noise_std, plan.reset_seed)
+    if (name := behaviour_name(config.policy)) is not None:
+        return task.behaviours[name](plan.noise_std, plan.reset_seed)  # a fresh one: behaviours keep episode state
     if config.policy == "random":
         rng = np.random.default_rng([config.seed, plan.episode, 1])
         return lambda obs: rng.uniform(-1, 1, size=task.action_dim).astype(np.float32)

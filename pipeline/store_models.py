@@ -4,21 +4,28 @@ from __future__ import annotations
 
 from typing import Any
 
-
+from rmtl.default_model import DEFAULT_MODEL
 from rmtl.errors import ConfigError, StoreError
 
 
 def resolve_model_id(store: Any, model: str | None) -> str:
     """The store's model id for ``model``: a stored model id, a model spec (its id), or
-    None when the store holds exactly one model's embeddings."""
+    None: the store's only model, else the project's default model (``DEFAULT_MODEL``, its
+    current weights) when it is one of them, as every other command defaults to it."""
     have = store.model_ids()
     if model is None:
         if not have:
             raise StoreError(f"{store.path} has no embeddings yet; make them with `rmtl embed --store {store.path}` "
                              f"(or render and embed in one go with `rmtl render-and-embed --store {store.path}`)")
-        if len(have) != 1:
-            raise ConfigError(f"{store.path} has embeddings of several models {have}; name one with --model")
-        return have[0]
+        if len(have) == 1:
+            return have[0]
+        from rmtl.vlm.spec import parse_spec
+
+        default = parse_spec(DEFAULT_MODEL).model_id
+        if default in have:
+            return default
+        raise ConfigError(f"{store.path} has embeddings of several models {have} and none is the default "
+                          f"{DEFAULT_MODEL}; name one with --model")
     try:
         from rmtl.vlm.spec import parse_spec
 

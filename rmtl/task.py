@@ -7,7 +7,7 @@ source). Layers above (pipeline, flows) look a task up by name (:func:`rmtl.task
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -22,10 +22,11 @@ Policy = Callable[[Any], np.ndarray]
 
 @dataclass(frozen=True)
 class Task:
-    """One task: its env, state layout and key, micro-tasks, expert, curriculum, cameras,
-    reference reward, VLM-training captions and reward-quality metrics.
+    """One task: its env, state layout and key, micro-tasks, expert, scripted degenerate
+    behaviours, curriculum, cameras, reference reward, VLM-training captions and
+    reward-quality metrics.
 
-    make_env(views=..., resolution=..., render=...) returns a Gymnasium env with ``state``
+    make_env(config=None, views=..., resolution=..., render=...) returns a Gymnasium env with ``state``
     (the current state row), ``render_views(views, resolution)`` -> uint8 [V, H, W, 3], and
     infos carrying ``step``, ``phase_rule`` and ``is_success``; reset takes
     ``options={"difficulty": u}``.
@@ -33,6 +34,8 @@ class Task:
 
     name: str
     make_env: Callable[..., Any]
+    """(config=None, **overrides) -> env; ``config`` is a run's env config (pick-and-lift's EnvConfig,
+    which another task may ignore)."""
     key_spec: KeySpec
     layout: Callable[[], Mapping[str, Any]]
     """The store's self-description of the state, key and action fields (``rmtl.layout``)."""
@@ -53,6 +56,9 @@ class Task:
     """(states, rng) -> one VLM-training caption per state."""
     quality_metrics: Callable[..., dict] | None = None
     """The reward-quality metrics of stored embeddings (within-phase rank metrics and gates)."""
+    behaviours: Mapping[str, Callable[[float, int | None], Policy]] = field(default_factory=dict)
+    """Scripted degenerate behaviours by name: (noise_std, seed) -> a policy for one episode
+    (the policies a reward-hacking learner might find; empty when the task has none)."""
 
     def phases(self, states: np.ndarray) -> np.ndarray:
         """Phase ids the task's rule gives states [N, state_dim] (int64 [N])."""

@@ -32,6 +32,8 @@ from storage.location import Location
 from storage.lock import DEFAULT_TTL_S, WriterLock
 from storage.schema import (
     COMMIT_ATTR,
+    COORDINATE_DESCRIPTION,
+    COORDINATES,
     DESCRIPTIONS,
     DIMENSIONS,
     EMBEDDING_DESCRIPTION,
@@ -93,7 +95,8 @@ class Damage:
 
     def describe(self) -> str:
         where = "metadata" if self.chunk is None else f"chunk {'.'.join(map(str, self.chunk))}"
-        unit = "prompts" if self.array.startswith((TEXT_GROUP + "/", PROMPT_SETS_GROUP + "/")) else "rows"
+        unit = ("prompts" if self.array.startswith((TEXT_GROUP + "/", PROMPT_SETS_GROUP + "/"))
+                else "names" if self.array.rsplit("/", 1)[-1] in COORDINATES else "rows")
         rows = f" {unit} {self.rows[0]}-{self.rows[1] - 1}" if self.rows else ""
         view = f" view {self.view}" if self.view else ""
         return f"{self.array} {where}{rows}{view}: {self.problem}"
@@ -180,6 +183,37 @@ def _described(name: str, dims: tuple[str, ...] | None = None, description: str 
             "attributes": {"description": description or DESCRIPTIONS[name]}}
 
 
+def _coordinate_names(info: Mapping[str, Any]) -> dict[str, list[str]]:
+    """{dimension: names along it} for the store's `COORDINATES`: the views, and the layout's
+    field names where the layout gives one distinct name per column (custom layouts may not)."""
+    widths = {"state_field": info.get("state_dim"), "key_field": info.get("key_dim"),
+              "action_field": info.get("action_dim")}
+    layout = info.get("layout") or {}
+    out = {"view": [str(v) for v in info["views"]]}
+    for dim, key in COORDINATES.items():
+        names = layout.get(key) if key else None
+        if (isinstance(names, list) and len(names) == widths[dim] and len(set(names)) == len(names)
+                and all(isinstance(n, str) for n in names)):
+            out[dim] = names
+    return out
+
+
+def _write_coordinates(group: Any, info: Mapping[str, Any], config: dict[str, Any] | None) -> list[str]:
+    """Write the coordinate arrays a store lacks (root, and `view` in the embeddings group);
+    returns the nodes written. Names are tiny: a checksum, no compression."""
+    names = _coordinate_names(info)
+    todo = [(dim, dim) for dim in names if dim not in group]
+    if EMBEDDINGS_GROUP in group and "view" not in group[EMBEDDINGS_GROUP]:
+        todo.append((f"{EMBEDDINGS_GROUP}/view", "view"))
+    for node, dim in todo:
+        values = names[dim]
+        a = group.create_array(node, shape=(len(values),), chunks=(len(values),), dtype=str,
+                               compressors=(Crc32cCodec(),), config=config, dimension_names=(dim,),
+                               attributes={"description": COORDINATE_DESCRIPTION.format(dim=dim)})
+        a[...] = np.array(values, dtype=object)
+    return [node for node, _ in todo]
+
+
 class DatasetStore:
     """A dataset store opened for reading (mode 'r') or as its single writer (mode 'a').
 
@@ -197,6 +231,11 @@ class DatasetStore:
         self._load()
         if key_spec is not None:
             key_spec.check_store(self._info.get("key_spec"), str(loc))
+        if mode == "a" and self._arrays["state"].metadata.dimension_names:
+            # Stores made before coordinate arrays get them from their next writer (v1 stores,
+            # whose arrays name no dimensions, gain nothing from them).
+            if _write_coordinates(self._group, self._info, self._write_config()):
+                _consolidate(self._zstore)
 
     # -- opening -------------------------------------------------------------------------
     @classmethod
@@ -295,6 +334,7 @@ class DatasetStore:
             g.create_group(EMBEDDINGS_GROUP)
             g.create_group(TEXT_GROUP)
             g.create_group(PROMPT_SETS_GROUP)
+            _write_coordinates(g, info, _WRITE_ALL)
             _consolidate(zstore)
             # The commit attribute is written last: a store without it is an aborted create.
             zarr.open_group(zstore, mode="r+", use_consolidated=True).attrs[COMMIT_ATTR] = {"rows": 0, "embeddings": {}}
@@ -705,6 +745,8 @@ class DatasetStore:
             other = [m for m in self._emb_rows if self._emb_node(m) == node]
             if other:
                 raise StoreError(f"model id '{model_id}' maps to the same array as '{other[0]}'; use a distinct id")
+            if node == f"{EMBEDDINGS_GROUP}/view":
+                raise StoreError("model id 'view' is reserved (the embeddings group's view coordinate); use another id")
             rows = int(self._info["chunking"]["embedding_rows"])
             self._arrays[node] = self._group.create_array(
                 node, shape=(0, len(self.views), e.shape[2]), chunks=(rows, len(self.views), e.shape[2]),
@@ -970,6 +1012,10 @@ class DatasetStore:
         missing = bool(integrity.get("all_chunks_written"))
         targets = [(n, a, self._rows) for n, a in self._arrays.items() if not n.startswith(EMBEDDINGS_GROUP + "/")]
         targets += [(self._emb_node(m), self._arrays[self._emb_node(m)], n) for m, n in sorted(self._emb_rows.items())]
+        for node in [*COORDINATES, f"{EMBEDDINGS_GROUP}/view"]:
+            if node in self._group:
+                a = self._group[node]
+                targets.append((node, a, int(a.shape[0])))
         for name, a in sorted(self._group[TEXT_GROUP].arrays()):
             targets.append((f"{TEXT_GROUP}/{name}", a, int(a.shape[0])))
         if PROMPT_SETS_GROUP in self._group:

@@ -15,6 +15,38 @@ from typing import Any
 
 import fsspec
 
+from storage.errors import StoreError
+
+CLOUD_EXTRA = "pip install 'rmtl[cloud]'"
+"""How to install the object-store backends rmtl is tested with (s3fs)."""
+_EXTRA_PROTOCOLS = ("s3", "s3a")
+"""URL schemes the ``cloud`` extra serves."""
+
+# Listings are never cached: zarr's store and this module hold separate filesystem objects,
+# so a cached listing in one would hide the objects the other just wrote (a new store, a
+# new chunk) from `exists`, `ls` and `find`.
+_STORAGE_OPTIONS = {"use_listings_cache": False}
+
+
+def _filesystem(url: str) -> tuple[Any, str]:
+    """(fsspec filesystem, path) of a URL; a missing backend or an unknown scheme is one
+    StoreError line saying what to install (the endpoint and credentials come from the
+    backend's usual settings: environment variables, config files, FSSPEC_<SCHEME>_<OPTION>)."""
+    scheme = url.split("://", 1)[0]
+    try:
+        return fsspec.core.url_to_fs(url, **_STORAGE_OPTIONS)
+    except ImportError as e:
+        if scheme in _EXTRA_PROTOCOLS:
+            raise StoreError(f"store address {url} needs the S3 backend (s3fs), which is not installed; install "
+                             f"it with: {CLOUD_EXTRA}") from None
+        raise StoreError(f"store address {url} needs an fsspec backend for {scheme}:// that is not installed "
+                         f"({e}); install it, or use a local path or an s3:// URL ({CLOUD_EXTRA})") from None
+    except ValueError as e:
+        if "not known" in str(e):  # fsspec: 'Protocol not known: <scheme>'
+            raise StoreError(f"store address {url} has an unknown scheme {scheme}://; use a local path or an "
+                             f"s3:// URL ({CLOUD_EXTRA})") from None
+        raise
+
 
 class Location:
     """Where a store (or one of its sibling files) lives."""
@@ -30,7 +62,7 @@ class Location:
             self.path = self.url
         else:
             self.url = s.rstrip("/")
-            self.fs, self.path = fsspec.core.url_to_fs(self.url)
+            self.fs, self.path = _filesystem(self.url)
 
     def __str__(self) -> str:
         return self.url
@@ -47,7 +79,7 @@ class Location:
 
         if self.is_local:
             return zarr.storage.LocalStore(self.path, read_only=read_only)
-        return zarr.storage.FsspecStore.from_url(self.url, read_only=read_only)
+        return zarr.storage.FsspecStore.from_url(self.url, storage_options=dict(_STORAGE_OPTIONS), read_only=read_only)
 
     def exists(self) -> bool:
         return self.fs.exists(self.path)

@@ -66,6 +66,19 @@ DIMENSIONS: dict[str, tuple[str, ...]] = {
 }
 """Zarr v3 `dimension_names` of the per-row arrays (xarray reads them)."""
 EMBEDDING_DIMS = ("row", "view", "embed_dim")
+
+COORDINATES: dict[str, str | None] = {
+    "view": None,
+    "state_field": "state_fields",
+    "key_field": "key_fields",
+    "action_field": "action_fields",
+}
+"""Label arrays, one per named dimension, each holding the names along it: xarray reads an
+array named after its dimension as that dimension's coordinate, so ``ds.sel(view="front")``
+and ``ds["state"].sel(state_field="cube_z")`` work on a plain ``xarray.open_zarr``. Values:
+the key of the names in the ``layout`` record (None: the store's views). The ``view`` array
+is also written into the ``embeddings`` group, whose arrays share that dimension."""
+COORDINATE_DESCRIPTION = "names along dimension {dim} (an xarray coordinate)"
 TEXT_DIMS = ("prompt", "embed_dim")
 PROMPT_SET_DIMS = ("text", "embed_dim")
 

@@ -53,7 +53,7 @@ def test_render_and_embed_command_prints_summary_and_paths(tmp_path):
 def test_bc_labels_command(tmp_path):
     r = rmtl("bc-labels", "--out", str(tmp_path / "bc.zarr"), "--episodes", "2")
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "phase_counts" in r.stdout
+    assert "rule-phase labels: approach" in r.stdout and "BCLabelsResult(" not in r.stdout
 
 
 def test_reward_quality_compares_two_stored_models(tmp_path):

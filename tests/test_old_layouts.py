@@ -72,7 +72,12 @@ def test_old_stage1_run_loads_evaluates_and_resumes(old):
     model, meta, normalizer = load_checkpoint(ck)
     assert meta["num_timesteps"] == 32
     saved = Stage1Config.from_yaml(run / "config.yaml")
-    res = evaluate_policy_success(model, saved.env, episodes=1, seed=0, normalizer=normalizer)
+    # written when the shaping had adaptive_bounds / phase_offset: read as the earlier reconstruction
+    shaping = saved.reward.shaping
+    assert (shaping.bounds, shaping.band) == ("widen_only", "phase_offset: true" in (run / "config.yaml").read_text())
+    from rmtl.tasks import get_task
+
+    res = evaluate_policy_success(model, saved.env, episodes=1, seed=0, normalizer=normalizer, task=get_task())
     assert res.episodes == 1
     assert worker_stage1_config(Stage2Config.make(worker=str(run))).phase_input
     resumed = train_stage1(saved.replace(total_timesteps=64, output_dir=str(run)))

@@ -123,7 +123,7 @@ def reach_task(spec_path: Path) -> Task:
         return act
 
     return Task(
-        name="reach2d", make_env=lambda **kw: ReachEnv(micro, **kw),
+        name="reach2d", make_env=lambda config=None, **kw: ReachEnv(micro, **kw),
         key_spec=KeySpec("reach2d", 1, 4, ("tip_x", "tip_y"), lambda s: s[..., 0:2]),
         layout=lambda: {"state_fields": ["tip_x", "tip_y", "target_x", "target_y"], "action_fields": ["dx", "dy"]},
         action_dim=2, micro_tasks=micro, phase_measure=distance, expert=expert,
@@ -298,3 +298,11 @@ def test_second_task_query(task, store, tmp_path, capsys):
         assert (out / name).stat().st_size > 5000
     # its spec has no single goal apart from the baseline: the single-vs-micro flatness is skipped, not failed
     assert res["flatness"] is None and not (out / "flatness.png").exists() and "flatness: skipped" in printed
+
+
+def test_second_task_has_no_behaviours(task):
+    from pipeline.rollout import RolloutConfig
+
+    assert dict(task.behaviours) == {}  # the Task default: a task need not script any
+    with pytest.raises(ConfigError, match="unknown behaviour 'push' of task reach2d; known behaviours: none"):
+        RolloutConfig.make(task="reach2d", policy="behaviour:push")

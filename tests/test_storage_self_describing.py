@@ -81,19 +81,59 @@ def test_every_array_has_dimension_names_and_a_description(v2):
     assert arrays["prompt_sets/m/abc123abc123"].attrs["roles"] == ["baseline", "grasp"]
 
 
-def test_xarray_reads_meaningful_dimensions(v2):
+def _open_xr(path, **kw):
     xr = pytest.importorskip("xarray")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ds = xr.open_zarr(str(v2), consolidated=False)
+        warnings.simplefilter("ignore")  # zarr: consolidated metadata is not in the v3 spec yet
+        return xr.open_zarr(str(path), **kw)
+
+
+def test_xarray_reads_names_as_coordinates(v2):
+    """A plain xarray.open_zarr labels views and state/action/key fields: select by name."""
+    ds = _open_xr(v2)
     n = ds.attrs["rmtl_commit"]["rows"]
-    ds = ds.isel(row=slice(0, n)).assign_coords(state_field=ds.attrs["rmtl"]["layout"]["state_fields"],
-                                                view=ds.attrs["rmtl"]["views"])
+    ds = ds.isel(row=slice(0, n))
     assert ds.sizes["row"] == 8 and ds["state"].dims == ("row", "state_field")
     assert ds["frames"].dims == ("row", "view", "height", "width", "channel")
-    assert float(ds["state"].sel(state_field="cube_z")[0]) == pytest.approx(float(_rows(5, 0)["state"][0, 5]))
-    emb = xr.open_zarr(str(v2), group="embeddings", consolidated=False)
-    assert emb["m"].dims == ("row", "view", "embed_dim")
+    assert list(ds["view"].values) == list(VIEWS)
+    assert list(ds["state_field"].values) == ds.attrs["rmtl"]["layout"]["state_fields"]
+    assert list(ds["action_field"].values) == ["dx", "dy", "dz", "gripper"] and ds.sizes["key_field"] == 11
+    rows = [_rows(5, 0), _rows(3, 1)]
+    frames = np.concatenate([r["frames"] for r in rows])
+    np.testing.assert_array_equal(ds.sel(view="close_up")["frames"].values, frames[:, 1])
+    state = np.concatenate([r["state"] for r in rows])
+    np.testing.assert_array_equal(ds["state"].sel(state_field="cube_z").values, state[:, 5])
+    np.testing.assert_array_equal(ds["action"].sel(action_field="gripper").values[1:5], rows[0]["action"][1:, 3])
+    emb = _open_xr(v2, group="embeddings")
+    assert emb["m"].dims == ("row", "view", "embed_dim") and list(emb["view"].values) == list(VIEWS)
+    assert emb["m"].sel(view="wide_view").shape == (8, 4)
+
+
+def test_older_stores_get_coordinates_from_their_next_writer(v2):
+    """A v2 store made before coordinate arrays: xarray sees no names until a writer opens it."""
+    from storage.dataset import DatasetStore
+
+    g = zarr.open_group(str(v2), mode="r+", use_consolidated=False)
+    for node in ("view", "state_field", "key_field", "action_field", "embeddings/view"):
+        del g[node]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        zarr.consolidate_metadata(str(v2))
+    assert "view" not in _open_xr(v2).coords
+    with DatasetStore.open(v2, "r") as st:  # readers never write
+        assert len(st) == 8
+    assert "view" not in _open_xr(v2).coords
+    DatasetStore.open(v2, "a", key_spec=KEY_SPEC).close()
+    ds = _open_xr(v2)
+    assert list(ds["view"].values) == list(VIEWS) and "cube_z" in ds["state_field"].values
+    chunk = v2 / "view" / "c" / "0"  # the names are checked like any chunk
+    chunk.write_bytes(chunk.read_bytes()[:-5] + b"xxxxx")
+    with DatasetStore.open(v2, "r") as st:
+        damage = st.verify().damage
+    assert [d.describe() for d in damage] == [
+        "view chunk 0 names 0-1: checksum mismatch (the chunk's bytes changed or it was truncated)"]
+    with DatasetStore.open(v2, "a") as st, pytest.raises(StoreError, match="model id 'view' is reserved"):
+        st.add_embeddings("view", 0, np.ones((8, 2, 4), np.float32))
 
 
 def test_an_outside_reader_sees_only_committed_rows(v2):

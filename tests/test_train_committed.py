@@ -66,17 +66,21 @@ def test_resume_state_and_best_policy(tmp_path):
     import rmtl.train.stage1 as stage1_mod
 
     restored = {}
-    real = stage1_mod.restore_reward_state
+    real, real_norm = stage1_mod.restore_reward_state, stage1_mod.restore_normalizer
 
     def spy(shaper, ck):
         real(shaper, ck)
         restored["state"], restored["ck"] = json.loads(json.dumps(shaper.state_dict())), ck
 
-    stage1_mod.restore_reward_state = spy
+    def spy_norm(normalizer, ck):
+        real_norm(normalizer, ck)
+        restored["obs_mean"] = {k: rms.mean.copy() for k, rms in normalizer.obs_rms.items()}
+
+    stage1_mod.restore_reward_state, stage1_mod.restore_normalizer = spy, spy_norm
     try:
         train_stage1(_small(moved, 128))
     finally:
-        stage1_mod.restore_reward_state = real
+        stage1_mod.restore_reward_state, stage1_mod.restore_normalizer = real, real_norm
     assert restored["ck"] == moved / "resume"
     assert (moved / "run_resume_000000064.json").is_file()
     assert not (moved / "resume").exists()  # finished: resume state removed
@@ -94,7 +98,10 @@ def test_resume_state_and_best_policy(tmp_path):
     # the normaliser continued from the kept statistics
     first = json.loads((moved / "run_resume_000000064.json").read_text())
     assert first["start_timesteps"] == 64
-    assert norm is not None
+    assert set(restored["obs_mean"]) == set(norm.obs_rms)
+    for key, rms in norm.obs_rms.items():
+        np.testing.assert_array_equal(restored["obs_mean"][key], rms.mean)
+        assert np.any(rms.mean != 0)  # statistics of 64 steps, not a fresh normaliser
     rows = (moved / "validation.csv").read_text().split()[1:]
     assert [r.split(",")[0] for r in rows] == ["32", "64", "96", "128"]
     # finished: the best and the final policy on the test seeds, in the schema the report reads

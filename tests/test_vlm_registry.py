@@ -14,7 +14,7 @@ from rmtl.vlm.testing import TINY_CONFIG
 
 def test_shipped_config_is_an_openclip_name():
     assert "rmtl-fetch-tiny" in registry.list_registered()
-    assert "rmtl-fetch-tiny" in open_clip.list_models()
+    assert "rmtl-fetch-tiny" in registry.open_clip_with_project_models().list_models()
     assert registry.architecture_config("rmtl-fetch-tiny")["vision_cfg"]["image_size"] == 96
 
 
@@ -44,3 +44,14 @@ def test_register_errors(tmp_path):
 def test_unknown_name_is_none():
     assert registry.get_registered("ViT-B-32") is None
     assert registry.architecture_config("no-such-arch") is None
+
+
+def test_checking_a_spec_loads_neither_open_clip_nor_torch():
+    """Configs name models; validating one (every command's options) must not cost a torch import."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from rmtl.train.config import Stage1Config; Stage1Config(); "
+            "print(sorted(m for m in ('torch', 'open_clip', 'mujoco') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

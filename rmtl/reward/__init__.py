@@ -8,15 +8,35 @@ through an :class:`EmbeddingSource`.
 
 from __future__ import annotations
 
-from rmtl.reward.config import RewardConfig
-from rmtl.reward.phase import ExternalPhaseSelector, PhaseSelector, RulePhaseSelector
-from rmtl.reward.projection import goal_baseline_scores
-from rmtl.reward.prompts import PromptConfig, TextEmbeddings, embed_prompts
-from rmtl.reward.scorer import PhasedScorer, Scores, score_embeddings, select_views
-from rmtl.reward.shaping import RewardShaper, ShapingConfig, ShapingOutput
-from rmtl.reward.source import EmbeddingSource, FrameRenderer, VLMEmbeddingSource
-from rmtl.reward.vec_env import REWARD_INFO, RewardVecEnv
-from rmtl.reward.wrapper import TerminalFrames, make_reward_vec_env, vlm_reward_env
+import importlib
+from typing import Any
+
+_LAZY = {
+    "RewardConfig": "rmtl.reward.config",
+    "ExternalPhaseSelector": "rmtl.reward.phase",
+    "PhaseSelector": "rmtl.reward.phase",
+    "RulePhaseSelector": "rmtl.reward.phase",
+    "goal_baseline_scores": "rmtl.reward.projection",
+    "PromptConfig": "rmtl.reward.prompts",
+    "TextEmbeddings": "rmtl.reward.prompts",
+    "embed_prompts": "rmtl.reward.prompts",
+    "PhasedScorer": "rmtl.reward.scorer",
+    "Scores": "rmtl.reward.scorer",
+    "score_embeddings": "rmtl.reward.scorer",
+    "select_views": "rmtl.reward.scorer",
+    "RewardShaper": "rmtl.reward.shaping",
+    "ShapingConfig": "rmtl.reward.shaping",
+    "ShapingOutput": "rmtl.reward.shaping",
+    "EmbeddingSource": "rmtl.reward.source",
+    "FrameRenderer": "rmtl.reward.source",
+    "VLMEmbeddingSource": "rmtl.reward.source",
+    "REWARD_INFO": "rmtl.reward.vec_env",
+    "RewardVecEnv": "rmtl.reward.vec_env",
+    "TerminalFrames": "rmtl.reward.wrapper",
+    "make_reward_vec_env": "rmtl.reward.wrapper",
+    "vlm_reward_env": "rmtl.reward.wrapper",
+}
+"""Public names and their modules: imported on first use (torch, open_clip and SB3 load only when needed)."""
 
 __all__ = [
     "RewardConfig",
@@ -28,3 +48,11 @@ __all__ = [
     "EmbeddingSource", "FrameRenderer", "VLMEmbeddingSource",
     "REWARD_INFO", "RewardVecEnv", "TerminalFrames", "make_reward_vec_env", "vlm_reward_env",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

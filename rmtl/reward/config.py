@@ -10,8 +10,7 @@ from rmtl.env.cameras import SINGLE_VIEW, VIEW_NAMES, Resolution, ViewNames
 from rmtl.errors import RmtlError
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.shaping import ShapingConfig
-from rmtl.vlm.loader import PRECISIONS
-from rmtl.vlm.spec import parse_spec
+from rmtl.vlm.spec import PRECISIONS, parse_spec
 
 
 class RewardConfig(Config):

@@ -83,6 +83,19 @@ class ShapingConfig(Config):
     """Multiply a negative delta (trend + momentum) by drop_multiplier."""
     drop_multiplier: float = Field(2.0, ge=1)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _earlier_fields(cls, data: Any) -> Any:
+        """Configs written before the band was the default name ``adaptive_bounds`` and
+        ``phase_offset``: they mean the earlier reconstruction (bounds per env that only widen,
+        or fixed; level u - 1, or the band), so saved runs load, evaluate and resume."""
+        if isinstance(data, dict) and ({"adaptive_bounds", "phase_offset"} & set(data)):
+            data = dict(data)
+            adaptive, offset = data.pop("adaptive_bounds", True), data.pop("phase_offset", False)
+            data.setdefault("bounds", "widen_only" if adaptive else "fixed")
+            data.setdefault("band", bool(offset))
+        return data
+
     @model_validator(mode="after")
     def _bounds(self) -> "ShapingConfig":
         if self.initial_low >= self.initial_high:

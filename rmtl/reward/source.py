@@ -8,11 +8,13 @@ service can implement the same call.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
 
 import numpy as np
 
-from rmtl.vlm.model import VLM
+if TYPE_CHECKING:  # annotations only: the model module imports open_clip and torch
+    from rmtl.vlm.model import VLM
+
 
 FrameRenderer = Callable[[np.ndarray], np.ndarray]
 """Env row indices [n] -> uint8 frames [n, V, H, W, 3] of those envs' current states."""

@@ -39,13 +39,13 @@ def worker_rule_rollouts(checkpoint: str | Path, episodes: int, *, seed: int = 0
     recorded too (step 0, where the manager makes its first decision). Returns arrays
     state [N,25], phase_rule, episode, step, success (the fields of a bc-labels store).
     """
-    from rmtl.train.evaluate import ObsAdapter
+    from rmtl.train.evaluate import ObsAdapter, checkpoint_task
 
     model, meta, normalizer = load_checkpoint(checkpoint, device)
     if env_config is None:
         cfg = meta.get("config", {})
         env_config = EnvConfig.make(**cfg["env"]) if "env" in cfg else EnvConfig()
-    adapt = ObsAdapter.for_model(model, normalizer)
+    adapt = ObsAdapter.for_model(model, normalizer, checkpoint_task(meta))
     rule = RulePhaseSelector()
     cols: dict[str, list] = {k: [] for k in ("state", "phase_rule", "episode", "step", "success")}
     model.set_random_seed(seed)

@@ -166,11 +166,13 @@ class ReportConfig(Stage2ReportConfig):
     """``rmtl report RUN...`` (Stage 1) and ``rmtl report --stage 2 RUN``."""
 
     runs: tuple[str, ...]
-    """Stage-1 run directories (--stage 2: one Stage-2 run or checkpoint)."""
+    """Stage-1 run directories or directories of them, e.g. data/runs/stage1 (--stage 2: one Stage-2 run or checkpoint)."""
     stage: int = Field(1, ge=1, le=2)
     """1: Fig. 5/6 and the success table of Stage-1 runs; 2: Fig. 7, the behaviour of a Stage-2 run."""
     out: str | None = None
-    """Output directory (default results/stage1 or results/stage2)."""
+    """Output directory (default <data-dir>/reports/stage1 or .../stage2)."""
+    data_dir: str | None = None
+    """Data directory (default $RMTL_DATA_DIR or ./data)."""
     select: bool = True
     """Stage 1: evaluate checkpoints on validation/test seeds where selection.json lacks them."""
     validation_episodes: int = Field(100, ge=1, le=MAX_EPISODES)
@@ -185,16 +187,21 @@ def report(cfg: ReportConfig) -> None:
     worker + rule, worker + manager, single prompt."""
     from rmtl.errors import ConfigError
 
-    out = Path(cfg.out or f"results/stage{cfg.stage}")
+    # Not a path relative to the working directory: run from a checkout, that is the source tree.
+    out = Path(cfg.out) if cfg.out else report_dir(cfg.stage, cfg.data_dir)
     check_output_dir(out, "--out")
     if cfg.stage == 2:
         if len(cfg.runs) != 1:
             raise ConfigError(f"--stage 2 reports one Stage-2 run, got {len(cfg.runs)}; pass one run directory")
         _stage2_report(Path(cfg.runs[0]), out, cfg)
         return
-    from rmtl.train.report import stage1_report
+    from rmtl.train.report import stage1_report, stage1_run_dirs
 
-    paths = stage1_report([Path(r) for r in cfg.runs], out, select=cfg.select,
+    runs, skipped = stage1_run_dirs(cfg.runs)
+    if skipped:
+        typer.echo(f"passed over {len(skipped)} Stage-2 run(s) ({', '.join(map(str, skipped))}); report each with "
+                   f"rmtl report --stage 2 RUN")
+    paths = stage1_report(runs, out, select=cfg.select,
                           validation_episodes=cfg.validation_episodes, test_episodes=cfg.test_episodes)
     typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
     typer.echo(paths["success_table_md"].read_text())
@@ -275,14 +282,24 @@ class Stage2ReportAliasConfig(Stage2ReportConfig):
 
     run: str
     """Stage-2 run directory (or one of its checkpoints)."""
-    out: str = "results/stage2"
-    """Output directory for CSV/MD/JSON/PNG."""
+    out: str | None = None
+    """Output directory for CSV/MD/JSON/PNG (default <data-dir>/reports/stage2)."""
+    data_dir: str | None = None
+    """Data directory (default $RMTL_DATA_DIR or ./data)."""
+
+
+def report_dir(stage: int, data_dir: str | None = None) -> Path:
+    """Where ``rmtl report`` writes by default: ``<data dir>/reports/stage<k>``."""
+    from rmtl.provenance import data_dir as resolve_data_dir
+
+    return resolve_data_dir(data_dir) / "reports" / f"stage{stage}"
 
 
 def stage2_report_alias(cfg: Stage2ReportAliasConfig) -> None:
     """The earlier name of ``rmtl report --stage 2``."""
-    check_output_dir(Path(cfg.out), "--out")
-    _stage2_report(Path(cfg.run), Path(cfg.out), cfg)
+    out = Path(cfg.out) if cfg.out else report_dir(2, cfg.data_dir)
+    check_output_dir(out, "--out")
+    _stage2_report(Path(cfg.run), out, cfg)
 
 
 eval_cmd = config_command(EvalConfig, evaluate, positional=("checkpoint",))

@@ -17,7 +17,7 @@ import numpy as np
 
 from rmtl.env.check import SuccessRate
 from rmtl.env.episode import run_episode
-from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
+from rmtl.env.fetch_lift import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.task import Task
 from rmtl.train.config import FINAL_STAGE_RANGE
@@ -53,23 +53,23 @@ class EvalResult:
 class ObsAdapter:
     """Turns a raw env observation into what a policy expects: phase one-hot, VecNormalize statistics."""
 
-    def __init__(self, phase_input: bool, normalizer: Any = None, task: Task | None = None):
+    def __init__(self, phase_input: bool, normalizer: Any, task: Task):
         self.phase_input = phase_input
         self.normalizer = normalizer
         self.task = task
-        """Whose phase rule the one-hot follows (None: pick-and-lift's)."""
+        """Whose phase rule the one-hot follows."""
 
     @classmethod
-    def for_model(cls, model: Any, normalizer: Any = None, task: Task | None = None) -> "ObsAdapter":
+    def for_model(cls, model: Any, normalizer: Any, task: Task) -> "ObsAdapter":
         spaces = getattr(model.observation_space, "spaces", {})
         return cls(PHASE_KEY in spaces, normalizer, task)
 
     def __call__(self, obs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self.phase_input and self.task is not None:
+        if self.phase_input:
             task = self.task
             out = rule_phase_observation(obs, RulePhaseSelector(task.phases), len(task.micro_tasks.names))
         else:
-            out = rule_phase_observation(obs) if self.phase_input else dict(obs)
+            out = dict(obs)
         if self.normalizer is not None:
             out = self.normalizer.normalize_obs(out)
         return out
@@ -84,14 +84,14 @@ def evaluate_policy_success(
     difficulty_range: tuple[float, float] = FINAL_STAGE_RANGE,
     normalizer: Any = None,
     deterministic: bool = True,
-    env: FetchPickAndLiftEnv | None = None,
-    task: Task | None = None,
+    env: Any = None,
+    task: Task,
 ) -> EvalResult:
-    """Run ``episodes`` seeded episodes of ``model`` (anything with SB3's ``predict``); ``task``:
-    another task's env and phase rule (default pick-and-lift's)."""
+    """Run ``episodes`` seeded episodes of ``model`` (anything with SB3's ``predict``) on ``task``'s env
+    (``env_config``: its env config) with its phase rule."""
     own_env = env is None
     if env is None:
-        env = task.make_env() if task is not None else FetchPickAndLiftEnv(env_config)
+        env = task.make_env(env_config)
     adapt = ObsAdapter.for_model(model, normalizer, task)
     successes, lengths = 0, []
     try:
@@ -109,6 +109,13 @@ def evaluate_policy_success(
     lo, hi = sr.wilson_interval()
     return EvalResult(int(episodes), successes, sr.rate, float(lo), float(hi), sr.mean_length, int(seed),
                       (float(difficulty_range[0]), float(difficulty_range[1])))
+
+
+def checkpoint_task(meta: dict[str, Any]) -> Task:
+    """The registered task a checkpoint was trained on (its meta's config; older checkpoints: pick-and-lift)."""
+    from rmtl.tasks import DEFAULT_TASK, get_task
+
+    return get_task(meta.get("config", {}).get("task", DEFAULT_TASK))
 
 
 def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[str, Any], Any]:
@@ -140,5 +147,6 @@ def evaluate_checkpoint(path: str | Path, episodes: int = 100, seed: int = 1_000
     model, meta, normalizer = load_checkpoint(ck, device)
     if env_config is None:
         env_config = EnvConfig.make(**(meta.get("config") or {}).get("env") or {})
-    res = evaluate_policy_success(model, env_config, episodes, seed, normalizer=normalizer, deterministic=deterministic)
+    res = evaluate_policy_success(model, env_config, episodes, seed, normalizer=normalizer, deterministic=deterministic,
+                                  task=checkpoint_task(meta))
     return EvalResult(**{**res.to_dict(), "checkpoint": str(ck), "num_timesteps": meta.get("num_timesteps")})

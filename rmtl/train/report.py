@@ -56,6 +56,43 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     }
 
 
+def is_stage2_run(run_dir: Path) -> bool:
+    """Whether a run directory holds a Stage-2 run (its config names a Stage-1 ``worker``)."""
+    try:
+        config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return False  # load_run names what is wrong with it
+    return isinstance(config, dict) and "worker" in config
+
+
+def stage1_run_dirs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]]:
+    """The Stage-1 run directories named by ``paths``, and the Stage-2 runs passed over.
+
+    A path is a run directory (it holds ``config.yaml``) or a directory of them, one or two
+    levels up (``data/runs/stage1``, ``data/runs``), so ``rmtl report data/runs/*`` works
+    with the default layout ``data/runs/stage<k>/<run>``. Stage-2 runs found inside a
+    directory are passed over (their report is ``--stage 2``); one named directly is an
+    error, as is a directory without any run."""
+    runs: list[Path] = []
+    skipped: list[Path] = []
+    for p in map(Path, paths):
+        if (p / "config.yaml").is_file() or not p.is_dir():
+            if p.is_dir() and is_stage2_run(p):
+                raise ConfigError(f"{p} is a Stage-2 run; report it with: rmtl report --stage 2 {p}")
+            runs.append(p)  # load_run says what is wrong with a path that is no run
+            continue
+        found = sorted(c.parent for c in p.glob("*/config.yaml")) or sorted(c.parent for c in p.glob("*/*/config.yaml"))
+        if not found:
+            raise ConfigError(f"{p} is not a Stage-1 run directory (no config.yaml) and holds none; pass run "
+                              f"directories written by rmtl train stage1, or a directory of them (data/runs/stage1)")
+        for run in found:
+            (skipped if is_stage2_run(run) else runs).append(run)
+    if not runs:
+        raise ConfigError(f"no Stage-1 runs among {', '.join(map(str, paths))} (only Stage-2 runs, which "
+                          f"`rmtl report --stage 2 RUN` reports one at a time)")
+    return list(dict.fromkeys(runs)), skipped
+
+
 def _label(run: dict[str, Any]) -> str:
     return f"{run['variant']}/s{run['seed']}"
 

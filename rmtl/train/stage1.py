@@ -18,9 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rmtl.env.curriculum import PAPER_STAGES
-from rmtl.env.fetch_lift import FetchPickAndLiftEnv
-from rmtl.phases import PHASES
 from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
 from rmtl.train.config import Stage1Config
@@ -88,8 +85,8 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     timings = Timings()
     task = task_of(config, task)
     env = build_train_env(config, vlm=vlm, source=source, source_factory=source_factory, timings=timings, task=task)
-    stages = task.curriculum_stages if task is not None else PAPER_STAGES
-    curriculum_cb = CurriculumCallback(make_curriculum(config, stages), run_dir / "curriculum.csv", verbose=verbose)
+    curriculum_cb = CurriculumCallback(make_curriculum(config, task.curriculum_stages), run_dir / "curriculum.csv",
+                                       verbose=verbose)
     if ck is not None:
         start = int(meta_prev["num_timesteps"])
         model = PPO.load(ck / "model.zip", env=env.venv, device=config.device)
@@ -108,23 +105,23 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
 
     attach_logger(model, run_dir, start, verbose)
 
-    eval_env: dict[str, FetchPickAndLiftEnv] = {}
+    eval_env: dict[str, Any] = {}
 
     def evaluate(m: Any):
         if "env" not in eval_env:
-            eval_env["env"] = task.make_env() if task is not None else FetchPickAndLiftEnv(config.env)
+            eval_env["env"] = task.make_env(config.env)
         return evaluate_policy_success(m, config.env, config.eval_episodes, config.eval_seed,
                                        normalizer=env.normalizer, env=eval_env["env"], task=task)
 
     stats_fn = env.source.stats if env.source is not None else None
-    stats_cb = TrainStatsCallback(timings, stats_fn, phase_names=task.micro_tasks.names if task is not None else PHASES)
+    stats_cb = TrainStatsCallback(timings, stats_fn, phase_names=task.micro_tasks.names)
     eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
     wall_prev = float(meta_prev.get("wall_seconds", 0.0))
     t_start = time.perf_counter()
     meta: dict[str, Any] = {"variant": config.variant, "phase_input": config.phase_input,
                             "reward_kind": config.reward_kind, "reward": env.reward_env.kind.describe(),
                             "config": config.model_dump(mode="json")}
-    if config.reward_kind == "vlm" and task is not None:  # the prompts its reward scores (config.yaml has pick-and-lift's)
+    if config.reward_kind == "vlm":  # the prompts its reward scores (its task's micro-tasks)
         meta["reward_prompts"] = task_reward_config(config, task).prompts.model_dump(mode="json")
 
     def before_save(_: Path) -> None:

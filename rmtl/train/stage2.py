@@ -52,7 +52,7 @@ from rmtl.train.run_dir import (
 from rmtl.train.selector_eval import evaluate_selector
 from rmtl.train.stage2_env import build_stage2_env
 from rmtl.train.timing import Timings
-from rmtl.train.train_env import close_train_envs, finish_learning, make_curriculum
+from rmtl.train.train_env import close_train_envs, finish_learning, make_curriculum, task_of
 from rmtl.train.worker_freeze import FreezeWorkerCallback
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
@@ -131,7 +131,8 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     # ------------------------------------------------------------ env + worker
     timings = Timings()
     env = build_stage2_env(s1, controller, vlm=vlm, source=source, source_factory=source_factory, timings=timings)
-    curriculum = make_curriculum(s1) if config.curriculum == "continue" else make_curriculum(s1.replace(curriculum=False))
+    stages = task_of(s1).curriculum_stages
+    curriculum = make_curriculum(s1 if config.curriculum == "continue" else s1.replace(curriculum=False), stages)
     curriculum_cb = CurriculumCallback(curriculum, run_dir / "curriculum.csv", verbose=verbose)
     manager_cb = ManagerCallback(controller, config, run_dir / "manager.csv")
     ppo_kw = dict(n_steps=s1.n_steps, batch_size=s1.batch_size, n_epochs=s1.n_epochs)

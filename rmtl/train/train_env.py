@@ -2,7 +2,7 @@
 
 The stack, innermost first::
 
-    FetchPickAndLiftEnv (TerminalFrames for kinds that render)  x n_envs, Dummy/SubprocVecEnv
+    the task's env (TerminalFrames for kinds that render)  x n_envs, Dummy/SubprocVecEnv
     SimTimer                 times simulation
     RewardVecEnv             the reward of ``config.reward_kind`` (rmtl.reward.kinds)
     PhaseObservation         phase one-hot (unless phase_input is off)
@@ -17,11 +17,10 @@ import functools
 from pathlib import Path
 from typing import Any, Callable
 
-from rmtl.env.curriculum import PAPER_STAGES, CurriculumStage, ReverseCurriculum
-from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
+from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
+from rmtl.env.fetch_lift import EnvConfig
 from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_checkpoint
-from rmtl.tasks import DEFAULT_TASK
 from rmtl.train.config import Stage1Config
 from rmtl.train.timing import SimTimer, TimedSource, Timings
 from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
@@ -30,18 +29,18 @@ SourceFactory = Callable[[Stage1Config, Any], Any]
 """(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
 
 
-def task_of(config: Stage1Config, task: Task | None = None) -> Task | None:
-    """The task a run trains: ``task`` if injected, else the config's (None: pick-and-lift,
-    whose env the config's ``env`` describes)."""
-    if task is not None or config.task == DEFAULT_TASK:
+def task_of(config: Stage1Config, task: Task | None = None) -> Task:
+    """The task a run trains, looked up once at the entry point: ``task`` if injected (a task
+    that is not registered, e.g. in tests), else the registered task ``config.task`` names."""
+    if task is not None:
         return task
     from rmtl.tasks import get_task
 
     return get_task(config.task)
 
 
-def _make_env(env_config: EnvConfig, terminal_frames: bool, task: Task | None = None):
-    env = task.make_env() if task is not None else FetchPickAndLiftEnv(env_config)
+def _make_env(env_config: EnvConfig, terminal_frames: bool, task: Task):
+    env = task.make_env(env_config)
     if terminal_frames:
         from rmtl.reward.terminal_frames import TerminalFrames
 
@@ -75,18 +74,16 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
     from rmtl.reward.prompts import PromptConfig
 
     task = task_of(config, task)
-    if task is None:
-        return config.reward
     return config.reward.replace(prompts=PromptConfig.for_micro_tasks(task.micro_tasks, config.reward.prompts))
 
 
 def build_reward_kind(config: Stage1Config, task: Task | None, *, vlm: Any = None, source: Any = None) -> Any:
     """The run's reward kind (``config.reward_kind``, rmtl.reward.kinds), built by the kind from the run."""
     from rmtl.reward.kinds import get_kind
-    from rmtl.tasks import get_task
 
-    return get_kind(config.reward_kind).from_run(config, task or get_task(DEFAULT_TASK),
-                                                 reward=task_reward_config(config, task), vlm=vlm, source=source)
+    task = task_of(config, task)
+    return get_kind(config.reward_kind).from_run(config, task, reward=task_reward_config(config, task), vlm=vlm,
+                                                 source=source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +129,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     from rmtl.reward.kinds import get_kind
 
     task = task_of(config, task)
-    rule = RulePhaseSelector(task.phases) if task is not None else None
+    rule = RulePhaseSelector(task.phases)
     timings = timings or Timings()
     needs_frames = get_kind(config.reward_kind).needs_frames
     make = functools.partial(_make_env, config.env, needs_frames, task)
@@ -165,8 +162,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     shaper = RewardShaper(config.n_envs, config.reward.shaping, kind.num_phases)
     venv = reward_env = RewardVecEnv(venv, kind, phase_selector or rule, shaper)
     if config.phase_input:
-        k = len(task.micro_tasks.names) if task is not None else 3
-        venv = PhaseObservation(venv, phase_selector or rule, k)
+        venv = PhaseObservation(venv, phase_selector or rule, len(task.micro_tasks.names))
     if hooks is not None and hooks.above_phase is not None:
         venv = hooks.above_phase(venv)
     venv = VecMonitor(venv)
@@ -177,8 +173,8 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     return TrainEnv(venv, reward_env, timed, normalizer, timings)
 
 
-def make_curriculum(config: Stage1Config, stages: tuple[CurriculumStage, ...] = PAPER_STAGES) -> ReverseCurriculum:
-    """The paper's stages (or a task's); without curriculum, the same object pinned at the final stage."""
+def make_curriculum(config: Stage1Config, stages: tuple[CurriculumStage, ...]) -> ReverseCurriculum:
+    """The task's curriculum stages; without curriculum, the same object pinned at the final stage."""
     start = 0 if config.curriculum else len(stages) - 1
     return ReverseCurriculum(stages, window=config.curriculum_window, start_stage=start)
 

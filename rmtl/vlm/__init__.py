@@ -7,10 +7,26 @@ are only ever used when asked for with ``ARCH@random``.
 
 from __future__ import annotations
 
-from rmtl.vlm.loader import PRECISIONS, load_vlm, resolve, select_device, select_precision
-from rmtl.vlm.model import VLM, preprocess_batch
-from rmtl.vlm.registry import RegisteredModel, get_registered, list_registered, register_model
-from rmtl.vlm.spec import ModelSpec, parse_spec, safe_id
+import importlib
+from typing import Any
+
+_LAZY = {
+    "PRECISIONS": "rmtl.vlm.loader",
+    "load_vlm": "rmtl.vlm.loader",
+    "resolve": "rmtl.vlm.loader",
+    "select_device": "rmtl.vlm.loader",
+    "select_precision": "rmtl.vlm.loader",
+    "VLM": "rmtl.vlm.model",
+    "preprocess_batch": "rmtl.vlm.model",
+    "RegisteredModel": "rmtl.vlm.registry",
+    "get_registered": "rmtl.vlm.registry",
+    "list_registered": "rmtl.vlm.registry",
+    "register_model": "rmtl.vlm.registry",
+    "ModelSpec": "rmtl.vlm.spec",
+    "parse_spec": "rmtl.vlm.spec",
+    "safe_id": "rmtl.vlm.spec",
+}
+"""Public names and their modules: imported on first use (torch, open_clip and SB3 load only when needed)."""
 
 __all__ = [
     "PRECISIONS", "load_vlm", "resolve", "select_device", "select_precision",
@@ -18,3 +34,11 @@ __all__ = [
     "RegisteredModel", "get_registered", "list_registered", "register_model",
     "ModelSpec", "parse_spec", "safe_id",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

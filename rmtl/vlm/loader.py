@@ -24,8 +24,7 @@ from rmtl.vlm import registry
 from rmtl.vlm.model import VLM
 from rmtl.vlm.spec import ModelSpec, parse_spec
 
-PRECISIONS = ("fp32", "amp_bf16", "bf16", "fp16", "amp")
-"""``fp32``; ``amp_bf16``/``amp`` (fp32 weights, bf16/fp16 autocast); ``bf16``/``fp16`` (half weights)."""
+from rmtl.vlm.spec import PRECISIONS  # noqa: E402  (defined with the specs: configs check it without torch)
 
 OPEN_CLIP_CONFIG = "open_clip_config.json"
 HF_WEIGHT_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
@@ -368,6 +367,7 @@ def load_vlm(
         with seeded, quiet:
             if s.kind == "random":
                 torch.manual_seed(RANDOM_WEIGHTS_SEED)
+            registry.open_clip_with_project_models()  # project names must be in OpenCLIP's registry
             model, _, preprocess = open_clip.create_model_and_transforms(
                 plan.open_clip_name,
                 pretrained=plan.pretrained,

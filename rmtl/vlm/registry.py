@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import open_clip
-
 from rmtl.errors import ConfigError
 
 PACKAGE_CONFIG_DIR = Path(__file__).parent / "model_configs"
@@ -112,18 +110,34 @@ def _check_arch(name: str, config: Mapping[str, Any], source: str) -> None:
 
 
 def _scan_package() -> None:
-    """Register the configs shipped in rmtl/vlm/model_configs once per process."""
+    """Read the configs shipped in rmtl/vlm/model_configs once per process (no OpenCLIP import:
+    checking a model spec in a config must not load torch)."""
     global _PACKAGE_SCANNED
     if _PACKAGE_SCANNED:
         return
     _PACKAGE_SCANNED = True
-    open_clip.add_model_config(PACKAGE_CONFIG_DIR)
     for path in sorted(PACKAGE_CONFIG_DIR.glob("*.json")):
         config = json.loads(path.read_text())
         _check_arch(path.stem, config, str(path))
         weights_dir = PACKAGE_WEIGHTS_DIR / path.stem
         weights = find_weights_in_dir(weights_dir) if weights_dir.is_dir() else None
         _REGISTRY[path.stem] = RegisteredModel(path.stem, config, weights)
+
+
+_OPEN_CLIP_READY = False
+
+
+def open_clip_with_project_models() -> Any:
+    """The ``open_clip`` module with the project's shipped configs added to its registry (imported on
+    first use, since it loads torch): what building a model by a project name needs."""
+    global _OPEN_CLIP_READY
+    import open_clip
+
+    if not _OPEN_CLIP_READY:
+        _scan_package()
+        open_clip.add_model_config(PACKAGE_CONFIG_DIR)
+        _OPEN_CLIP_READY = True
+    return open_clip
 
 
 def register_model(
@@ -140,7 +154,7 @@ def register_model(
     default checkpoint for the bare name; without it the name loads only with explicit
     weights or as ``name@random``.
     """
-    _scan_package()
+    open_clip = open_clip_with_project_models()
     if not name or any(c in name for c in ":@/\\") or name.strip() != name:
         raise ConfigError(f"model name {name!r} is not allowed; use letters, digits, '-', '_' and '.'")
     if not overwrite and (name in _REGISTRY or name in open_clip.list_models()):
@@ -186,10 +200,9 @@ def architecture_config(name: str) -> dict[str, Any] | None:
     entry = _REGISTRY.get(name)
     if entry is not None:
         return dict(entry.config)
-    return open_clip.get_model_config(name)
+    return open_clip_with_project_models().get_model_config(name)
 
 
 def known_architectures() -> list[str]:
     """All names an architecture can be given by (OpenCLIP's and the project's)."""
-    _scan_package()
-    return list(open_clip.list_models())
+    return list(open_clip_with_project_models().list_models())

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+PRECISIONS = ("fp32", "amp_bf16", "bf16", "fp16", "amp")
+"""``fp32``; ``amp_bf16``/``amp`` (fp32 weights, bf16/fp16 autocast); ``bf16``/``fp16`` (half weights)."""
+
 from rmtl.errors import ModelLoadError
 from rmtl.vlm.registry import WEIGHT_SUFFIXES, find_weights_in_dir, get_registered, weights_fingerprint
 

@@ -3,7 +3,7 @@ micro-task's prompt per view, average over the views, shape the active micro-tas
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -15,7 +15,9 @@ from rmtl.reward.shaping import RewardShaper
 from rmtl.env.cameras import MAX_RESOLUTION, MIN_RESOLUTION, resolve_views
 from rmtl.reward.config import RewardConfig
 from rmtl.reward.source import EmbeddingSource, VLMEmbeddingSource
-from rmtl.vlm.model import VLM
+
+if TYPE_CHECKING:  # annotations only: the model module imports open_clip and torch
+    from rmtl.vlm.model import VLM
 
 
 def _resolution(config: RewardConfig, vlm: VLM | None, source: Any) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -12,14 +13,15 @@ from rmtl.env.state import KEY_SPEC, gripper_cube_distance
 from rmtl.layout import ACTION_FIELDS, layout
 from rmtl.phases import MICRO_TASKS
 from rmtl.task import Task
+from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
 
 
-def _make_env(**overrides: Any) -> Any:
+def _make_env(config: Any = None, **overrides: Any) -> Any:
     from rmtl.env.fetch_lift import FetchPickAndLiftEnv  # lazy: MuJoCo only when an env is made
 
-    return FetchPickAndLiftEnv(**overrides)
+    return FetchPickAndLiftEnv(config, **overrides)
 
 
 def _expert(noise_std: float, seed: int) -> Any:
@@ -50,5 +52,5 @@ def fetch_lift_task() -> Task:
         name="fetch_lift", make_env=_make_env, key_spec=KEY_SPEC, layout=layout, action_dim=len(ACTION_FIELDS),
         micro_tasks=MICRO_TASKS, phase_measure=gripper_cube_distance, expert=_expert,
         curriculum_stages=PAPER_STAGES, camera_bank=CAMERA_BANK, dense_reward=_dense_reward, captions=_captions,
-        quality_metrics=_quality, oracle_progress=oracle_progress,
+        quality_metrics=_quality, oracle_progress=oracle_progress, behaviours=MappingProxyType(BEHAVIOURS),
     )
