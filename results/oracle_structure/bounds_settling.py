@@ -35,19 +35,22 @@ def main(argv: list[str] | None = None) -> dict:
     from rmtl.vlm.spec import parse_spec
 
     ap = argparse.ArgumentParser()
-    ap.add_argument("--store", required=True)
+    ap.add_argument("--store", required=True, nargs="+", help="one or more stores (episodes of each are pooled)")
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--out", default=str(HERE))
     a = ap.parse_args(argv)
     mid = parse_spec(a.model).model_id
-    with open_store(a.store) as st:
-        rows = load_rows(st, mid)
-        text = text_embeddings(st, mid)
-        s = active(per_view_scores(st, mid, text, [0.9], rows.rows)[0].mean(axis=1), rows.phase)
-    keep = rows.step >= 1  # reward steps: the states env steps ended in
-    s, k, ep, step = s[keep], rows.phase[keep], rows.episode[keep], rows.step[keep]
-    lift, dist = rows.lift[keep], rows.distance[keep]
+    parts = []
+    for i, path in enumerate(a.store):
+        with open_store(path) as st:
+            rows = load_rows(st, mid)
+            text = text_embeddings(st, mid)
+            sc = active(per_view_scores(st, mid, text, [0.9], rows.rows)[0].mean(axis=1), rows.phase)
+        keep = rows.step >= 1  # reward steps: the states env steps ended in
+        parts.append((sc[keep], rows.phase[keep], rows.episode[keep] + 1_000_000 * i, rows.step[keep],
+                      rows.lift[keep], rows.distance[keep]))
+    s, k, ep, step, lift, dist = (np.concatenate(x) for x in zip(*parts))
     episodes = [np.flatnonzero(ep == e)[np.argsort(step[ep == e])] for e in np.unique(ep)]
 
     def replay(cfg: ShapingConfig, n_envs: int, passes: int) -> RewardShaper:
@@ -78,7 +81,7 @@ def main(argv: list[str] | None = None) -> dict:
     fast = replay(ShapingConfig(contraction_rate=0.01), 1, a.passes)  # 1 env, rate 0.01 both ways
     resting = (dist <= 0.04) & (lift < 0.005)
     lifted = (k == 2) & (lift >= 0.02)
-    result = {"store": str(a.store), "model": a.model, "reward_steps": int(len(s)), "episodes": len(episodes),
+    result = {"stores": [str(x) for x in a.store], "model": a.model, "reward_steps": int(len(s)), "episodes": len(episodes),
               "passes": a.passes, "phases": {}}
     for p, name in enumerate(PHASES):
         sp = s[k == p]
@@ -89,7 +92,8 @@ def main(argv: list[str] | None = None) -> dict:
                "default_bounds": [default.low[0, p], default.high[0, p]],
                "fast_3step_tracker_bounds": [fast.low[0, p], fast.high[0, p]],
                "widen_only_bounds_env0": [widen.low[0, p], widen.high[0, p]]}
-        result["phases"][name] = {kk: (float(v) if np.isscalar(v) else [float(x) for x in v]) for kk, v in row.items()}
+        result["phases"][name] = {kk: (int(v) if kk == "rows" else float(v) if np.isscalar(v) else [float(x) for x in v])
+                                  for kk, v in row.items()}
 
     def u_of(mask, lo, hi, p=2):
         m = mask & (k == p)

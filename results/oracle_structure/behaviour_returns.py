@@ -1,0 +1,158 @@
+"""The hacking battery under the reward's structure (no VLM): the discounted return of every
+scripted behaviour under the oracle-scored default shaping and the sweep's arms, the earlier
+per-phase reconstruction, rule-only and the dense reference.
+
+    python results/oracle_structure/behaviour_returns.py [--episodes 12] [--difficulty 0.3,0.6,0.9]
+
+Each behaviour (rmtl/tasks/fetch_lift/behaviours.py) runs seeded episodes from the given start
+difficulties, without action noise. A reward's return is sum_t gamma^t r_t (gamma 0.95, PPO's),
+with the +1 success bonus on the last step of a successful episode. Oracle scores are put on
+bounds held where a long run on all these states settles (pipeline.return_ranking, "adapted"),
+the same bounds for every behaviour. A reward is hackable by a behaviour when that behaviour's
+mean return beats the expert's. Writes behaviour_returns.csv / .md / .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+GAMMA = 0.95
+
+
+def rollouts(names, episodes: int, difficulties):
+    from rmtl.tasks import get_task
+
+    task = get_task()
+    env = task.make_env()
+    out = {}
+    try:
+        for name in names:
+            eps = []
+            for i in range(episodes):
+                d = difficulties[i % len(difficulties)]
+                policy = task.behaviours[name](0.0, 1000 + i)
+                obs, info = env.reset(seed=1000 + i, options={"difficulty": d})
+                states, success = [], False
+                for _ in range(env.config.max_episode_steps):
+                    obs, _, term, trunc, info = env.step(policy(obs))
+                    states.append(np.asarray(obs["observation"], dtype=np.float64))
+                    success = success or bool(info.get("is_success", False))
+                    if term or trunc:
+                        break
+                eps.append((np.stack(states), success))
+            out[name] = eps
+    finally:
+        env.close()
+    return out
+
+
+def main(argv=None) -> None:
+    sys.path.insert(0, str(HERE.parents[1]))
+    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.shaping import RewardShaper, ShapingConfig
+    from rmtl.tasks import get_task
+    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+    from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--episodes", type=int, default=12)
+    ap.add_argument("--difficulty", default="0.3,0.6,0.9")
+    a = ap.parse_args(argv)
+    task = get_task()
+    names = sorted(task.behaviours)
+    data = rollouts(names, a.episodes, [float(x) for x in a.difficulty.split(",")])
+
+    # pooled rows, episodes in order
+    states = np.concatenate([s for n in names for s, _ in data[n]])
+    lengths = [len(s) for n in names for s, _ in data[n]]
+    starts = np.cumsum([0] + lengths)
+    episodes = [np.arange(starts[i], starts[i + 1]) for i in range(len(lengths))]
+    phases = task.phases(states)
+    prog = oracle_progress(states)
+    active = 0.45 + 0.25 * prog[np.arange(len(states)), phases]
+    rewards = {}
+    shapings = {
+        "oracle: band, level only (a)": ShapingConfig(trend=False, momentum=False, drop_penalty=False),
+        "oracle: band + trend, momentum (b)": ShapingConfig(drop_penalty=False),
+        "oracle: band + trend, momentum, drop (c)": ShapingConfig(),
+        "oracle: earlier per-phase u - 1": ShapingConfig(band=False, bounds="widen_only"),
+    }
+    for label, sh in shapings.items():
+        rewards[label] = shaped_rewards(active, phases, episodes, sh, 3, "adapted")
+    rule = np.zeros(len(states))
+    for idx in episodes:
+        shaper = RewardShaper(1, ShapingConfig(), 3)
+        for i in idx:
+            rule[i] = shaper.shape_u(np.array([0.5]), phases[i:i + 1]).reward[0]
+    rewards["rule-only (band, u = 0.5)"] = rule
+    rewards["dense reference"] = dense_reward(states, DenseRewardConfig()).astype(np.float64)
+
+    success = [ok for n in names for _, ok in data[n]]
+    owner = [n for n in names for _ in data[n]]
+    table = {label: {} for label in rewards}
+    for label, r in rewards.items():
+        for n in names:
+            rets = []
+            for j, idx in enumerate(episodes):
+                if owner[j] != n:
+                    continue
+                steps = r[idx].copy()
+                if success[j]:
+                    steps[-1] += 1.0
+                rets.append(float(np.sum(steps * GAMMA ** np.arange(len(steps)))))
+            table[label][n] = (float(np.mean(rets)), float(np.std(rets) / np.sqrt(len(rets))))
+    succ = {n: float(np.mean([ok for _, ok in data[n]])) for n in names}
+    with open(HERE / "behaviour_returns.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["reward", "behaviour", "success_rate", "mean_discounted_return", "sem", "beats_expert"])
+        for label in table:
+            for n in names:
+                m, se = table[label][n]
+                w.writerow([label, n, succ[n], round(m, 4), round(se, 4), n != "expert" and m > table[label]["expert"][0]])
+    lines = ["| behaviour | success | " + " | ".join(table) + " |", "|---|---|" + "---|" * len(table)]
+    for n in names:
+        cells = []
+        for label in table:
+            m, se = table[label][n]
+            mark = " **>expert**" if n != "expert" and m > table[label]["expert"][0] else ""
+            cells.append(f"{m:.2f} ± {se:.2f}{mark}")
+        lines.append(f"| {n} | {succ[n]:.2f} | " + " | ".join(cells) + " |")
+    lines += ["", f"Mean discounted return (gamma {GAMMA}, +1 on success) ± s.e.m. over {a.episodes} episodes per "
+              f"behaviour, start difficulties {a.difficulty}, no action noise. **>expert**: the reward pays that "
+              "behaviour more than the expert (hackable by it)."]
+    (HERE / "behaviour_returns.md").write_text("\n".join(lines) + "\n")
+    _plot(table, names, HERE / "behaviour_returns.png")
+    print("\n".join(lines))
+
+
+def _plot(table, names, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(table)
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    width = 0.8 / len(labels)
+    x = np.arange(len(names))
+    for i, label in enumerate(labels):
+        m = [table[label][n][0] for n in names]
+        ax.bar(x + i * width, m, width, label=label)
+    ax.set_xticks(x + 0.4 - width / 2)
+    ax.set_xticklabels(names, rotation=30, ha="right")
+    ax.set_ylabel("mean discounted return")
+    ax.axhline(0, color="k", lw=0.5)
+    ax.legend(fontsize=7)
+    ax.set_title("Scripted behaviours under the reward's structure (oracle scorer, rule-only, dense)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
