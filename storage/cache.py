@@ -4,7 +4,7 @@ A hit returns the stored per-view embeddings of the nearest stored state within 
 (in the units of the task's key spec, storage.key_spec), so live training skips rendering and embedding
 near-duplicate states. The index covers rows [0, n) of the store, where n is the number
 of rows with committed embeddings of the cache's model (all committed rows when the cache
-has no model). Committed rows never change (storage.dataset), so an index saved at n rows
+has no model). Committed rows never change (storage.dataset_append), so an index saved at n rows
 stays valid for those rows and is extended when the store grows; anything else that does
 not match (store identity, model, index kind, key layout, checksum) makes it rebuilt.
 

@@ -7,7 +7,7 @@ reuses it). Each run writes the states it had to render to its own *overlay* sto
 
 Overlay appends never block a rollout step: :class:`BackgroundAppender` takes batches
 on a bounded queue and a writer thread appends them (states, keys, embeddings; one
-commit per batch, storage.dataset), then extends the overlay's index with the committed
+commit per batch, storage.dataset_append), then extends the overlay's index with the committed
 rows only. A kill at any moment leaves a store that opens with whole batches; the next
 open of its cache indexes whatever was committed (storage.cache). If the queue is full
 the batch is dropped and counted (the states are simply rendered again next time).

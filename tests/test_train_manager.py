@@ -16,16 +16,11 @@ from rmtl.reward import RewardVecEnv
 from rmtl.reward.kinds.base import KindStep, RewardKind
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
-from rmtl.train.manager import (
-    ManagerController,
-    ManagerDecide,
-    ManagerNet,
-    ManagerSegments,
-    ProgressSignal,
-    bc_train,
-    reinforce_loss,
-    smoothed_rule,
-)
+from rmtl.train.manager.bc import bc_train
+from rmtl.train.manager.loss import reinforce_loss, smoothed_rule
+from rmtl.train.manager.network import ManagerNet
+from rmtl.train.manager.progress import ProgressSignal
+from rmtl.train.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
 from rmtl.train.wrappers import PhaseObservation
 
 

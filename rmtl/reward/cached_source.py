@@ -9,7 +9,7 @@ one VLM call. With ``append=True`` the misses are appended to the store (frames 
 store keeps them, state, key, labels, and their embeddings in the same commit) and then
 added to the index, so the next visit of such a state is a hit.
 
-Committed-rows semantics (storage.dataset): rows and their embeddings become visible in
+Committed-rows semantics (storage.dataset_append): rows and their embeddings become visible in
 one commit; the index is extended only with committed rows (``StateCache.add`` checks
 it), so a crash between the two leaves rows that the next ``StateCache.open`` indexes.
 The store must be opened for append (one writer per store: give each training process

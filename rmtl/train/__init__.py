@@ -13,7 +13,8 @@ manager (section 3.6, Table 2).
   on disjoint test seeds; the final checkpoint; the mean of the last 5 evaluations).
 - :mod:`rmtl.train.report`: :func:`stage1_report` (paper Fig. 5, Fig. 6, final table),
   :func:`stage2_report` (Fig. 7 behavioural comparison).
-- :mod:`rmtl.train.manager`: the manager net, BC and the REINFORCE loss;
+- :mod:`rmtl.train.manager`: the manager net, BC, the REINFORCE loss, the progress potential and
+  the vec-env hooks (one module each);
   :mod:`rmtl.train.manager_callback` (its update hook, :func:`load_manager`),
   :mod:`rmtl.train.bc_data` (BC labels), :mod:`rmtl.train.worker_freeze` (the frozen worker),
   :mod:`rmtl.train.selector_eval` (:func:`evaluate_selector`), :mod:`rmtl.train.stage2_env`

@@ -15,7 +15,8 @@ from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import Stage1Config, Stage2Config
 from rmtl.train.evaluate import load_checkpoint
-from rmtl.train.manager import ManagerNet, bc_train, decision_points
+from rmtl.train.manager.bc import bc_train, decision_points
+from rmtl.train.manager.network import ManagerNet
 
 BC_FIELDS = ("state", "phase_rule", "episode", "step", "success")
 """The arrays of BC data (the fields of a bc-labels store the manager learns from)."""

@@ -14,7 +14,9 @@ from rmtl.train.artifacts import load_torch_state
 from rmtl.train.config import Stage2Config
 from rmtl.train.csv_log import append_csv
 from rmtl.train.evaluate import resolve_checkpoint
-from rmtl.train.manager import ManagerController, ManagerNet, reinforce_loss, segments_batch
+from rmtl.train.manager.loss import reinforce_loss, segments_batch
+from rmtl.train.manager.network import ManagerNet
+from rmtl.train.manager.vec_env_hooks import ManagerController
 
 MANAGER_FILE = "manager.pt"
 """The manager's file in a Stage-2 checkpoint directory."""

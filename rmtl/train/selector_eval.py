@@ -15,7 +15,7 @@ from rmtl.phases import phase_one_hot
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import FINAL_STAGE_RANGE
 from rmtl.train.evaluate import EvalResult
-from rmtl.train.manager import ManagerNet
+from rmtl.train.manager.network import ManagerNet
 from rmtl.train.wrappers import PHASE_KEY
 
 

@@ -38,7 +38,8 @@ from rmtl.config import deep_merge
 from rmtl.train.config import Stage1Config, Stage2Config
 from rmtl.train.csv_log import read_csv
 from rmtl.train.evaluate import EvalResult, resolve_checkpoint
-from rmtl.train.manager import ManagerController, ManagerNet
+from rmtl.train.manager.network import ManagerNet
+from rmtl.train.manager.vec_env_hooks import ManagerController
 from rmtl.train.manager_callback import MANAGER_FILE, ManagerCallback
 from rmtl.train.run_dir import (
     CHECKPOINTS,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rmtl.train.config import Stage1Config
-from rmtl.train.manager import ManagerController, ManagerDecide, ManagerSegments, ProgressSignal
+from rmtl.train.manager.progress import ProgressSignal
+from rmtl.train.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
 from rmtl.train.train_env import EnvHooks, build_train_env
 
 
