@@ -31,6 +31,7 @@ import shutil
 import warnings
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
@@ -39,12 +40,12 @@ from rmtl.reward.prompt_sets import PromptSet
 
 
 def minari_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Where Minari datasets go: ``$MINARI_DATASETS_PATH`` (set to ``<data-dir>/minari`` if unset)."""
+    """Where Minari datasets go: ``$MINARI_DATASETS_PATH``, else ``<data-dir>/minari``. The
+    variable is set only around the export's Minari calls, never left in the process: a later
+    export with another data directory must not write into the first one's."""
     from rmtl.provenance import data_dir as resolve_data_dir
 
-    if not os.environ.get("MINARI_DATASETS_PATH"):
-        os.environ["MINARI_DATASETS_PATH"] = str(resolve_data_dir(data_dir) / "minari")
-    return Path(os.environ["MINARI_DATASETS_PATH"])
+    return Path(os.environ.get("MINARI_DATASETS_PATH") or resolve_data_dir(data_dir) / "minari")
 
 
 def dataset_id(name: str) -> str:
@@ -113,7 +114,7 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
             if reward == "vlm" else "dense reference reward")
     env = gym.make(ENV_ID)  # its spec is recorded: recover_environment() after `import rmtl.env`
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), mock.patch.dict(os.environ, {"MINARI_DATASETS_PATH": str(root)}):
             warnings.simplefilter("ignore", UserWarning)  # Minari asks for a code link and an e-mail
             ds = minari.create_dataset_from_buffers(
                 ds_id, buffers, env=env, algorithm_name=f"rmtl dataset store {path}", author="rmtl",

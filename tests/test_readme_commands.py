@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import re
 import shlex
 import shutil
@@ -98,6 +99,7 @@ def test_commands_after_embed_use_the_default_model(two_model_store, tmp_path, c
     from storage.dataset import DatasetStore
 
     monkeypatch.setenv("RMTL_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.delenv("MINARI_DATASETS_PATH", raising=False)
     default = parse_spec("rmtl-fetch-tiny").model_id
     with DatasetStore.open(two_model_store) as st:
         assert sorted(st.model_ids()) == sorted([default, "rmtl-fetch-tiny__random"])
@@ -118,6 +120,9 @@ def test_commands_after_embed_use_the_default_model(two_model_store, tmp_path, c
     new_set = load_prompt_set("paraphrase_new").id
     with DatasetStore.open(two_model_store) as st:
         assert new_set in st.prompt_set_ids(default) and new_set not in st.prompt_set_ids("rmtl-fetch-tiny__random")
+    # the export wrote under this data directory and left no Minari path behind in the process
+    assert (tmp_path / "data" / "minari" / "rmtl" / "readme-v0").is_dir()
+    assert "MINARI_DATASETS_PATH" not in os.environ
     queries = json.loads((tmp_path / "q" / "queries.json").read_text())
     assert default in json.dumps(queries) and "rmtl-fetch-tiny__random" not in json.dumps(queries)
 
