@@ -95,7 +95,7 @@ WRITER = textwrap.dedent('''
     from storage.catalogue import BackgroundAppender, StoreCatalogue
     cat = StoreCatalogue.open([{atlas!r}], MODEL, overlay={overlay!r}, renderer_id="mj-test", key_spec=KEY_SPEC)
     w = BackgroundAppender(cat, max_pending=1000)
-    rng = np.random.default_rng(3)
+    rng = np.random.default_rng({seed})  # a new seed per writer: states unique across rounds
     print("ready", flush=True)
     for i in range(100000):
         s = rng.uniform(2, 3, (4, 25)).astype(np.float32)
@@ -112,8 +112,11 @@ def test_kill_during_background_append_leaves_a_consistent_store(tmp_path):
 
     _store(tmp_path / "atlas.zarr", 10, 0)[0].close()
     overlay = tmp_path / "overlay.zarr"
-    code = WRITER.format(tests=os.path.dirname(__file__), atlas=str(tmp_path / "atlas.zarr"), overlay=str(overlay))
     for round_ in range(2):
+        # Each writer draws other states: with the same seed, a second writer that gets fewer batches
+        # done than the first (a loaded machine) repeats its states, and a lookup finds the first copy.
+        code = WRITER.format(tests=os.path.dirname(__file__), atlas=str(tmp_path / "atlas.zarr"),
+                             overlay=str(overlay), seed=3 + round_)
         p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert p.stdout.readline().strip() == "ready", p.stderr.read()
         import time
