@@ -228,9 +228,13 @@ def config_command(
     def command(**params: Any) -> Any:
         file_values = read_config_file(params.pop(CONFIG_PARAM))
         cli: dict[str, Any] = {}
+        set_by: dict[str, str] = {}  # dotted field -> the flag that set it
         for pname, (flag, dotted, kind) in kinds.items():
             value = kind.value(params.pop(pname), flag, positional=pname in args)
             if value is not _UNSET:
+                if dotted in set_by:  # an alias and its field: one name per field on one command line
+                    raise ConfigError(f"--{set_by[dotted]} and --{flag} both set {dotted}; give only one of them")
+                set_by[dotted] = flag
                 cli = deep_merge(cli, _nest(dotted, value))
         cli = deep_merge(cli, parse_overrides(params.pop(SET_PARAM) or []))
         for name, field in cls.model_fields.items():

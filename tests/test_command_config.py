@@ -28,3 +28,11 @@ def test_a_repeated_list_option_adds_to_the_list_instead_of_replacing_it():
 def test_a_bad_item_in_a_repeated_option_names_the_option():
     with pytest.raises(ConfigError, match="--stages must be comma-separated integers"):
         parse(["--stages", "1", "--stages", "x"])
+
+
+def test_an_alias_and_its_field_on_one_line_are_refused():
+    """One name per field: a short alias and the long option both given is a conflict, not a silent winner."""
+    cmd = config_command(ListsConfig, lambda cfg: cfg, aliases={"ck": "checkpoint"})
+    assert invoke(cmd, ["--ck", "a"], "lists").checkpoint == ("a",)
+    with pytest.raises(ConfigError, match="--checkpoint and --ck both set checkpoint; give only one of them"):
+        invoke(cmd, ["--checkpoint", "a", "--ck", "b"], "lists")
