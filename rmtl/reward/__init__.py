@@ -8,8 +8,7 @@ through an :class:`EmbeddingSource`.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from rmtl.lazy import lazy_attributes
 
 _LAZY = {
     "RewardConfig": "rmtl.reward.config",
@@ -49,10 +48,4 @@ __all__ = [
     "REWARD_INFO", "RewardVecEnv", "TerminalFrames", "make_reward_vec_env", "vlm_reward_env",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -25,6 +25,8 @@ Everything is imported lazily (torch, open_clip and SB3 load only when used).
 
 from __future__ import annotations
 
+from rmtl.lazy import lazy_attributes
+
 _LAZY = {
     "VARIANTS": "rmtl.train.config", "CacheConfig": "rmtl.train.config", "DenseRewardConfig": "rmtl.train.config",
     "Stage1Config": "rmtl.train.config", "stage1_config": "rmtl.train.config",
@@ -35,11 +37,4 @@ _LAZY = {
 
 __all__ = list(_LAZY)
 
-
-def __getattr__(name: str):
-    # Lazy: the configs pull in torch/open_clip (RewardConfig), which the CLI should not pay for at start-up.
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(name)
+__getattr__ = lazy_attributes(__name__, _LAZY)

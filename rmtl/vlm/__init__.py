@@ -7,8 +7,7 @@ are only ever used when asked for with ``ARCH@random``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from rmtl.lazy import lazy_attributes
 
 _LAZY = {
     "PRECISIONS": "rmtl.vlm.loader",
@@ -35,10 +34,4 @@ __all__ = [
     "ModelSpec", "parse_spec", "safe_id",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
