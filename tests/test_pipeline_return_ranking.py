@@ -100,7 +100,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     one = score_embeddings(emb, single, 0.9, views=("wide_view",), stored_views=VIEW_NAMES).aggregate[:, 0]
     assert micro.shape[1] == 3
     expect = {"rmtl": [], "rmtl_per_phase": [], "single_prompt_single_view": []}
-    shapers = {"rmtl": RewardShaper(1), "rmtl_per_phase": RewardShaper(1, ShapingConfig(band=False, bounds="widen_only")),
+    shapers = {"rmtl": RewardShaper(1), "rmtl_per_phase": RewardShaper(1, ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
+                                                                drop_penalty=True)),
                "single_prompt_single_view": RewardShaper(1, num_phases=1)}
     for e in sorted(set(cols["episode"].tolist())):
         idx = np.flatnonzero((cols["episode"] == e) & (cols["step"] >= 1))
@@ -214,7 +215,7 @@ def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path, capsys
     assert "has no VLM reward" in err and len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("shaping_kw, num_phases", [({}, 3), ({"band": False, "bounds": "widen_only"}, 3), ({}, 1),
+@pytest.mark.parametrize("shaping_kw, num_phases", [({}, 3), ({"band": False, "bounds": "widen_only", "trend": True, "momentum": True}, 3), ({}, 1),
                                                     ({"bounds": "widen_only", "reset_bounds_on_episode": True}, 3)])
 def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phases):
     """shaped_rewards steps independent episodes in lockstep; the rewards are those of one

@@ -36,7 +36,9 @@ def test_registry_names_every_kind_and_refuses_unknown_ones():
         get_kind("nope")
 
 
-@pytest.mark.parametrize("shaping", [ShapingConfig(), ShapingConfig(band=False, bounds="widen_only")])
+@pytest.mark.parametrize("shaping", [ShapingConfig(), ShapingConfig(trend=True, momentum=True, drop_penalty=True),
+                                     ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
+                                                   drop_penalty=True)])
 def test_oracle_reward_is_the_shaping_of_the_progress(shaping):
     env = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, shaping, 3))
     ref = RewardShaper(2, shaping, 3)
@@ -123,7 +125,7 @@ def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
 
     views = ("wide_view", "close_up")
     before = json.loads((Path(__file__).parent / "data" / "rewards_before_reward_kinds.json").read_text())
-    earlier = ShapingConfig(band=False, bounds="widen_only")
+    earlier = ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True, drop_penalty=True)
 
     class SequenceSource:
         def __init__(self):

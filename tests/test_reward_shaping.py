@@ -10,7 +10,9 @@ import pytest
 from rmtl.errors import ConfigError
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 
-EARLIER = dict(band=False, bounds="widen_only")
+TABLE1_TERMS = dict(trend=True, momentum=True, drop_penalty=True)
+"""Table 1's trend, momentum and x2 drop penalty (options since the oracle sweep)."""
+EARLIER = dict(band=False, bounds="widen_only", **TABLE1_TERMS)
 """The earlier reconstruction of Table 1 (a labelled option)."""
 LEVEL_ONLY = dict(trend=False, momentum=False, bounds="fixed")
 
@@ -76,10 +78,12 @@ DEFAULT_STEPS = [  # (phase, s, lo, hi, u, L, trend, momentum, reward)
 ]
 
 
-def test_default_is_the_band_with_tracking_bounds_by_hand():
-    cfg = ShapingConfig()
-    assert cfg.band and cfg.bounds == "tracking" and (cfg.bound_rate, cfg.contraction_rate, cfg.bound_window) == (0.01, 0.003, 3)
-    assert cfg.trend and cfg.momentum and cfg.drop_penalty
+def test_the_band_with_tracking_bounds_and_table1_terms_by_hand():
+    default = ShapingConfig()
+    assert default.band and default.bounds == "tracking"
+    assert (default.bound_rate, default.contraction_rate, default.bound_window) == (0.01, 0.003, 3)
+    assert not (default.trend or default.momentum or default.drop_penalty)  # level only: the oracle sweep's decision
+    cfg = ShapingConfig(**TABLE1_TERMS)
     sh = RewardShaper(1, cfg)
     for k, s, lo, hi, u, level, trend, mom, reward in DEFAULT_STEPS:
         out = sh(np.array([s]), np.array([k]))
@@ -106,8 +110,18 @@ def test_tracking_bounds_are_shared_and_settle_near_the_score_percentiles():
     assert 0.53 < sh.low[0, 0] < 0.58 and 0.62 < sh.high[0, 0] < 0.70
 
 
+def test_default_level_only_reward_is_the_band_level():
+    sh, ref = RewardShaper(2, ShapingConfig()), RewardShaper(2, ShapingConfig(**TABLE1_TERMS))
+    rng = np.random.default_rng(4)
+    for _ in range(30):
+        s, k = rng.uniform(0.3, 0.9, 2), rng.integers(0, 3, 2)
+        out, full = sh(s, k), ref(s, k)
+        np.testing.assert_allclose(out.reward, np.clip(out.level, -1, 0), atol=1e-6)
+        np.testing.assert_allclose(out.level, full.level, atol=1e-6)  # same bounds, same u, same band
+
+
 def test_band_history_spans_micro_tasks_but_per_phase_history_restarts():
-    band = run(RewardShaper(1, ShapingConfig(bounds="fixed")), [0.5, 0.6, 0.45], phases=[0, 0, 1])
+    band = run(RewardShaper(1, ShapingConfig(bounds="fixed", **TABLE1_TERMS)), [0.5, 0.6, 0.45], phases=[0, 0, 1])
     assert band[2].trend[0] != 0 and band[2].momentum[0] != 0  # L keeps its episode history across the switch
     earlier = run(RewardShaper(1, ShapingConfig(**EARLIER)), [0.5, 0.6, 0.45], phases=[0, 0, 1])
     assert earlier[2].trend[0] == 0 and earlier[2].momentum[0] == 0
@@ -159,7 +173,7 @@ def test_widen_only_bounds_move_toward_outside_scores_of_the_active_phase_only()
 
 
 def test_u_trend_and_momentum_definitions():
-    cfg = ShapingConfig(**{**EARLIER, "bounds": "fixed"}, drop_penalty=False)
+    cfg = ShapingConfig(**{**EARLIER, "bounds": "fixed", "drop_penalty": False})
     sh = RewardShaper(1, cfg)
     scores = [0.45, 0.50, 0.55, 0.60, 0.65]
     outs = run(sh, scores)
@@ -179,8 +193,8 @@ def test_u_trend_and_momentum_definitions():
 
 def test_drop_penalty_doubles_negative_delta_only():
     scores = [0.5, 0.6, 0.7, 0.55]
-    base = dict(bounds="fixed", level=False)
-    on = run(RewardShaper(1, ShapingConfig(**base)), scores)
+    base = dict(bounds="fixed", level=False, trend=True, momentum=True)
+    on = run(RewardShaper(1, ShapingConfig(**base, drop_penalty=True)), scores)
     off = run(RewardShaper(1, ShapingConfig(**base, drop_penalty=False)), scores)
     assert off[3].delta[0] < 0
     np.testing.assert_allclose(on[3].delta[0], 2 * off[3].delta[0], atol=1e-6)
@@ -209,7 +223,7 @@ def test_band_makes_a_phase_switch_no_loss():
 
 
 def test_reset_clears_episode_state_of_selected_envs_only():
-    sh = RewardShaper(2, ShapingConfig())
+    sh = RewardShaper(2, ShapingConfig(**TABLE1_TERMS))
     for s in (0.5, 0.9, 0.95):
         sh(np.array([s, s]), np.array([0, 0]))
     high_before = sh.high.copy()

@@ -155,7 +155,8 @@ def test_single_prompt_reward_is_invariant_to_the_rule_phase(config):
         v = np.stack([np.random.default_rng(sum(map(ord, t))).normal(size=8) for t in texts]).astype(np.float32)
         return v / np.linalg.norm(v, axis=1, keepdims=True)
 
-    for shaping in ({}, {"band": False, "bounds": "widen_only"}):
+    for shaping in ({}, {"trend": True, "momentum": True, "drop_penalty": True},
+                    {"band": False, "bounds": "widen_only", "trend": True, "momentum": True, "drop_penalty": True}):
         cfg = config.replace(model="PE-Core-bigG-14-448:meta", single_prompt=True, shaping=shaping)
         scorer = PhasedScorer.from_config(cfg, encoder)
         assert scorer.num_phases == 1

@@ -79,9 +79,10 @@ def main(argv=None) -> None:
     rewards = {}
     shapings = {
         "oracle: band, level only (a)": ShapingConfig(trend=False, momentum=False, drop_penalty=False),
-        "oracle: band + trend, momentum (b)": ShapingConfig(drop_penalty=False),
-        "oracle: band + trend, momentum, drop (c)": ShapingConfig(),
-        "oracle: earlier per-phase u - 1": ShapingConfig(band=False, bounds="widen_only"),
+        "oracle: band + trend, momentum (b)": ShapingConfig(trend=True, momentum=True, drop_penalty=False),
+        "oracle: band + trend, momentum, drop (c)": ShapingConfig(trend=True, momentum=True, drop_penalty=True),
+        "oracle: earlier per-phase u - 1": ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
+                                                         drop_penalty=True),
     }
     for label, sh in shapings.items():
         rewards[label] = shaped_rewards(active, phases, episodes, sh, 3, "adapted")

@@ -77,7 +77,8 @@ def main(argv: list[str] | None = None) -> dict:
         return sh
 
     default = replay(ShapingConfig(), 16, a.passes)
-    widen = replay(ShapingConfig(band=False, bounds="widen_only"), 16, a.passes)
+    widen = replay(ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True, drop_penalty=True), 16,
+                   a.passes)
     fast = replay(ShapingConfig(contraction_rate=0.01), 1, a.passes)  # 1 env, rate 0.01 both ways
     resting = (dist <= 0.04) & (lift < 0.005)
     lifted = (k == 2) & (lift >= 0.02)

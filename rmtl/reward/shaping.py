@@ -1,7 +1,8 @@
 """Reward shaping of the active micro-task score (definition and reasons: docs/reward.md).
 
-Per step, with s the aggregate score of the active micro-task k of K, the default
-(phase-banded) shaping is:
+Per step, with s the aggregate score of the active micro-task k of K, the phase-banded
+shaping is (the default keeps steps 1-3 and 6: level only; Table 1's trend, momentum and drop
+penalty are options that the pre-registered oracle sweep left out of the default):
 
 1. bounds: one pair (lo_k, hi_k) per micro-task, shared by every env of the learner.
    With m and M the min and max of micro-task k's scores over the last ``bound_window``
@@ -17,7 +18,7 @@ Per step, with s the aggregate score of the active micro-task k of K, the defaul
 6. reward = clip(L + delta, -1, 0).
 
 The earlier reconstruction of Table 1 stays a labelled option (``band: false,
-bounds: widen_only``): level u - 1, bounds per env and micro-task that only widen toward
+bounds: widen_only`` with trend, momentum and drop penalty on): level u - 1, bounds per env and micro-task that only widen toward
 the current score, trend and momentum per micro-task on u (differences of u - 1).
 
 With one micro-task (K = 1, the single-prompt baselines) there is one pair of bounds and
@@ -69,18 +70,18 @@ class ShapingConfig(Config):
     band: bool = True
     """Level L = (k + u)/K - 1 with trend and momentum on L over the episode (default); off:
     L = u - 1 per micro-task, with trend and momentum per micro-task (the earlier reconstruction)."""
-    trend: bool = True
-    """Include the trend term."""
+    trend: bool = False
+    """Include the trend term (Table 1; off by default: the pre-registered oracle sweep, docs/reward.md)."""
     trend_weight: float = Field(0.3, ge=0)
     trend_window: int = Field(3, ge=1)
     """Previous steps the trend compares with."""
-    momentum: bool = True
-    """Include the momentum term (EMA of level differences)."""
+    momentum: bool = False
+    """Include the momentum term (EMA of level differences; Table 1; off by default, as trend)."""
     momentum_weight: float = Field(0.3, ge=0)
     momentum_decay: float = Field(0.7, ge=0, lt=1)
     """EMA coefficient: m <- decay * m + (1 - decay) * (L_t - L_prev)."""
-    drop_penalty: bool = True
-    """Multiply a negative delta (trend + momentum) by drop_multiplier."""
+    drop_penalty: bool = False
+    """Multiply a negative delta (trend + momentum) by drop_multiplier (Table 1; off by default, as trend)."""
     drop_multiplier: float = Field(2.0, ge=1)
 
     @model_validator(mode="before")
