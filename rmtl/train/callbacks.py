@@ -20,6 +20,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.env.curriculum import ReverseCurriculum
 from rmtl.phases import PHASES
+from rmtl.reward.vec_env import REWARD_INFO
 from rmtl.train.csv_log import append_csv
 from rmtl.train.run_dir import CHECKPOINTS, LATEST
 from rmtl.train.timing import Timings
@@ -176,7 +177,7 @@ class TrainStatsCallback(BaseCallback):
         for i in np.flatnonzero(dones):
             self.successes.append(bool(infos[i].get("is_success", False)))
         for info in infos:
-            terms = info.get("reward", {})
+            terms = info.get(REWARD_INFO, {})
             for k, v in terms.items():
                 if isinstance(v, float):
                     self._sums[k] = self._sums.get(k, 0.0) + v

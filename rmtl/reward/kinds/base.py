@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Literal, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Literal
 
 import numpy as np
 
@@ -73,12 +73,6 @@ class RewardKind(ABC):
     @abstractmethod
     def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render: Render) -> KindStep:
         """The reward of the states [N, S] the step ended in, for the active micro-tasks ``phases`` [N]."""
-
-    def scores_of(self, infos: Sequence[Mapping[str, Any]]) -> np.ndarray | None:
-        """Per-micro-task scores [N, K] this kind wrote into the infos (None: it has no scorer)."""
-        if "scores" not in infos[0].get("reward", {}):
-            return None
-        return np.stack([np.asarray(info["reward"]["scores"], dtype=np.float64) for info in infos])
 
     def describe(self) -> dict[str, Any]:
         """What a run records about its reward kind."""

@@ -10,6 +10,7 @@ import numpy as np
 from rmtl.errors import ConfigError
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
+from rmtl.reward.vec_env import REWARD_INFO
 from rmtl.train.manager.network import K
 
 
@@ -48,5 +49,5 @@ class ProgressSignal:
         rule = np.minimum(self.rule(states), self.shaper.num_phases - 1)
         if self.source == "rule_band":
             return self.shaper.shape_u(np.full(len(rule), 0.5), rule).level.astype(np.float64)
-        scores = np.array([np.asarray(info["reward"]["scores"], dtype=np.float64)[k] for info, k in zip(infos, rule)])
+        scores = np.array([np.asarray(info[REWARD_INFO]["scores"], dtype=np.float64)[k] for info, k in zip(infos, rule)])
         return self.shaper(scores, rule).level.astype(np.float64)

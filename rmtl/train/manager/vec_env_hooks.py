@@ -23,6 +23,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from rmtl.env.state import STATE_DIM
 from rmtl.phases import phase_one_hot
 from rmtl.reward.phase import ExternalPhaseSelector, RulePhaseSelector
+from rmtl.reward.vec_env import REWARD_INFO
 from rmtl.train.manager.network import K, ManagerNet, sample_decisions
 from rmtl.train.manager.progress import ProgressSignal
 
@@ -114,7 +115,7 @@ class ManagerController:
             if seg is None:
                 continue
             seg.length += 1
-            seg.env_reward += float(infos[i].get("reward", {}).get("env", 0.0))
+            seg.env_reward += float(infos[i].get(REWARD_INFO, {}).get("env", 0.0))
             seg.worker_reward += float(rewards[i])
             seg.phi_end = float(phi[i])
             if seg.phi_start is None:
