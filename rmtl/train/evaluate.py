@@ -22,7 +22,7 @@ from rmtl.errors import ConfigError
 from rmtl.task import Task
 from rmtl.train.config import FINAL_STAGE_RANGE
 from rmtl.reward.phase import RulePhaseSelector
-from rmtl.train.run_dir import checkpoint_meta, resolve_checkpoint  # noqa: F401  (here before; light module)
+from rmtl.train.run_dir import checkpoint_meta, resolve_checkpoint  # noqa: F401  (callers import them from here too)
 from rmtl.train.wrappers import PHASE_KEY, rule_phase_observation
 
 
