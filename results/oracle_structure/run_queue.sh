@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs (variant seed) pairs one after another on one core, each kept under results/oracle_structure/runs/.
-# Usage: run_queue.sh STEPS "variant:seed variant:seed ..."   (from the repository root of a pinned worktree)
+# Usage: [CHECKPOINT_EVERY=40000] run_queue.sh STEPS "variant:seed variant:seed ..."   (from the repository root of a pinned worktree)
 # Rerunning the same line resumes unfinished runs from their resume/ state and skips finished ones.
 set -u
 steps=$1; shift
@@ -12,6 +12,6 @@ for item in $1; do
     echo "done: $out"; continue
   fi
   MUJOCO_GL=egl OMP_NUM_THREADS=1 .venv/bin/rmtl train stage1 --variant "$v" --seed "$s" --output-dir "$out" \
-    --set total_timesteps="$steps" --set checkpoint_every=25000 --set eval_every=20000 \
+    --set total_timesteps="$steps" --set checkpoint_every="${CHECKPOINT_EVERY:-25000}" --set eval_every=20000 \
     --set keep_results=true --set vec_env=dummy --set torch_threads=1 --set progress_bar=false
 done
