@@ -71,10 +71,11 @@ class TrainVLMConfig(Config):
     target_prompt_rate: float | None = Field(_CAPTIONS.target_prompt_rate, ge=0, le=1)
     """Probability that a micro-task's target state is captioned with the paper prompt
     rather than another paraphrase of its situation (None: uniform over paraphrases)."""
-    captions: Literal["graded", "neutral"] = "graded"
+    captions: Literal["graded", "neutral", "compositional"] = "graded"
     """'graded': the shipped recipe (paper prompts among the captions). 'neutral': the
     prompt-neutral stand-in, whose training never sees an evaluated prompt text (captions
-    from rmtl.tasks.fetch_lift.captions' neutral mode); it needs baseline_balance 0 and keep_best false
+    from rmtl.tasks.fetch_lift.captions' neutral mode); 'compositional': prompt-neutral as well, with
+    rich compositional captions (rmtl.tasks.fetch_lift.neutral_captions). Both need baseline_balance 0 and keep_best false
     (both use the evaluated prompts), and reset_text_tower when starting from ``init``."""
     reset_text_tower: bool = False
     """Re-initialise the text tower and logit scale to random weights (seed ``seed``) before
@@ -110,6 +111,12 @@ class TrainVLMConfig(Config):
     keep_best: bool = True
     """Ship the weights of the held-out evaluation with the best worst-gate ratio
     (:func:`gate_margin`) instead of the last step's."""
+    frame_cache_gb: float = Field(2.0, gt=0)
+    """Training frames in memory at most (GiB) when they are streamed from stores
+    (``stream_frames``): a shuffle buffer of row blocks (pipeline.frame_stream)."""
+    stream_frames: bool = True
+    """Read training frames from the stores through the bounded buffer instead of loading
+    every frame (the frames of in-memory renders are always in memory)."""
     time_budget_s: float | None = Field(None, gt=0)
     """Optional wall-clock budget: the cosine schedule runs on max(step/steps,
     elapsed/budget) and training stops when either reaches 1."""
@@ -120,13 +127,13 @@ class TrainVLMConfig(Config):
             raise ValueError("tune='text' locks the image tower, so it needs trained weights: set init (e.g. init=rmtl-fetch-tiny)")
         if self.reset_text_tower and self.init is None:
             raise ValueError("reset_text_tower keeps init's image tower: set init (without init every tower starts random)")
-        if self.captions == "neutral":
+        if self.captions in ("neutral", "compositional"):
             leaks = [name for name, bad in (("baseline_balance > 0", self.baseline_balance > 0),
                                             ("keep_best", self.keep_best),
                                             ("init without reset_text_tower", self.init is not None and not self.reset_text_tower))
                      if bad]
             if leaks:
-                raise ValueError(f"captions='neutral' must not train on or select by the evaluated prompts: "
+                raise ValueError(f"captions={self.captions!r} must not train on or select by the evaluated prompts: "
                                  f"{', '.join(leaks)} would (set baseline_balance 0, keep_best false, reset_text_tower true)")
         return self
 
@@ -184,6 +191,9 @@ class TrainingData:
     views: Sequence[str]
     image_embeddings: np.ndarray | None = None
     """Stored image embeddings [N, V, D] of the ``init`` model, when every store has them."""
+    sources: list[tuple[str, int]] | None = None
+    """(store path, rows) in row order, when the frames stay in the stores and training
+    streams them (:class:`pipeline.frame_stream.FrameStream`); None: ``frames`` holds them all."""
 
     def __len__(self) -> int:
         return len(self.states)
@@ -194,8 +204,9 @@ class TrainingData:
             raise ValueError("no training data")
         cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
         have = all(p.image_embeddings is not None for p in parts)
+        sources = [s for p in parts for s in p.sources] if all(p.sources is not None for p in parts) else None
         return cls(RowFrames.concat([p.frames for p in parts]), cat("states"), cat("episode"), cat("step"),
-                   cat("expert"), parts[0].views, cat("image_embeddings") if have else None)
+                   cat("expert"), parts[0].views, cat("image_embeddings") if have else None, sources)
 
     @classmethod
     def from_batches(cls, batches: list[dict], views: Sequence[str], expert: bool, episode_offset: int = 0) -> "TrainingData":
@@ -206,13 +217,16 @@ class TrainingData:
 
     @classmethod
     def from_stores(cls, paths: Sequence[str | Path], embeddings_of: str | None = None,
-                    image_tower: str | None = None, holdout_fraction: float | None = None) -> "TrainingData":
+                    image_tower: str | None = None, holdout_fraction: float | None = None,
+                    stream: bool = False) -> "TrainingData":
         """Rows of one or more dataset stores; episode ids are made unique across stores.
         ``embeddings_of``: a model spec whose stored image embeddings to load too (when a
         store has them for every row); ``image_tower``: its ``VLM.image_tower_id``, so that
         embeddings stored by another model with the same image tower serve as well.
         ``holdout_fraction``: where a store's embeddings were loaded, read the frames of
-        the held-out rows only (:meth:`holdout_mask`); None reads every frame."""
+        the held-out rows only (:meth:`holdout_mask`); None reads every frame. ``stream``:
+        read only the held-out rows' frames (with ``holdout_fraction``) and leave the rest in
+        the stores, for training to stream in bounded memory."""
         from pipeline.embed import same_image_tower
         from rmtl.vlm.spec import parse_spec
         from storage.dataset import DatasetStore
@@ -229,13 +243,14 @@ class TrainingData:
                     source = same_image_tower(store, model_id, image_tower) or model_id
                 if source is not None and store.embedded_rows(source) == n:
                     emb = np.asarray(store.embeddings(source, slice(0, n)), dtype=np.float32)
-                if emb is not None and holdout_fraction is not None:
+                if (emb is not None or stream) and holdout_fraction is not None:
                     rows = np.flatnonzero(_held_out(d["episode"] + offset, holdout_fraction))
                     frames = RowFrames(rows, store.read(rows=rows, fields=["frames"])["frames"], n)
                 else:
                     frames = store.read(fields=["frames"])["frames"]
                 parts.append(cls(frames, d["state"], d["episode"] + offset, d["step"],
-                                 np.full(n, policy == "expert"), store.views, emb))
+                                 np.full(n, policy == "expert"), store.views, emb,
+                                 [(str(path), n)] if stream else None))
                 offset = int(parts[-1].episode.max()) + 1 if len(d["state"]) else offset
         return cls.concat(parts)
 
@@ -377,7 +392,16 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     n_views = data.frames.shape[1]
     geometry = torch.from_numpy(task_geometry(data.states)).to(device)
     locked = None  # image embeddings [N, V, D] of the locked image tower (tune='text')
-    if cfg.tune == "all":
+    stream = None  # training frames streamed from the stores (bounded memory)
+    if cfg.tune == "all" and data.sources is not None:
+        from pipeline.frame_stream import FrameStream
+
+        row_bytes = int(np.prod(data.frames.shape[1:]))
+        stream = FrameStream([p for p, _ in data.sources], [n for _, n in data.sources], train_rows,
+                             cap_bytes=int(cfg.frame_cache_gb * 2**30), row_bytes=row_bytes, seed=cfg.seed)
+        print(f"streaming training frames: {len(stream.blocks)} blocks, at most {stream.max_blocks} in memory "
+              f"({cfg.frame_cache_gb:g} GiB cap)")
+    elif cfg.tune == "all":
         if isinstance(data.frames, RowFrames):
             raise ValueError("tune='all' trains the image tower on every frame, but only held-out frames were read")
         frames_t = torch.from_numpy(data.frames)
@@ -451,10 +475,15 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="train-reward-vlm")
     t0 = time.perf_counter()
     for step in bar:
-        rows = rng.choice(train_rows, size=cfg.batch_size)
-        views = rng.integers(n_views, size=cfg.batch_size)
+        if stream is not None:
+            rows, views, batch_frames = stream.sample(cfg.batch_size, n_views, rng)
+            imgs = torch.from_numpy(batch_frames)
+        else:
+            rows = rng.choice(train_rows, size=cfg.batch_size)
+            views = rng.integers(n_views, size=cfg.batch_size)
         if locked is None:
-            imgs = frames_t[torch.from_numpy(rows).to(frames_t.device), torch.from_numpy(views).to(frames_t.device)]
+            if stream is None:
+                imgs = frames_t[torch.from_numpy(rows).to(frames_t.device), torch.from_numpy(views).to(frames_t.device)]
             pixels = preprocess_batch(imgs.to(device, non_blocking=True), vlm.preprocess_cfg)
             if cfg.shift_augment:
                 p = cfg.shift_augment
@@ -511,6 +540,10 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     metrics["final"] = metrics[key] if key in metrics else held_out_metrics()
     metrics["train_seconds"] = time.perf_counter() - t0
     metrics["bf16_autocast"] = bool(use_bf16)
+    if stream is not None:
+        metrics["frame_stream"] = {"cap_bytes": stream.cap_bytes, "peak_bytes": stream.peak_bytes,
+                                   "bytes_read": stream.bytes_read, "blocks": len(stream.blocks),
+                                   "blocks_in_memory": stream.max_blocks}
     save_model(vlm, cfg.model, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     with open(out / "train_log.csv", "w", newline="") as f:
@@ -665,9 +698,11 @@ def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, rend
 
             init_vlm = load_vlm(cfg.init, device=cfg.device, precision="fp32")  # trained below, not loaded twice
             tower = init_vlm.image_tower_id
+        stream = cfg.stream_frames and cfg.tune == "all"
         parts.append(TrainingData.from_stores(stores, embeddings_of=cfg.init if cfg.tune == "text" else None,
-                                              image_tower=tower,
-                                              holdout_fraction=cfg.holdout_fraction if cfg.tune == "text" else None))
+                                              image_tower=tower, stream=stream,
+                                              holdout_fraction=cfg.holdout_fraction if cfg.tune == "text" or stream
+                                              else None))
         desc.append(f"stores {', '.join(stores)}")
     if render_episodes or random_episodes:
         from pipeline.rollout import RolloutConfig, map_rollouts

@@ -304,3 +304,42 @@ def test_row_frames_hold_some_rows_and_name_the_missing_ones():
         RowFrames(np.array([], dtype=np.int64), frames[:0], 3)[[2]]
     joined = RowFrames.concat([frames, held])  # a dense part and a held part
     np.testing.assert_array_equal(joined[[0, 1, 5]], frames[[0, 1, 1]])
+
+
+def test_training_streams_a_store_larger_than_the_frame_cap_in_bounded_memory(tmp_path):
+    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from storage.dataset import DatasetStore
+
+    store = str(tmp_path / "s.zarr")
+    render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=3, views=["wide_view", "close_up"],
+                                               resolution=64, model="rmtl-fetch-fast@random"), progress=False)
+    with DatasetStore.open(store, "r") as s:
+        frame_bytes = s.read(fields=["frames"])["frames"].nbytes
+    cap_gb = frame_bytes / 4 / 2**30  # a quarter of the store's frames
+    data = TrainingData.from_stores([store], stream=True, holdout_fraction=0.34)
+    held = data.holdout_mask(0.34)
+    assert 0 < held.sum() < len(data)
+    with pytest.raises(ValueError, match="were not loaded"):  # only held-out frames were read
+        data.frames[np.flatnonzero(~held)[:1]]
+    cfg = TrainVLMConfig.make(model="rmtl-fetch-fast", steps=12, batch_size=8, warmup_steps=1, eval_every=12,
+                              checkpoint_every=12, holdout_fraction=0.34, device="cpu", frame_cache_gb=cap_gb)
+    metrics = train_reward_vlm(data, cfg, tmp_path / "out", progress=False)
+    fs = metrics["frame_stream"]
+    assert fs["peak_bytes"] <= fs["cap_bytes"] < frame_bytes
+    assert fs["bytes_read"] > fs["cap_bytes"]  # blocks came and went: the stream went past its buffer
+    assert metrics["steps_done"] == 12
+
+
+def test_the_fast_model_loads_by_name_and_scores_through_the_openclip_path():
+    from rmtl.reward.prompts import PromptConfig, embed_prompts
+    from rmtl.reward.projection import goal_baseline_scores
+    from rmtl.vlm import load_vlm
+
+    vlm = load_vlm("rmtl-fetch-fast@random", device="cpu")
+    assert vlm.image_size == 64
+    frames = np.random.default_rng(0).integers(0, 255, (4, 64, 64, 3), dtype=np.uint8)
+    emb = vlm.encode_images(frames)
+    assert emb.shape == (4, 128) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-4)
+    text = embed_prompts(vlm.encode_text, PromptConfig())
+    scores = goal_baseline_scores(emb, text.goals, text.baseline, 0.9)
+    assert scores.shape[0] == 4 and np.all(np.isfinite(scores))

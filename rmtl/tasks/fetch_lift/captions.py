@@ -11,7 +11,11 @@ only pixels and the prompt. Two caption modes (``CaptionConfig.mode``):
   contain none of the evaluated prompt texts (:func:`evaluated_prompt_texts`: baseline,
   approach, align, grasp and the single prompt), not even as a substring in any letter
   case; no baseline captions, no graded prompt captions. A comparison of prompt sets is
-  then not decided by which prompts the reward model was trained on.
+  then not decided by which prompts the reward model was trained on;
+- ``compositional`` (the prompt-neutral stand-in's recipe): prompt-neutral too, but rich
+  and varied: several facts of the state (distance and direction, height, jaws, the cube
+  between the fingers, lifted, tipped, sliding) in many wordings
+  (:mod:`rmtl.tasks.fetch_lift.neutral_captions`).
 
 Situations, checked in this order (distances in metres, from the 25-D state):
 
@@ -123,7 +127,9 @@ approach target, which lies in the align phase: without it the align caption rat
 monotone in distance over that phase). 'phase': each prompt only within its own rule
 phase's distance bin."""
 
-CAPTION_MODES = ("graded", "neutral")
+CAPTION_MODES = ("graded", "neutral", "compositional")
+PROMPT_NEUTRAL_MODES = ("neutral", "compositional")
+"""Caption modes whose text contains no evaluated prompt."""
 
 GRADED_PROMPT_RATE = 0.3
 """Probability of a graded prompt caption at distance 0 (see the module docstring)."""
@@ -234,6 +240,10 @@ def sample_captions(states: np.ndarray, rng: np.random.Generator, captions: Capt
     dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
     if captions.mode == "neutral":
         return _neutral_captions(sit, dist, rng)
+    if captions.mode == "compositional":
+        from rmtl.tasks.fetch_lift.neutral_captions import sample_captions as compositional
+
+        return compositional(s, rng)
     graded = _graded(sit, dist, captions)
     target_rate = captions.target_prompt_rate
     out = []

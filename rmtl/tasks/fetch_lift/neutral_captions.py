@@ -1,0 +1,235 @@
+"""Prompt-neutral, compositional captions written from simulator state.
+
+The training text of the prompt-neutral stand-in VLM. Each caption combines a few facts
+read off the 25-D state, each in one of several wordings, in a random order:
+
+- distance from gripper to cube (centimetres, or words: touching, very close, a few
+  centimetres, far, across the table) and the cube's direction from the gripper
+  (left / right, in front / behind, below / above, in the robot's frame);
+- the gripper's height above the cube, and whether it is centred over it;
+- jaws wide open, half open, closed on nothing, or closed on the cube;
+- the cube between the fingers or not;
+- the cube resting, lifted by N cm, tipped over, sliding, or fallen off the table.
+
+No caption contains an evaluated prompt text (:func:`evaluated_texts`: every phrasing of
+every prompt in every shipped prompt set, in any letter case): a candidate that would is
+rewritten with other words, and the tests check it over many states. The words the
+prompts use (open jaws, centred above, pinching, lifting, between the fingers) do occur
+in other combinations, so the evaluated prompts can be scored zero-shot.
+
+The state is read only here, to write training captions; at reward time the model sees
+pixels and a prompt.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from rmtl.env.state import CUBE_REL_POS, CUBE_ROT, CUBE_VELP, FINGER_WIDTHS, lift_height
+
+GRIPPERS = ("robot gripper", "two-finger gripper", "gripper", "parallel-jaw gripper", "robot's gripper",
+            "metal gripper", "end effector", "robot claw")
+CUBES = ("red cube", "red block", "small red cube", "red box", "little red block", "red cube")
+TABLES = ("table", "tabletop", "table surface", "work surface")
+
+OPEN_SUM = 0.07
+"""Finger-width sum (m) above which the jaws count as wide open."""
+CLOSED_SUM = 0.035
+"""Sum below which the jaws are closed on nothing (a 5 cm cube holds them near 0.05)."""
+BETWEEN_DISTANCE = 0.02
+"""Gripper-cube distance (m) within which the cube sits between the fingers."""
+LIFTED = 0.015
+"""Cube height (m) above rest from which it counts as lifted."""
+FALLEN = -0.1
+"""Cube height (m) below rest under which it has fallen off the table."""
+TIPPED = 0.35
+"""Roll or pitch (rad) above which the cube counts as tipped over."""
+SLIDING = 0.08
+"""Cube speed (m/s) above which it counts as moving."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What one state shows, in the quantities captions name."""
+
+    distance: float
+    offset: np.ndarray
+    """cube - gripper (m): +x in front of the robot, +y to its left, +z up."""
+    fingers: float
+    lift: float
+    tilt: float
+    speed: float
+
+    @classmethod
+    def of(cls, state: np.ndarray) -> "Facts":
+        s = np.asarray(state, dtype=np.float64)
+        rel = s[CUBE_REL_POS]
+        rot = s[CUBE_ROT]
+        return cls(float(np.linalg.norm(rel)), rel, float(s[FINGER_WIDTHS].sum()), float(lift_height(s)),
+                   float(max(abs(rot[0]), abs(rot[1]))), float(np.linalg.norm(s[CUBE_VELP])))
+
+    @property
+    def jaws(self) -> str:
+        if self.fingers > OPEN_SUM:
+            return "open"
+        if self.distance <= BETWEEN_DISTANCE and self.fingers >= CLOSED_SUM:
+            return "on_cube"
+        if self.fingers < CLOSED_SUM:
+            return "closed"
+        return "half"
+
+    @property
+    def between(self) -> bool:
+        return self.distance <= BETWEEN_DISTANCE
+
+    @property
+    def cube(self) -> str:
+        if self.lift < FALLEN:
+            return "fallen"
+        if self.tilt > TIPPED:
+            return "tipped"
+        if self.lift >= LIFTED:
+            return "lifted"
+        if self.speed > SLIDING:
+            return "sliding"
+        return "resting"
+
+
+def _cm(metres: float, step: int) -> int:
+    return int(step * round(metres * 100 / step))
+
+
+def _pick(rng: random.Random, options: Sequence[str]) -> str:
+    return options[int(rng.random() * len(options))]
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "aeiou" else "a ") + noun
+
+
+def _distance_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str:
+    d = f.distance
+    if d <= BETWEEN_DISTANCE:
+        words = ("touching the {c}", "right at the {c}", "at the {c}", "in contact with the {c}")
+    elif d <= 0.06:
+        words = ("a few centimetres from the {c}", "very close to the {c}", "almost at the {c}")
+    elif d <= 0.15:
+        words = ("close to the {c}", "near the {c}", "a hand's width from the {c}")
+    elif d <= 0.35:
+        words = ("some distance from the {c}", "away from the {c}", "well away from the {c}")
+    else:
+        words = ("far from the {c}", "across the table from the {c}", "a long way from the {c}")
+    if rng.random() < 0.5:
+        step = 1 if d < 0.1 else 5
+        return f"the {g} is {_cm(d, step)} cm from the {c}"
+    return f"the {g} is " + _pick(rng, words).format(c=c)
+
+
+def _direction_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str | None:
+    x, y, z = f.offset
+    parts = []
+    if abs(y) > 0.03:
+        parts.append("to the left of" if y > 0 else "to the right of")
+    if abs(x) > 0.03:
+        parts.append("in front of" if x > 0 else "behind")
+    if abs(z) > 0.02:
+        parts.append("below" if z < 0 else "above")
+    if not parts:
+        return None
+    rng.shuffle(parts)
+    return f"the {c} is " + " and ".join(parts) + f" the {g}"
+
+
+def _height_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str | None:
+    x, y, z = f.offset
+    above = -z
+    xy = float(np.hypot(x, y))
+    if above <= 0.015 or f.cube in ("lifted", "fallen"):
+        return None
+    height = f"{_cm(above, 1)} cm"
+    if xy <= 0.02:
+        return _pick(rng, (f"the {g} hovers {height} over the {c}, centred on it",
+                           f"the {g} is centred {height} above the {c}",
+                           f"the {g} sits {height} straight over the {c}"))
+    return _pick(rng, (f"the {g} is {height} higher than the {c} and off to one side",
+                       f"the {g} is {height} up, not yet over the {c}"))
+
+
+def _jaw_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str:
+    options = {
+        "open": (f"the {g}'s jaws are wide open", f"its fingers are spread open", f"the {g} is open"),
+        "half": (f"the {g}'s jaws are half open", f"its fingers are partly closed"),
+        "closed": (f"the {g}'s jaws are shut on nothing", f"its fingers are closed and empty",
+                   f"the {g} is closed with nothing in it"),
+        "on_cube": (f"the fingers are clamped on the {c}", f"the {g} is squeezing the {c}",
+                    f"the jaws hold the {c} tightly"),
+    }
+    return _pick(rng, options[f.jaws])
+
+
+def _between_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str | None:
+    if not f.between:
+        return _pick(rng, (f"nothing is in the {g}", f"the {c} is not in the {g}")) if rng.random() < 0.3 else None
+    if f.jaws == "open":
+        return _pick(rng, (f"the {c} sits between the open fingers", f"the open jaws surround the {c}"))
+    return _pick(rng, (f"the {c} is held between the fingers", f"the {c} is gripped between both fingers"))
+
+
+def _cube_phrase(f: Facts, g: str, c: str, t: str, rng: random.Random) -> str:
+    lift = _cm(max(f.lift, 0.0), 1)
+    options = {
+        "resting": (f"the {c} rests on the {t}", f"the {c} sits flat on the {t}", f"the {c} is still on the {t}"),
+        "lifted": (f"the {c} is {lift} cm above the {t}", f"the {c} has been raised {lift} cm",
+                   f"the {c} is in the air, {lift} cm up", f"the {g} is lifting the {c} {lift} cm off the {t}"),
+        "tipped": (f"the {c} is tipped over", f"the {c} lies tilted on its side", f"the {c} has been knocked over"),
+        "sliding": (f"the {c} is sliding across the {t}", f"the {c} is being pushed along the {t}"),
+        "fallen": (f"the {c} has fallen off the {t}", f"the {c} is on the floor"),
+    }
+    return _pick(rng, options[f.cube])
+
+
+@functools.lru_cache(maxsize=1)
+def evaluated_texts() -> tuple[str, ...]:
+    """Every phrasing of every prompt in every shipped prompt set, lower-cased."""
+    from rmtl.reward.prompt_sets import shipped_prompt_sets
+
+    texts = [text for prompt_set in shipped_prompt_sets() for _, text in prompt_set.rows()]
+    return tuple(dict.fromkeys(t.lower() for t in texts))
+
+
+def leaks(caption: str, texts: Sequence[str] | None = None) -> list[str]:
+    """The evaluated prompt texts that occur in ``caption`` (ignoring letter case)."""
+    low = caption.lower()
+    return [t for t in (evaluated_texts() if texts is None else texts) if t in low]
+
+
+def caption(state: np.ndarray, rng: random.Random, max_facts: int = 3) -> str:
+    """One compositional caption of a 25-D state (see the module docstring)."""
+    f = Facts.of(state)
+    for _ in range(8):
+        g, c, t = _pick(rng, GRIPPERS), _pick(rng, CUBES), _pick(rng, TABLES)
+        # Always some of the facts that decide the task (how far, the jaws, the cube), then maybe others.
+        core = [_distance_phrase(f, g, c, rng), _jaw_phrase(f, g, c, rng), _cube_phrase(f, g, c, t, rng)]
+        extra = [p for p in (_direction_phrase(f, g, c, rng), _height_phrase(f, g, c, rng),
+                             _between_phrase(f, g, c, rng)) if p]
+        chosen = rng.sample(core, rng.randint(1, len(core)))
+        if extra and len(chosen) < max_facts:
+            chosen += rng.sample(extra, min(len(extra), rng.randint(0, max_facts - len(chosen))))
+        rng.shuffle(chosen)
+        text = ", ".join(chosen)
+        if rng.random() < 0.3:
+            text = f"{_a(g)} and {_a(c)}: " + text
+        if not leaks(text):
+            return text
+    raise RuntimeError(f"no leak-free caption found for state {np.round(state, 3).tolist()}")
+
+
+def sample_captions(states: np.ndarray, rng: np.random.Generator) -> list[str]:
+    """One prompt-neutral caption per state ([N, 25]); ``rng`` seeds the wording."""
+    r = random.Random(int(rng.integers(2**63)))
+    return [caption(s, r) for s in np.atleast_2d(np.asarray(states, dtype=np.float64))]

@@ -1,0 +1,99 @@
+"""The prompt-neutral stand-in's captions: never an evaluated prompt, and true to the state."""
+
+import random
+
+import numpy as np
+import pytest
+
+from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, CUBE_ROT, CUBE_VELP, FINGER_WIDTHS
+from rmtl.reward.prompt_sets import shipped_prompt_sets
+from rmtl.tasks.fetch_lift.captions import CaptionConfig, sample_captions as sample_mode
+from rmtl.tasks.fetch_lift.neutral_captions import Facts, caption, evaluated_texts, leaks, sample_captions
+
+
+def _state(rel=(0.0, 0.0, 0.0), fingers=0.08, lift=0.0, tilt=0.0, speed=0.0):
+    s = np.zeros(25)
+    s[CUBE_REL_POS] = rel
+    s[FINGER_WIDTHS] = fingers / 2
+    s[CUBE_POS] = (1.3, 0.75, CUBE_REST_HEIGHT + lift)
+    s[CUBE_ROT] = (tilt, 0.0, 0.3)
+    s[CUBE_VELP] = (speed, 0.0, 0.0)
+    return s
+
+
+def _random_states(n, seed=0):
+    rng = np.random.default_rng(seed)
+    s = np.zeros((n, 25))
+    # Half near the cube (where the prompts' situations are), half anywhere on the table.
+    near = rng.random(n) < 0.5
+    s[:, CUBE_REL_POS] = np.where(near[:, None], rng.normal(0, 0.03, (n, 3)), rng.uniform(-0.5, 0.5, (n, 3)))
+    s[:, FINGER_WIDTHS] = rng.uniform(0, 0.05, (n, 1)) * np.ones((1, 2))
+    s[:, CUBE_POS] = np.c_[rng.uniform(1.1, 1.5, n), rng.uniform(0.5, 1.0, n),
+                           CUBE_REST_HEIGHT + np.where(rng.random(n) < 0.3, rng.uniform(0, 0.2, n), 0)]
+    s[:, CUBE_ROT] = np.where(rng.random((n, 1)) < 0.1, rng.uniform(-1.5, 1.5, (n, 3)), 0)
+    s[:, CUBE_VELP] = np.where(rng.random((n, 1)) < 0.1, rng.normal(0, 0.3, (n, 3)), 0)
+    return s
+
+
+def test_evaluated_texts_are_every_phrasing_of_every_shipped_prompt_set():
+    texts = set(evaluated_texts())
+    for prompt_set in shipped_prompt_sets():
+        for _, text in prompt_set.rows():
+            assert text.lower() in texts
+    # the paper's four prompts and the single prompt among them
+    assert "a robot gripper pinching a red cube between two fingers" in texts
+    assert "a robot gripper grasping a red cube and lifting it off the table" in texts
+
+
+def test_no_caption_contains_an_evaluated_prompt_text_in_any_letter_case():
+    states = _random_states(6000)
+    caps = sample_captions(states, np.random.default_rng(1))
+    assert len(caps) == len(states) and len(set(caps)) > 3000  # rich and varied, not a few templates
+    low = [c.lower() for c in caps]
+    for text in evaluated_texts():
+        assert not any(text in c for c in low), text
+    # The same through the training path's caption mode.
+    caps = sample_mode(states[:500], np.random.default_rng(2), CaptionConfig(mode="compositional"))
+    assert not [c for c in caps if leaks(c)]
+
+
+def test_the_leak_check_finds_a_prompt_inside_a_caption():
+    prompt = shipped_prompt_sets()[0].prompts.grasp[0]
+    assert leaks("foo, " + prompt.upper() + ", bar") == [prompt.lower()]
+    assert leaks("the gripper is lifting the red cube 6 cm off the table") == []
+
+
+def test_the_prompts_words_occur_in_other_combinations():
+    words = " ".join(sample_captions(_random_states(4000, seed=3), np.random.default_rng(4))).lower()
+    for word in ("gripper", "red cube", "open", "jaws", "between", "fingers", "lifting", "above", "centred", "table"):
+        assert word in words, word
+
+
+@pytest.mark.parametrize("state, facts, words", [
+    (_state(rel=(0.3, 0.2, -0.1)), {"jaws": "open", "cube": "resting"}, ("open", "rests|sits flat|still on")),
+    (_state(rel=(0.0, 0.0, -0.06), fingers=0.09), {"jaws": "open"}, ("open",)),
+    (_state(fingers=0.05), {"jaws": "on_cube", "between": True}, ("clamped|squeezing|hold",)),
+    (_state(fingers=0.05, lift=0.07), {"cube": "lifted"}, ("7 cm|raised|lifting|in the air",)),
+    (_state(rel=(0.1, 0.0, 0.0), fingers=0.0), {"jaws": "closed"}, ("nothing|empty|shut",)),
+    (_state(rel=(0.2, 0.0, 0.0), tilt=1.0), {"cube": "tipped"}, ("tipped|tilted|knocked",)),
+    (_state(rel=(0.2, 0.0, 0.0), speed=0.4), {"cube": "sliding"}, ("sliding|pushed",)),
+])
+def test_captions_say_what_the_state_shows(state, facts, words):
+    import re
+
+    f = Facts.of(state)
+    for name, value in facts.items():
+        assert getattr(f, name) == value, (name, getattr(f, name))
+    caps = [caption(state, random.Random(i)) for i in range(200)]
+    for pattern in words:
+        assert sum(bool(re.search(pattern, c)) for c in caps) > 40, (pattern, caps[:5])
+    if f.cube != "lifted":
+        assert not [c for c in caps if re.search(r"raised|in the air|lifting the", c)]
+    if f.jaws != "open":
+        assert not [c for c in caps if "wide open" in c or "spread open" in c]
+
+
+def test_captions_are_reproducible_from_the_seed():
+    states = _random_states(50)
+    assert sample_captions(states, np.random.default_rng(7)) == sample_captions(states, np.random.default_rng(7))
+    assert sample_captions(states, np.random.default_rng(7)) != sample_captions(states, np.random.default_rng(8))
