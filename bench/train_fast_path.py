@@ -7,7 +7,9 @@ Paths (the same RMTL config, the shipped model; only the machinery differs):
 - ``fast``: culled geometry, the fast renderer (``--render``), bf16 where the CPU has it,
   ``ProcessGroupVecEnv`` workers (one per core), no cache;
 - ``fast_atlas``: ``fast`` plus the warm atlas catalogue (``--atlas``) at ``--radius``,
-  misses appended to a fresh overlay by the background writer.
+  misses appended to a fresh overlay by the background writer;
+- ``new``: ``fast`` with the CPU stand-in (``--new-model``, default ``rmtl-fetch-fast``: a
+  64 px ConvNeXt tower) on its own renderer (no anti-aliasing, frames at its 64 px input).
 
 Each repeat runs every path once (alternating, so load drifts hit all alike) for
 ``--rollouts`` PPO iterations of 16 envs x 40 steps after a warm-up; medians over repeats.
@@ -15,7 +17,8 @@ Each repeat runs every path once (alternating, so load drifts hit all alike) for
     python bench/train_fast_path.py --atlas data/stores/atlas_*.zarr --radius 0.02 --repeats 3
 
 Writes ``results/bench/train_fast_path.json`` (``speedup_uncached``, ``speedup_warm_atlas``:
-median env steps/s with PPO updates over today's, same run) and prints a table.
+median env steps/s with PPO updates over today's; ``speedup_new_vs_fast``: ``new`` over
+``fast``; ``projected_600k_hours`` per path; all from the same run) and prints a table.
 """
 
 from __future__ import annotations
@@ -41,12 +44,16 @@ def run_path(name: str, args, vlms: dict) -> dict:
     from rmtl.train.stage1 import train_stage1
 
     fast = name != "today"
+    render = json.loads(args.render) if fast else TODAY_RENDER
+    if name == "new":
+        render = {**render, "msaa_samples": 0}
+    vlm = vlms[name]
     over = {
         "n_envs": 16, "n_steps": 40, "total_timesteps": 16 * 40 * (args.rollouts + 1), "checkpoint_every": 10**9,
         "eval_every": 0, "eval_episodes": 1, "progress_bar": False, "seed": args.seed,
         "vec_env": "workers" if fast else "dummy",
-        "env": {"render": json.loads(args.render) if fast else TODAY_RENDER},
-        "reward": {"model": args.model, "precision": vlms[fast].precision},
+        "env": {"render": render},
+        "reward": {"model": args.new_model if name == "new" else args.model, "precision": vlm.precision},
     }
     with tempfile.TemporaryDirectory() as tmp:
         if name == "fast_atlas":
@@ -55,7 +62,7 @@ def run_path(name: str, args, vlms: dict) -> dict:
         over["output_dir"] = str(Path(tmp) / name)
         cfg = stage1_config("rmtl", **over)
         t0 = time.perf_counter()
-        run = train_stage1(cfg, resume=False, vlm=vlms[fast])
+        run = train_stage1(cfg, resume=False, vlm=vlm)
         wall = time.perf_counter() - t0
         summary = json.loads((run / "summary.json").read_text())
         rows = read_csv(run / "progress_000000000.csv")[1:]  # the first rollout warms GL contexts and the model up
@@ -66,19 +73,21 @@ def run_path(name: str, args, vlms: dict) -> dict:
     return {"path": name, "rollouts_timed": len(rows), "env_steps_per_s": round(1000 / sum(ms.values()), 2),
             "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()},
             "cache_stats": summary.get("cache_stats"), "wall_seconds": round(wall, 1),
-            "render": over["env"]["render"], "precision": vlms[fast].precision, "vec_env": over["vec_env"]}
+            "render": over["env"]["render"], "model": vlm.model_id, "resolution": vlm.image_size,
+            "precision": vlm.precision, "vec_env": over["vec_env"]}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="rmtl-fetch-tiny")
+    ap.add_argument("--new-model", default="rmtl-fetch-fast", help="the CPU stand-in of the 'new' path")
     ap.add_argument("--render", default=None, help="render settings of the fast path (JSON; default: the package's)")
     ap.add_argument("--atlas", nargs="*", default=[])
     ap.add_argument("--radius", type=float, default=0.02)
     ap.add_argument("--rollouts", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=12345)
-    ap.add_argument("--paths", nargs="+", default=None, help="subset of today fast fast_atlas (ratios need today)")
+    ap.add_argument("--paths", nargs="+", default=None, help="subset of today fast fast_atlas new (ratios need both)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "train_fast_path.json")
     args = ap.parse_args(argv)
 
@@ -92,8 +101,11 @@ def main(argv=None) -> int:
         from rmtl.env.render_settings import RenderSettings
 
         args.render = json.dumps(RenderSettings().model_dump())
-    vlms = {False: load_vlm(args.model, precision="fp32"), True: load_vlm(args.model)}
-    paths = args.paths or (["today", "fast"] + (["fast_atlas"] if args.atlas else []))
+    paths = args.paths or (["today", "fast"] + (["fast_atlas"] if args.atlas else []) + ["new"])
+    vlms = {"today": load_vlm(args.model, precision="fp32"), "fast": load_vlm(args.model)}
+    vlms["fast_atlas"] = vlms["fast"]
+    if "new" in paths:
+        vlms["new"] = load_vlm(args.new_model)
     runs = []
     for rep in range(args.repeats):
         for name in paths:
@@ -107,6 +119,8 @@ def main(argv=None) -> int:
     out = {
         "speedup_uncached": round(med["fast"] / med["today"], 2) if {"fast", "today"} <= set(med) else None,
         "speedup_warm_atlas": round(med["fast_atlas"] / med["today"], 2) if {"fast_atlas", "today"} <= set(med) else None,
+        "speedup_new_vs_fast": round(med["new"] / med["fast"], 2) if {"new", "fast"} <= set(med) else None,
+        "projected_600k_hours": {p: round(600_000 / v / 3600, 2) for p, v in med.items()},
         "env_steps_per_s_median": med, "ms_per_env_step_median": breakdown,
         "atlas": args.atlas, "radius": args.radius, "repeats": args.repeats, "rollouts_timed": args.rollouts,
         "machine": {"host": platform.node(), "cpu": cpu_model(), "cpus": os.cpu_count(), "cuda": torch.cuda.is_available(),
@@ -118,7 +132,9 @@ def main(argv=None) -> int:
     print(f"{'path':11s} {'steps/s':>8s} " + " ".join(f"{p[:10]:>10s}" for p in PARTS) + "  (ms per env step, medians)")
     for p in paths:
         print(f"{p:11s} {med[p]:8.1f} " + " ".join(f"{breakdown[p][k]:10.2f}" for k in PARTS))
-    print(f"speedup_uncached {out['speedup_uncached']}x, speedup_warm_atlas {out['speedup_warm_atlas']}x -> {args.out}")
+    print(f"speedup_uncached {out['speedup_uncached']}x, speedup_warm_atlas {out['speedup_warm_atlas']}x, "
+          f"speedup_new_vs_fast {out['speedup_new_vs_fast']}x; projected 600k hours {out['projected_600k_hours']} "
+          f"-> {args.out}")
     return 0
 
 

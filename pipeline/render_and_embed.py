@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from rmtl.config import MAX_EPISODES, Config
 from rmtl.default_model import DEFAULT_MODEL
@@ -67,6 +67,14 @@ class RenderAndEmbedConfig(Config):
     """Projection alpha of the quality summary."""
     render: RenderSettings = RenderSettings()
     """Renderer settings (culling, mesh simplification, anti-aliasing; rmtl.env.render_settings)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _model_renderer(cls, data: Any) -> Any:
+        """Render with the renderer the model was trained on, unless told otherwise."""
+        from rmtl.vlm.registry import with_declared_renderer
+
+        return with_declared_renderer(data, ("model",), ("render",), DEFAULT_MODEL)
 
     @field_validator("cache_kind")
     @classmethod

@@ -719,7 +719,17 @@ def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, rend
                             f"{resolution} px, curriculum stages 0-4, noise {rc.noise_std}/{2 * rc.noise_std})")
                 offset += n
     data = TrainingData.concat(parts)
+    renderers = set()
+    for path in stores:
+        with DatasetStore.open(path, "r") as st:
+            r = st.info.get("renderer") or {}
+            renderers.add(json.dumps({"cull_invisible": bool(r.get("culled_geoms")),
+                                      "mesh_reduction": r.get("mesh_reduction", 0.0),
+                                      "msaa_samples": r.get("msaa_samples", 4)}, sort_keys=True))
     metrics = train_reward_vlm(data, cfg, out, vlm=init_vlm)
+    if len(renderers) == 1 and not (render_episodes or random_episodes):
+        # The model declares the renderer of its training frames (rmtl.vlm.registry.declared_renderer).
+        (Path(out) / "renderer.json").write_text(renderers.pop() + "\n")
     write_model_card(out, cfg, "; ".join(desc), metrics, "python -m pipeline.train_vlm " + " ".join(sys.argv[1:]))
     print(f"final: {_summary(metrics['final'])}\nwrote {out}")
 

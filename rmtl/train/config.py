@@ -135,6 +135,15 @@ class Stage1Config(Config):
     test_episodes: int = Field(200, ge=1)
     """Test-seed episodes of the best and the final policy when a ``keep_results`` run finishes."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _model_renderer(cls, data: Any) -> Any:
+        """Render with the renderer the reward model was trained on, unless told otherwise."""
+        from rmtl.default_model import DEFAULT_MODEL
+        from rmtl.vlm.registry import with_declared_renderer
+
+        return with_declared_renderer(data, ("reward", "model"), ("env", "render"), DEFAULT_MODEL)
+
     @model_validator(mode="after")
     def _check(self) -> "Stage1Config":
         from rmtl.reward.kinds import kind_names

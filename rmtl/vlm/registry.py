@@ -182,6 +182,59 @@ def register_model(
     return entry
 
 
+RENDERERS_FILE = PACKAGE_CONFIG_DIR / "renderers.yaml"
+RENDERER_FILE_NAME = "renderer.json"
+"""A trained model directory's declared renderer (written by pipeline.train_vlm)."""
+
+
+def declared_renderer(spec: str) -> dict[str, Any] | None:
+    """The render settings a model was trained on, where it declares them (``renderers.yaml``
+    for a project name, with or without ``@random`` or weights; ``renderer.json`` in a
+    model directory); None when it declares none (the package default renderer)."""
+    import yaml
+
+    text = str(spec).strip()
+    path = Path(text.removeprefix("local-dir:")).expanduser()
+    if path.is_dir():
+        f = path / RENDERER_FILE_NAME
+        return json.loads(f.read_text()) if f.is_file() else None
+    name = text.removesuffix("@random").split(":", 1)[0]
+    table = yaml.safe_load(RENDERERS_FILE.read_text()) or {}
+    return dict(table[name]) if name in table else None
+
+
+def with_declared_renderer(data: Any, model_path: tuple[str, ...], render_path: tuple[str, ...],
+                           default_model: str) -> Any:
+    """Config input ``data`` (a mapping, before validation) with the render settings at
+    ``render_path`` replaced by the renderer the model at ``model_path`` declares, when they
+    are absent or equal to the package default; anything else is left as given."""
+    from rmtl.env.render_settings import RenderSettings
+
+    if not isinstance(data, Mapping):
+        return data
+    node: Any = data
+    for key in model_path:
+        node = node.get(key) if isinstance(node, Mapping) else getattr(node, key, None)
+        if node is None:
+            break
+    model = node if isinstance(node, str) else default_model
+    declared = declared_renderer(model)
+    if not declared:
+        return data
+    out = dict(data)
+    parent = out
+    for key in render_path[:-1]:
+        child = parent.get(key)
+        child = child.model_dump() if hasattr(child, "model_dump") else dict(child or {})
+        parent[key] = child
+        parent = child
+    current = parent.get(render_path[-1])
+    current = current.model_dump() if hasattr(current, "model_dump") else current
+    if current is None or RenderSettings(**current) == RenderSettings():
+        parent[render_path[-1]] = {**RenderSettings().model_dump(), **declared}
+    return out
+
+
 def get_registered(name: str) -> RegisteredModel | None:
     """The project entry of a name, or None for plain OpenCLIP names and unknown names."""
     _scan_package()
