@@ -100,8 +100,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     one = score_embeddings(emb, single, 0.9, views=("wide_view",), stored_views=VIEW_NAMES).aggregate[:, 0]
     assert micro.shape[1] == 3
     expect = {"rmtl": [], "rmtl_per_phase": [], "single_prompt_single_view": []}
-    shapers = {"rmtl": RewardShaper(1), "rmtl_per_phase": RewardShaper(1, ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
-                                                                drop_penalty=True)),
+    shapers = {"rmtl": RewardShaper(1, num_phases=3), "rmtl_per_phase": RewardShaper(1, ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
+                                                                drop_penalty=True), num_phases=3),
                "single_prompt_single_view": RewardShaper(1, num_phases=1)}
     for e in sorted(set(cols["episode"].tolist())):
         idx = np.flatnonzero((cols["episode"] == e) & (cols["step"] >= 1))
@@ -234,7 +234,7 @@ def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phase
         episodes.append(order[start:start + L])
         start += L
     shaping = ShapingConfig(**shaping_kw)
-    shaper = RewardShaper(1, offline_shaping(shaping, "adapted"), num_phases)
+    shaper = RewardShaper(1, offline_shaping(shaping, "adapted"), num_phases=num_phases)
     for p, (lo, hi) in adapted_bounds(active, phases, shaping, num_phases).items():
         shaper.low[0, p], shaper.high[0, p] = lo, hi
     expect = np.zeros(n)

@@ -40,8 +40,8 @@ def test_registry_names_every_kind_and_refuses_unknown_ones():
                                      ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
                                                    drop_penalty=True)])
 def test_oracle_reward_is_the_shaping_of_the_progress(shaping):
-    env = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, shaping, 3))
-    ref = RewardShaper(2, shaping, 3)
+    env = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, shaping, num_phases=3))
+    ref = RewardShaper(2, shaping, num_phases=3)
     env.reset()
     rng = np.random.default_rng(0)
     ends = 0
@@ -65,8 +65,8 @@ def test_oracle_reward_is_the_shaping_of_the_progress(shaping):
 def test_rule_only_is_the_band_at_half_and_reads_no_scorer():
     shaping = ShapingConfig()
     kind = get_kind("rule_only")(3)
-    env = RewardVecEnv(_venv(), kind, shaper=RewardShaper(2, shaping, 3))
-    ref = RewardShaper(2, shaping, 3)
+    env = RewardVecEnv(_venv(), kind, shaper=RewardShaper(2, shaping, num_phases=3))
+    ref = RewardShaper(2, shaping, num_phases=3)
     env.reset()
     rng = np.random.default_rng(1)
     for _ in range(14):
@@ -78,7 +78,7 @@ def test_rule_only_is_the_band_at_half_and_reads_no_scorer():
         assert all("score" not in i["reward"] and "scores" not in i["reward"] for i in infos)
     env.close()
     # No scorer can reach it: its step never looks at frames, scores or the shaper's bounds.
-    sh = RewardShaper(2, shaping, 3)
+    sh = RewardShaper(2, shaping, num_phases=3)
 
     def no_render(idx):
         raise AssertionError("rule_only rendered")
@@ -150,6 +150,6 @@ def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
     cfg = RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64, shaping=earlier)
     vlm = make_reward_vec_env(2, cfg, EnvConfig.make(max_episode_steps=6, views=views, resolution=64), seed=3,
                               source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder))
-    oracle = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, earlier, 3))
+    oracle = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, earlier, num_phases=3))
     np.testing.assert_allclose(steps(vlm), before["vlm"], atol=1e-5)
     np.testing.assert_allclose(steps(oracle), before["oracle"], atol=1e-5)

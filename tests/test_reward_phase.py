@@ -28,7 +28,7 @@ def test_rule_bins():
 
 
 def test_external_selector_returns_what_was_set():
-    sel = ExternalPhaseSelector(3)
+    sel = ExternalPhaseSelector(3, num_phases=3)
     assert isinstance(sel, PhaseSelector)
     assert sel(_states([1, 1, 1]), []).tolist() == [0, 0, 0]
     sel.set([2, 1, 0])

@@ -23,6 +23,7 @@ from rmtl.train.config import (
 from rmtl.train.train_env import make_curriculum
 from rmtl.reward import RewardVecEnv
 from rmtl.reward.kinds import get_kind
+from rmtl.reward.phase import RulePhaseSelector
 from rmtl.tasks.fetch_lift.dense_reward import dense_reward
 from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
 
@@ -128,7 +129,8 @@ def test_dense_reward_values():
 
 def test_phase_observation_and_dense_wrapper():
     venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(max_episode_steps=3) for _ in range(2)])
-    venv = PhaseObservation(RewardVecEnv(venv, get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig()))))
+    venv = PhaseObservation(RewardVecEnv(venv, get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig()))),
+                            RulePhaseSelector(), 3)
     assert venv.observation_space[PHASE_KEY].shape == (3,)
     venv.seed(0)
     obs = venv.reset()

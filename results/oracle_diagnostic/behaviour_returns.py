@@ -101,7 +101,7 @@ def main() -> None:
                 bins += np.bincount(phases, minlength=len(PHASES))
                 prog = oracle_progress(states)
                 for label, shaping in SHAPINGS.items():
-                    shaper = RewardShaper(1, shaping, len(PHASES))
+                    shaper = RewardShaper(1, shaping, num_phases=len(PHASES))
                     lo, hi = shaping.initial_low, shaping.initial_high
                     r = np.array([shaper(np.array([lo + (hi - lo) * prog[t, phases[t]]]), phases[t:t + 1]).reward[0]
                                   for t in range(len(states))], dtype=np.float64)

@@ -42,16 +42,18 @@ class RulePhaseSelector:
 
 
 class ExternalPhaseSelector:
-    """Returns the phases last given to :meth:`set` (e.g. by a learned manager)."""
+    """Returns the phases last given to :meth:`set` (e.g. by a learned manager); ids are in
+    [0, num_phases), ``num_phases`` being the task's number of micro-tasks."""
 
-    def __init__(self, num_envs: int, initial: int = 0):
+    def __init__(self, num_envs: int, num_phases: int, initial: int = 0):
+        self.num_phases = int(num_phases)
         self._phases = np.full(int(num_envs), int(initial), dtype=np.int64)
         self.set(self._phases)
 
     def set(self, phases: np.ndarray | Sequence[int]) -> None:
         p = np.asarray(phases, dtype=np.int64).reshape(-1)
-        if p.shape != self._phases.shape or np.any((p < 0) | (p >= len(PHASES))):
-            raise ConfigError(f"phases must be {self._phases.shape[0]} ids in [0, {len(PHASES) - 1}], got {p.tolist()}")
+        if p.shape != self._phases.shape or np.any((p < 0) | (p >= self.num_phases)):
+            raise ConfigError(f"phases must be {self._phases.shape[0]} ids in [0, {self.num_phases - 1}], got {p.tolist()}")
         self._phases = p.copy()
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]] = ()) -> np.ndarray:

@@ -95,13 +95,15 @@ def bc_dataset(config: Stage2Config, s1: Stage1Config, run_dir: Path) -> dict[st
     return d
 
 
-def run_bc(config: Stage2Config, net: ManagerNet, data: dict[str, np.ndarray]) -> dict[str, Any]:
+def run_bc(config: Stage2Config, net: ManagerNet, data: dict[str, np.ndarray], phase_names: Sequence[str]) -> dict[str, Any]:
+    """BC warm start of ``net`` on ``data``; ``phase_names`` are the task's micro-tasks (one per output)."""
     rows = np.arange(len(data["phase_rule"]))
     if config.bc.decision_points_only:
         rows = decision_points(data["episode"], data["step"], config.manager.horizon)
     t0 = time.perf_counter()
     res = bc_train(net, data["state"][rows], data["phase_rule"][rows], data["episode"][rows],
                    updates=config.bc.updates, batch_size=config.bc.batch_size, learning_rate=config.bc.learning_rate,
-                   prefill=config.bc.prefill_segments, heldout_fraction=config.bc.heldout_fraction, seed=config.seed)
+                   prefill=config.bc.prefill_segments, heldout_fraction=config.bc.heldout_fraction, seed=config.seed,
+                   phase_names=phase_names)
     return {**res.to_dict(), "episodes_total": int(len(np.unique(data["episode"]))),
             "rows_total": int(len(data["phase_rule"])), "seconds": round(time.perf_counter() - t0, 2)}

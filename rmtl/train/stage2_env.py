@@ -19,5 +19,5 @@ def build_stage2_env(s1: Stage1Config, controller: ManagerController, **kwargs: 
     env = build_train_env(s1, phase_selector=controller.selector, hooks=hooks, **kwargs)
     if controller.progress is None:
         controller.progress = ProgressSignal(s1.n_envs, env.reward_env.kind.progress_source, s1.reward.shaping,
-                                             s1.dense, env.reward_env.kind.num_phases)
+                                             s1.dense, num_phases=env.reward_env.kind.num_phases, rule=controller.rule)
     return env

@@ -159,7 +159,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
                 source = VLMEmbeddingSource(vlm, config.reward.batch_size)
         timed = TimedSource(source, timings)
     kind = build_reward_kind(config, task, vlm=vlm, source=timed)
-    shaper = RewardShaper(config.n_envs, config.reward.shaping, kind.num_phases)
+    shaper = RewardShaper(config.n_envs, config.reward.shaping, num_phases=kind.num_phases)
     venv = reward_env = RewardVecEnv(venv, kind, phase_selector or rule, shaper)
     if config.phase_input:
         venv = PhaseObservation(venv, phase_selector or rule, len(task.micro_tasks.names))

@@ -8,10 +8,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from rmtl.errors import ConfigError
-from rmtl.reward.phase import RulePhaseSelector
+from rmtl.reward.phase import PhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.reward.vec_env import REWARD_INFO
-from rmtl.train.manager.network import K
 
 
 class ProgressSignal:
@@ -26,19 +25,20 @@ class ProgressSignal:
     - ``dense``: the dense reference reward of the state.
 
     None depends on which micro-task the manager chose, so no choice of prompt changes it:
-    only what the worker does does.
+    only what the worker does does. ``rule`` is the task's phase rule (k_rule) and ``num_phases``
+    its number of micro-tasks (K).
     """
 
     def __init__(self, num_envs: int, source: str = "scores", shaping: ShapingConfig | None = None,
-                 dense: Any = None, num_phases: int = K):
+                 dense: Any = None, *, num_phases: int, rule: PhaseSelector):
         if source not in ("scores", "rule_band", "dense"):
             raise ConfigError(f"unknown progress source {source!r}; choose scores, rule_band or dense")
         base = shaping or ShapingConfig()
         cfg = base.replace(enabled=True, level=True, band=True, trend=False, momentum=False, drop_penalty=False)
         self.source = source
-        self.shaper = RewardShaper(num_envs, cfg, num_phases)
+        self.shaper = RewardShaper(num_envs, cfg, num_phases=num_phases)
         self.dense = dense
-        self.rule = RulePhaseSelector()
+        self.rule = rule
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]]) -> np.ndarray:
         states = np.asarray(states, dtype=np.float32)
