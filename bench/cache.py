@@ -57,7 +57,7 @@ def build_index_store(path: Path, policy: str, episodes: int, views, resolution:
 
 def empty_store(path: Path, views, resolution: int, vlm):
     """A new store (no frames) with an empty embeddings array of the model, ready for live appends."""
-    from rmtl.layout import store_description
+    from rmtl.tasks.fetch_lift.layout import store_description
     from storage.dataset import DatasetStore
 
     st = DatasetStore.create(path, views=views, resolution=resolution, frames=False, overwrite=True, **store_description(),

@@ -27,7 +27,7 @@ import pytest
 
 from rmtl.cli import run
 from rmtl.errors import ConfigError, StoreError
-from rmtl.layout import store_description
+from rmtl.tasks.fetch_lift.layout import store_description
 
 VIEWS = "wide_view"
 

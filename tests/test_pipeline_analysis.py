@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rmtl.errors import StoreError
-from rmtl.layout import store_description
+from rmtl.tasks.fetch_lift.layout import store_description
 
 MODEL = "synthetic-model"
 VIEWS = ("wide_view", "close_up")

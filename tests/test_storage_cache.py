@@ -11,7 +11,7 @@ from rmtl.errors import StoreError
 from storage import DatasetStore, StateCache, set_faiss_threads
 from storage.testing import synthetic_embeddings, synthetic_rows
 from rmtl.env.state import KEY_SPEC
-from rmtl.layout import store_description
+from rmtl.tasks.fetch_lift.layout import store_description
 
 set_faiss_threads(1)
 VIEWS = ["wide_view", "close_up"]

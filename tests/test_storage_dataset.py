@@ -20,7 +20,7 @@ from rmtl.errors import StoreError
 from storage import DatasetStore, SCHEMA_VERSION
 from storage.testing import synthetic_embeddings, synthetic_rows
 from rmtl.env.state import KEY_SPEC
-from rmtl.layout import store_description
+from rmtl.tasks.fetch_lift.layout import store_description
 
 VIEWS = ["wide_view", "close_up"]
 

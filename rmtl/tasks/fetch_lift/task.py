@@ -10,7 +10,7 @@ import numpy as np
 from rmtl.env.cameras import CAMERA_BANK
 from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.state import KEY_SPEC, gripper_cube_distance
-from rmtl.layout import ACTION_FIELDS, layout
+from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
