@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from rmtl.env import PAPER_STAGES, FetchPickAndLiftEnv, ReverseCurriculum
+from rmtl.env import FetchPickAndLiftEnv, ReverseCurriculum
 from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, STATE_DIM
 from rmtl.config import parse_overrides
 from rmtl.errors import ConfigError
@@ -24,6 +24,7 @@ from rmtl.train.train_env import make_curriculum
 from rmtl.reward import RewardVecEnv
 from rmtl.reward.kinds import get_kind
 from rmtl.reward.phase import RulePhaseSelector
+from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import dense_reward
 from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
 

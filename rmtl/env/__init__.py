@@ -6,7 +6,7 @@ import gymnasium as gym
 
 from rmtl import ENV_ID
 from rmtl.env.cameras import CAMERA_BANK, SINGLE_VIEW, VIEW_NAMES, CameraSpec, resolve_views
-from rmtl.env.curriculum import PAPER_STAGES, CurriculumStage, ReverseCurriculum
+from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.env.state import KEY_DIM, STATE_DIM, gripper_cube_distance, state_key
 
@@ -15,7 +15,7 @@ if ENV_ID not in gym.registry:
 
 __all__ = [
     "CAMERA_BANK", "SINGLE_VIEW", "VIEW_NAMES", "CameraSpec", "resolve_views",
-    "PAPER_STAGES", "CurriculumStage", "ReverseCurriculum",
+    "CurriculumStage", "ReverseCurriculum",
     "EnvConfig", "FetchPickAndLiftEnv",
     "KEY_DIM", "STATE_DIM", "gripper_cube_distance", "state_key",
 ]

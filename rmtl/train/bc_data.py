@@ -9,7 +9,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.episode import run_episode
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.reward.phase import RulePhaseSelector
@@ -46,14 +45,15 @@ def worker_rule_rollouts(checkpoint: str | Path, episodes: int, *, seed: int = 0
     if env_config is None:
         cfg = meta.get("config", {})
         env_config = EnvConfig.make(**cfg["env"]) if "env" in cfg else EnvConfig()
-    adapt = ObsAdapter.for_model(model, normalizer, checkpoint_task(meta))
-    rule = RulePhaseSelector()
+    task = checkpoint_task(meta)
+    adapt = ObsAdapter.for_model(model, normalizer, task)
+    rule = RulePhaseSelector(task.phases)
     cols: dict[str, list] = {k: [] for k in ("state", "phase_rule", "episode", "step", "success")}
     model.set_random_seed(seed)
     env = FetchPickAndLiftEnv(env_config)
     try:
         for ep in range(int(episodes)):
-            st = PAPER_STAGES[stages[ep % len(stages)]]
+            st = task.curriculum_stages[stages[ep % len(stages)]]
             u = float(np.random.default_rng([seed, ep]).uniform(st.d_min, st.d_max))
             first = len(cols["step"])
 

@@ -15,11 +15,11 @@ from pydantic import Field, model_validator
 
 from rmtl.config import Config, deep_merge
 from rmtl.default_model import DEFAULT_MODEL
-from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.fetch_lift import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardConfig
 from rmtl.tasks import DEFAULT_TASK, task_names
+from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig
 from rmtl.tasks.fetch_lift.oracle_progress import OracleProgressConfig
 from rmtl.train.variants import VARIANT_REGISTRY, VARIANTS, Variant, variant_names  # noqa: F401

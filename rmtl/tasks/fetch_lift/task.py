@@ -8,12 +8,12 @@ from typing import Any
 import numpy as np
 
 from rmtl.env.cameras import CAMERA_BANK
-from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.state import KEY_SPEC, gripper_cube_distance
 from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
+from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
 
