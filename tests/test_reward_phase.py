@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rmtl.tasks import get_task
 from rmtl.env.state import CUBE_REL_POS, STATE_DIM
 from rmtl.errors import ConfigError
 from rmtl.phases import ALIGN, APPROACH, GRASP
@@ -18,7 +19,7 @@ def _states(distances):
 
 
 def test_rule_bins():
-    sel = RulePhaseSelector()
+    sel = RulePhaseSelector(get_task().phases)
     assert isinstance(sel, PhaseSelector)
     got = sel(_states([0.01, 0.039, 0.05, 0.149, 0.16, 1.0]), [{}] * 6)
     assert got.dtype == np.int64

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from rmtl.tasks import get_task
 from rmtl.env import FetchPickAndLiftEnv, ReverseCurriculum
 from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, STATE_DIM
 from rmtl.config import parse_overrides
@@ -130,8 +131,8 @@ def test_dense_reward_values():
 
 def test_phase_observation_and_dense_wrapper():
     venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(max_episode_steps=3) for _ in range(2)])
-    venv = PhaseObservation(RewardVecEnv(venv, get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig()))),
-                            RulePhaseSelector(), 3)
+    venv = PhaseObservation(RewardVecEnv(venv, get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig())), RulePhaseSelector(get_task().phases)),
+                            RulePhaseSelector(get_task().phases), 3)
     assert venv.observation_space[PHASE_KEY].shape == (3,)
     venv.seed(0)
     obs = venv.reset()

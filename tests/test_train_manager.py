@@ -10,6 +10,7 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv
 
+from rmtl.tasks import get_task
 from rmtl.env.state import CUBE_REL_POS, STATE_DIM
 from rmtl.micro_tasks import phase_one_hot
 from rmtl.phases import GRASP, PHASES, rule_phase
@@ -50,7 +51,7 @@ def synthetic_states(n: int, rng: np.random.Generator) -> np.ndarray:
 def test_bc_reaches_high_accuracy_on_separable_labels():
     rng = np.random.default_rng(0)
     states = synthetic_states(6000, rng)
-    labels = RulePhaseSelector()(states)
+    labels = RulePhaseSelector(get_task().phases)(states)
     episodes = np.arange(6000) // 20  # 300 "episodes" of 20 samples; 20% held out by episode
     assert set(np.unique(labels)) == {0, 1, 2}
     net = ManagerNet(num_phases=len(PHASES), state_dim=STATE_DIM)
@@ -163,7 +164,7 @@ def state_reward(venv, selector):
 
 class RuleNet:
     def probs(self, states):
-        return phase_one_hot(RulePhaseSelector()(np.atleast_2d(states)), len(PHASES))
+        return phase_one_hot(RulePhaseSelector(get_task().phases)(np.atleast_2d(states)), len(PHASES))
 
 
 class ConstantNet:
@@ -175,9 +176,9 @@ class ConstantNet:
 
 
 def run_replay(net, n_envs=2, episodes=2, horizon=3, check=None):
-    controller = ManagerController(net, n_envs, rule=RulePhaseSelector(), num_phases=len(PHASES), horizon=horizon,
+    controller = ManagerController(net, n_envs, rule=RulePhaseSelector(get_task().phases), num_phases=len(PHASES), horizon=horizon,
                                    epsilon=0.0, greedy=True,
-                                   progress=ProgressSignal(n_envs, num_phases=len(PHASES), rule=RulePhaseSelector()))
+                                   progress=ProgressSignal(n_envs, num_phases=len(PHASES), rule=RulePhaseSelector(get_task().phases)))
     raw = DummyVecEnv([Replay for _ in range(n_envs)])
     reward = state_reward(ManagerDecide(raw, controller), controller.selector)
     venv = ManagerSegments(PhaseObservation(reward, controller.selector, len(PHASES)), controller)

@@ -42,6 +42,7 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
     manager every ``horizon`` steps and at the episode start) or 'none' (a worker without phase input).
     The first ``traces`` episodes keep their per-step active phase, rule phase and distance."""
     from rmtl.env.state import gripper_cube_distance
+    from rmtl.tasks import get_task
 
     if selector not in ("rule", "manager", "none"):
         raise ConfigError(f"selector must be rule, manager or none, got {selector!r}")
@@ -51,7 +52,7 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
     num_phases = model.observation_space[PHASE_KEY].shape[0] if phase_input else 0  # the K the worker saw
     own = env is None
     env = env or FetchPickAndLiftEnv(env_config)
-    rule = RulePhaseSelector()
+    rule = RulePhaseSelector(get_task("fetch_lift").phases)  # the rule of the env evaluated here
     successes, lengths = 0, []
     count = {"agree": 0, "total": 0, "d_agree": 0, "d_total": 0}
     out_traces: list[dict[str, list]] = []
