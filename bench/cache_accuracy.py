@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     from pipeline.stored_text import stored_text_embeddings
     from pipeline.return_ranking import shaped_rewards
     from rmtl.env.render_settings import LEGACY_RENDERER_ID
-    from rmtl.env.state import KEY_SPEC, gripper_cube_distance
+    from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.provenance import run_record
     from rmtl.reward.projection import goal_baseline_scores

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from rmtl.tasks.fetch_lift.quality import QualityInputs, gate_report, reward_quality
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
-    from rmtl.env.state import gripper_cube_distance
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.provenance import data_dir, versions
     from rmtl.reward.projection import goal_baseline_scores

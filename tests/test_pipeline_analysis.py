@@ -28,7 +28,7 @@ def build_synthetic_store(path: Path, episodes: int = 3, dim: int = 16, seed: in
     from pipeline.bc_labels import bc_label_rows
     from pipeline.embed import prompt_texts
     from pipeline.rollout import RolloutConfig
-    from rmtl.env.state import gripper_cube_distance
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.reward.prompts import PromptConfig
     from storage.dataset import DatasetStore
@@ -60,7 +60,7 @@ def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_
     from pipeline.alpha_sweep import alpha_sweep, DEFAULT_ALPHAS
     from pipeline.analysis_dataset import read_dataset
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.env.state import gripper_cube_distance
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompts import PromptConfig
@@ -115,7 +115,7 @@ def test_per_view_analysis_dataset_is_consistent(synth_store, tmp_path):
 def test_bc_labels_store_resumes_without_duplicates(tmp_path):
     from pipeline.bc_labels import bc_labels
     from rmtl.train.bc_data import read_bc_labels
-    from rmtl.env.state import gripper_cube_distance
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.phases import rule_phase
     from storage.dataset import DatasetStore
 

@@ -81,7 +81,7 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     shaper fed the episodes in id order (bounds carried over from 0.45/0.70, history reset)."""
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.phases import rule_phase
-    from rmtl.env.state import gripper_cube_distance
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.reward import PromptConfig, RewardShaper, ShapingConfig, score_embeddings
     from storage.dataset import DatasetStore
 
@@ -100,8 +100,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     one = score_embeddings(emb, single, 0.9, views=("wide_view",), stored_views=VIEW_NAMES).aggregate[:, 0]
     assert micro.shape[1] == 3
     expect = {"rmtl": [], "rmtl_per_phase": [], "single_prompt_single_view": []}
-    shapers = {"rmtl": RewardShaper(1, num_phases=3), "rmtl_per_phase": RewardShaper(1, ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
-                                                                drop_penalty=True), num_phases=3),
+    per_phase = ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True, drop_penalty=True)
+    shapers = {"rmtl": RewardShaper(1, num_phases=3), "rmtl_per_phase": RewardShaper(1, per_phase, num_phases=3),
                "single_prompt_single_view": RewardShaper(1, num_phases=1)}
     for e in sorted(set(cols["episode"].tolist())):
         idx = np.flatnonzero((cols["episode"] == e) & (cols["step"] >= 1))

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from rmtl.errors import ConfigError, StoreError
-from rmtl.env.state import KEY_SPEC
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.tasks import get_task
+from rmtl.tasks.fetch_lift.state import KEY_SPEC
 
 VIEWS = ["wide_view", "close_up"]
 SPEC = "rmtl-fetch-tiny@random"

@@ -111,7 +111,8 @@ def test_tracking_bounds_are_shared_and_settle_near_the_score_percentiles():
 
 
 def test_default_level_only_reward_is_the_band_level():
-    sh, ref = RewardShaper(2, ShapingConfig(), num_phases=3), RewardShaper(2, ShapingConfig(**TABLE1_TERMS), num_phases=3)
+    sh = RewardShaper(2, ShapingConfig(), num_phases=3)
+    ref = RewardShaper(2, ShapingConfig(**TABLE1_TERMS), num_phases=3)
     rng = np.random.default_rng(4)
     for _ in range(30):
         s, k = rng.uniform(0.3, 0.9, 2), rng.integers(0, 3, 2)
@@ -121,7 +122,8 @@ def test_default_level_only_reward_is_the_band_level():
 
 
 def test_band_history_spans_micro_tasks_but_per_phase_history_restarts():
-    band = run(RewardShaper(1, ShapingConfig(bounds="fixed", **TABLE1_TERMS), num_phases=3), [0.5, 0.6, 0.45], phases=[0, 0, 1])
+    band = run(RewardShaper(1, ShapingConfig(bounds="fixed", **TABLE1_TERMS), num_phases=3), [0.5, 0.6, 0.45],
+               phases=[0, 0, 1])
     assert band[2].trend[0] != 0 and band[2].momentum[0] != 0  # L keeps its episode history across the switch
     earlier = run(RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3), [0.5, 0.6, 0.45], phases=[0, 0, 1])
     assert earlier[2].trend[0] == 0 and earlier[2].momentum[0] == 0
@@ -148,7 +150,8 @@ def test_one_phase_shaping_ignores_the_phase_ids():
             np.testing.assert_array_equal(r, runs[0])
     assert RewardShaper(1, num_phases=1).low.shape == (1, 1)  # one pair of bounds
     # The same check fails for three phases: per-phase bounds and history see the phase.
-    a, b = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3), RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
+    a = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
+    b = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
     ra = [a(np.array([s]), np.array([0])).reward[0] for s in scores[:, 0]]
     rb = [b(np.array([s]), np.array([t % 3])).reward[0] for t, s in enumerate(scores[:, 0])]
     assert not np.allclose(ra, rb)

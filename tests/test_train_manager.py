@@ -10,20 +10,23 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from rmtl.tasks import get_task
-from rmtl.env.state import CUBE_REL_POS, STATE_DIM
 from rmtl.micro_tasks import phase_one_hot
 from rmtl.phases import GRASP, PHASES, rule_phase
 from rmtl.reward import RewardVecEnv
 from rmtl.reward.kinds.base import KindStep, RewardKind
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
+from rmtl.tasks import get_task
+from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, STATE_DIM
 from rmtl.train.manager.bc import bc_train
 from rmtl.train.manager.loss import reinforce_loss, smoothed_rule
 from rmtl.train.manager.network import ManagerNet
 from rmtl.train.manager.progress import ProgressSignal
 from rmtl.train.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
 from rmtl.train.wrappers import PhaseObservation
+
+RULE = RulePhaseSelector(get_task().phases)
+"""Pick-and-lift's phase rule (the distance rule), as training builds it from the task."""
 
 
 @pytest.fixture(autouse=True)
@@ -51,7 +54,7 @@ def synthetic_states(n: int, rng: np.random.Generator) -> np.ndarray:
 def test_bc_reaches_high_accuracy_on_separable_labels():
     rng = np.random.default_rng(0)
     states = synthetic_states(6000, rng)
-    labels = RulePhaseSelector(get_task().phases)(states)
+    labels = RULE(states)
     episodes = np.arange(6000) // 20  # 300 "episodes" of 20 samples; 20% held out by episode
     assert set(np.unique(labels)) == {0, 1, 2}
     net = ManagerNet(num_phases=len(PHASES), state_dim=STATE_DIM)
@@ -164,7 +167,7 @@ def state_reward(venv, selector):
 
 class RuleNet:
     def probs(self, states):
-        return phase_one_hot(RulePhaseSelector(get_task().phases)(np.atleast_2d(states)), len(PHASES))
+        return phase_one_hot(RULE(np.atleast_2d(states)), len(PHASES))
 
 
 class ConstantNet:
@@ -176,9 +179,9 @@ class ConstantNet:
 
 
 def run_replay(net, n_envs=2, episodes=2, horizon=3, check=None):
-    controller = ManagerController(net, n_envs, rule=RulePhaseSelector(get_task().phases), num_phases=len(PHASES), horizon=horizon,
+    controller = ManagerController(net, n_envs, rule=RULE, num_phases=len(PHASES), horizon=horizon,
                                    epsilon=0.0, greedy=True,
-                                   progress=ProgressSignal(n_envs, num_phases=len(PHASES), rule=RulePhaseSelector(get_task().phases)))
+                                   progress=ProgressSignal(n_envs, num_phases=len(PHASES), rule=RULE))
     raw = DummyVecEnv([Replay for _ in range(n_envs)])
     reward = state_reward(ManagerDecide(raw, controller), controller.selector)
     venv = ManagerSegments(PhaseObservation(reward, controller.selector, len(PHASES)), controller)

@@ -46,7 +46,8 @@ class ExternalPhaseSelector:
     def set(self, phases: np.ndarray | Sequence[int]) -> None:
         p = np.asarray(phases, dtype=np.int64).reshape(-1)
         if p.shape != self._phases.shape or np.any((p < 0) | (p >= self.num_phases)):
-            raise ConfigError(f"phases must be {self._phases.shape[0]} ids in [0, {self.num_phases - 1}], got {p.tolist()}")
+            raise ConfigError(f"phases must be {self._phases.shape[0]} ids in [0, {self.num_phases - 1}], "
+                              f"got {p.tolist()}")
         self._phases = p.copy()
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]] = ()) -> np.ndarray:

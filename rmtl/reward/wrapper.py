@@ -31,7 +31,8 @@ def vlm_reward_env(venv: VecEnv, config: RewardConfig | None = None, *, phase_se
 
     config = config or RewardConfig()
     kind = VLMKind.from_config(config, band_phases=band_phases, **kind_kwargs)
-    return RewardVecEnv(venv, kind, phase_selector, RewardShaper(venv.num_envs, config.shaping, num_phases=kind.num_phases))
+    shaper = RewardShaper(venv.num_envs, config.shaping, num_phases=kind.num_phases)
+    return RewardVecEnv(venv, kind, phase_selector, shaper)
 
 
 def make_reward_vec_env(

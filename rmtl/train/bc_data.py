@@ -95,7 +95,8 @@ def bc_dataset(config: Stage2Config, s1: Stage1Config, run_dir: Path) -> dict[st
     return d
 
 
-def run_bc(config: Stage2Config, net: ManagerNet, data: dict[str, np.ndarray], phase_names: Sequence[str]) -> dict[str, Any]:
+def run_bc(config: Stage2Config, net: ManagerNet, data: dict[str, np.ndarray],
+           phase_names: Sequence[str]) -> dict[str, Any]:
     """BC warm start of ``net`` on ``data``; ``phase_names`` are the task's micro-tasks (one per output)."""
     rows = np.arange(len(data["phase_rule"]))
     if config.bc.decision_points_only:

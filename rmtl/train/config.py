@@ -36,7 +36,7 @@ class CacheConfig(Config):
     store: str | None = None
     """Dataset store (path or fsspec URL) whose FAISS cache answers lookups; None renders and embeds every step."""
     radius: float = Field(0.01, ge=0)
-    """Key-space radius (m, see rmtl.env.state) within which a stored state counts as a hit
+    """Key-space radius (m, see rmtl.tasks.fetch_lift.state) within which a stored state counts as a hit
     (rmtl.reward.cached_source.DEFAULT_RADIUS; bench/cache_accuracy.py measures hit rate and the score and
     shaped-reward error per radius)."""
     grow: bool = False

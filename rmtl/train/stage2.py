@@ -29,13 +29,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from rmtl.config import deep_merge
 from rmtl.env.fetch_lift import FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.artifacts import load_torch_state
 from rmtl.train.bc_data import bc_dataset, run_bc
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
-from rmtl.config import deep_merge
 from rmtl.train.config import Stage1Config, Stage2Config
 from rmtl.train.csv_log import read_csv
 from rmtl.train.evaluate import EvalResult, resolve_checkpoint

@@ -27,7 +27,8 @@ def add_phase(obs: Mapping[str, np.ndarray], phases: np.ndarray | int, num_phase
     return out
 
 
-def rule_phase_observation(obs: Mapping[str, np.ndarray], rule: PhaseSelector, num_phases: int) -> dict[str, np.ndarray]:
+def rule_phase_observation(obs: Mapping[str, np.ndarray], rule: PhaseSelector,
+                           num_phases: int) -> dict[str, np.ndarray]:
     """Add the phase ``rule`` (the task's) gives the observation's own state (single or batched
     obs), one-hot over the task's ``num_phases`` micro-tasks.
 
