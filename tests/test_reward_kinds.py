@@ -98,6 +98,7 @@ def test_a_new_kind_is_one_class_and_its_registration():
     @register_kind("test_constant")
     class Constant(RewardKind):
         progress_source = "rule_band"
+        num_phases = 3
 
         def step(self, states, phases, shaper, render):
             return KindStep(np.full(len(states), -0.25, np.float32), {"u": np.zeros(len(states))})

@@ -134,7 +134,7 @@ def test_dense_reward_values():
 
 def test_phase_observation_and_dense_wrapper():
     venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(max_episode_steps=3) for _ in range(2)])
-    dense = get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig()))
+    dense = get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig()), 3)
     venv = PhaseObservation(RewardVecEnv(venv, dense, RULE), RULE, 3)
     assert venv.observation_space[PHASE_KEY].shape == (3,)
     venv.seed(0)

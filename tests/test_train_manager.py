@@ -154,6 +154,7 @@ class StateScores(RewardKind):
 
     name = "state_scores"
     progress_source = "scores"
+    num_phases = 3
 
     def step(self, states, phases, shaper, render):
         scores = scores_of(states)

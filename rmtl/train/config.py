@@ -187,7 +187,7 @@ class ManagerConfig(Config):
     horizon: int = Field(3, ge=1)
     """H: env steps per manager decision (a new decision also at every episode start)."""
     hidden: tuple[int, ...] = (128, 128)
-    """Hidden sizes of the manager MLP (input: the 25-D state; output: K = 3 logits)."""
+    """Hidden sizes of the manager MLP (input: the task's state; output: one logit per micro-task)."""
     learning_rate: float = Field(3e-4, gt=0)
     """Adam learning rate of the REINFORCE updates."""
     ent_coef: float = Field(0.01, ge=0)
