@@ -81,8 +81,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     shaper fed the episodes in id order (bounds carried over from 0.45/0.70, history reset)."""
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.phases import rule_phase
-    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.reward import PromptConfig, RewardShaper, ShapingConfig, score_embeddings
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
 
     from rmtl.vlm.spec import parse_spec
@@ -142,8 +142,8 @@ def test_adapted_bounds_are_the_limit_of_the_running_bounds():
 
 
 def test_single_prompt_returns_ignore_the_phases(store):
-    from pipeline.store_rows import load_rows
     from pipeline.return_ranking import variant_rewards
+    from pipeline.store_rows import load_rows
     from storage.dataset import DatasetStore
 
     from rmtl.vlm.spec import parse_spec

@@ -41,8 +41,8 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
     phase one-hot from ``selector``: 'rule' (the distance rule every step), 'manager' (the greedy
     manager every ``horizon`` steps and at the episode start) or 'none' (a worker without phase input).
     The first ``traces`` episodes keep their per-step active phase, rule phase and distance."""
-    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.tasks import get_task
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
 
     if selector not in ("rule", "manager", "none"):
         raise ConfigError(f"selector must be rule, manager or none, got {selector!r}")
