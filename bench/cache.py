@@ -57,7 +57,7 @@ def build_index_store(path: Path, policy: str, episodes: int, views, resolution:
 
 def empty_store(path: Path, views, resolution: int, vlm):
     """A new store (no frames) with an empty embeddings array of the model, ready for live appends."""
-    from rmtl.layout import store_description
+    from rmtl.tasks.fetch_lift.layout import store_description
     from storage.dataset import DatasetStore
 
     st = DatasetStore.create(path, views=views, resolution=resolution, frames=False, overwrite=True, **store_description(),
@@ -88,9 +88,10 @@ class Replay:
     def run(self, source, scorer) -> dict:
         from rmtl.reward.cached_source import env_renderer
         from rmtl.reward.phase import RulePhaseSelector
+        from rmtl.tasks import get_task
 
         render = env_renderer(self.envs, self.views, self.resolution)
-        select = RulePhaseSelector()
+        select = RulePhaseSelector(get_task("fetch_lift").phases)
         started = [self._start(i, 0) for i in range(self.n)]
         obs = [o for o, _ in started]
         policies = [p for _, p in started]
@@ -153,7 +154,10 @@ def summarise(mode: str, radius, run: dict, fresh: dict | None, n_envs: int) -> 
 def bench_policy(policy: str, args, vlm, scorer_for, workdir: Path) -> dict:
     from rmtl.reward.cached_source import CachedEmbeddingSource
     from rmtl.reward.source import VLMEmbeddingSource
+    from rmtl.tasks import get_task
 
+    task = get_task("fetch_lift")
+    keys = {"key_spec": task.key_spec, "phase_labels": task.phases}
     views = VIEW_NAMES[: args.views]
     res = args.resolution or vlm.image_size
     index_path = workdir / f"index_{policy}_{args.views}v_{res}px.zarr"
@@ -164,13 +168,13 @@ def bench_policy(policy: str, args, vlm, scorer_for, workdir: Path) -> dict:
         fresh = replay.run(VLMEmbeddingSource(vlm, args.batch), scorer)
         rows = [summarise("fresh", None, fresh, None, args.envs)]
         for r in args.radii:
-            with CachedEmbeddingSource.open(index_path, vlm, radius=r, views=views) as src:
+            with CachedEmbeddingSource.open(index_path, vlm, radius=r, views=views, **keys) as src:
                 rows.append(summarise("cached", r, replay.run(src, scorer), fresh, args.envs))
         fill_path = workdir / f"revisit_{policy}.zarr"
         empty_store(fill_path, views, res, vlm)
-        with CachedEmbeddingSource.open(fill_path, vlm, radius=0.0, views=views, append=True) as src:
+        with CachedEmbeddingSource.open(fill_path, vlm, radius=0.0, views=views, append=True, **keys) as src:
             rows.append(summarise("fill (append misses)", 0.0, replay.run(src, scorer), fresh, args.envs))
-        with CachedEmbeddingSource.open(fill_path, vlm, radius=0.0, views=views) as src:
+        with CachedEmbeddingSource.open(fill_path, vlm, radius=0.0, views=views, **keys) as src:
             rows.append(summarise("revisit", 0.0, replay.run(src, scorer), fresh, args.envs))
     finally:
         replay.close()

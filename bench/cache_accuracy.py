@@ -72,16 +72,16 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import rmtl  # noqa: F401
+    from pipeline.return_ranking import shaped_rewards
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import stored_text_embeddings
-    from pipeline.return_ranking import shaped_rewards
     from rmtl.env.render_settings import LEGACY_RENDERER_ID
-    from rmtl.env.state import KEY_SPEC, gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.provenance import run_record
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompts import PromptConfig
     from rmtl.reward.shaping import ShapingConfig
+    from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance
     from storage.catalogue import StoreCatalogue
     from storage.dataset import DatasetStore
 

@@ -16,8 +16,8 @@ import numpy as np
 
 import rmtl  # noqa: F401
 from rmtl.env import VIEW_NAMES, FetchPickAndLiftEnv
-from rmtl.env.expert import ScriptedExpert
 from rmtl.provenance import run_record
+from rmtl.tasks.fetch_lift.expert import ScriptedExpert
 
 
 def frames_per_second(env: FetchPickAndLiftEnv, resolution: int, repeats: int, renders: int = 5) -> float:

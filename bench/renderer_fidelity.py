@@ -67,15 +67,15 @@ def main(argv=None) -> int:
 
     import rmtl  # noqa: F401
     from pipeline.embed import embed_store
-    from pipeline.stored_text import stored_text_embeddings
-    from rmtl.tasks.fetch_lift.quality import QualityInputs, gate_report, reward_quality
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
-    from rmtl.env.state import gripper_cube_distance
+    from pipeline.stored_text import stored_text_embeddings
     from rmtl.phases import rule_phase
     from rmtl.provenance import data_dir, versions
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompts import PromptConfig
+    from rmtl.tasks.fetch_lift.quality import QualityInputs, gate_report, reward_quality
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.vlm import load_vlm
     from storage.dataset import DatasetStore
 

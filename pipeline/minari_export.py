@@ -71,8 +71,8 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     from pipeline.store_rows import open_store
     from rmtl import ENV_ID
     from rmtl.env import EnvConfig
-    from rmtl.env.state import CUBE_POS
     from rmtl.reward.prompt_sets import load_prompt_set
+    from rmtl.tasks.fetch_lift.state import CUBE_POS
 
     pset = prompts if isinstance(prompts, PromptSet) else load_prompt_set(prompts)
     ds_id = dataset_id(name)

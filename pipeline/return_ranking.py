@@ -91,7 +91,7 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
     lockstep = (run_shaping.bounds == "fixed" or shaping.reset_bounds_on_episode
                 or (bounds == "adapted" and shaping.bounds == "widen_only"))
     n_envs = max(1, len(episodes)) if lockstep else 1
-    shaper = RewardShaper(n_envs, run_shaping, num_phases)
+    shaper = RewardShaper(n_envs, run_shaping, num_phases=num_phases)
     if bounds == "adapted" and shaping.bounds != "fixed":
         for p, (lo, hi) in adapted_bounds(active, phases, shaping, num_phases).items():
             shaper.low[:, p], shaper.high[:, p] = lo, hi

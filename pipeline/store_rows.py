@@ -17,11 +17,11 @@ import numpy as np
 import contextlib
 
 from pipeline.store_models import spec_of, store_task
-from rmtl.env.state import lift_height
 from rmtl.errors import StoreError
-from rmtl.tasks import DEFAULT_TASK
 from rmtl.reward.projection import goal_baseline_scores
 from rmtl.reward.prompts import TextEmbeddings
+from rmtl.tasks import DEFAULT_TASK
+from rmtl.tasks.fetch_lift.state import lift_height
 
 
 SCORE_BLOCK_ROWS = 4096

@@ -31,8 +31,8 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from rmtl.config import Config
-from rmtl.env.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
 from rmtl.tasks.fetch_lift.captions import CaptionConfig
+from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
 
 HOLDOUT_SALT = 7919
 _CAPTIONS = CaptionConfig()

@@ -84,7 +84,8 @@ def env_check(cfg: EnvCheckConfig) -> None:
     from rich.table import Table
 
     from rmtl.env import FetchPickAndLiftEnv
-    from rmtl.env.check import expert_policy, random_policy, success_rate
+    from rmtl.env.check import random_policy, success_rate
+    from rmtl.tasks.fetch_lift.expert import expert_policy
 
     out = Path(cfg.out) if cfg.out else None
     if out is not None:

@@ -1,5 +1,9 @@
 """A task's micro-tasks as data: names in task order, goal prompts, and the threshold rule
-that selects one from a scalar measure of the state (a YAML file per task)."""
+that selects one from a scalar measure of the state (a YAML file per task); and the phase
+one-hot, which any number of micro-tasks shares.
+
+Words: the k-th micro-task of a task *is* phase k (docs/architecture.md, "Phases and
+micro-tasks"); a phase id is the index of a micro-task name in ``MicroTaskSpec.names``."""
 
 from __future__ import annotations
 
@@ -71,3 +75,9 @@ class MicroTaskSpec:
         """The rule in words (stores record it)."""
         parts = [f"{name} if d <= {bound}" for name, bound in self.bins]
         return f"{self.measure} d: {', '.join(parts)}, else {self.otherwise}"
+
+
+def phase_one_hot(phase: int | np.ndarray, num_phases: int) -> np.ndarray:
+    """One-hot float32 encoding of phase ids (scalar -> [K], array [...] -> [..., K]) for K = ``num_phases``."""
+    p = np.asarray(phase, dtype=np.int64)
+    return np.eye(num_phases, dtype=np.float32)[p]

@@ -36,9 +36,3 @@ def rule_phase(distance: float | np.ndarray) -> int | np.ndarray:
     and arrays (returns int64 for arrays).
     """
     return MICRO_TASKS.phase(distance)
-
-
-def phase_one_hot(phase: int | np.ndarray, num_phases: int = len(PHASES)) -> np.ndarray:
-    """One-hot float32 encoding of phase ids (scalar -> [K], array [...] -> [..., K])."""
-    p = np.asarray(phase, dtype=np.int64)
-    return np.eye(num_phases, dtype=np.float32)[p]

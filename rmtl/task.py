@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from rmtl.env.curriculum import CurriculumStage
+from rmtl.errors import ConfigError
 from rmtl.micro_tasks import MicroTaskSpec
 from storage.key_spec import KeySpec
 
@@ -62,7 +63,10 @@ class Task:
 
     def phases(self, states: np.ndarray) -> np.ndarray:
         """Phase ids the task's rule gives states [N, state_dim] (int64 [N])."""
-        return np.atleast_1d(self.micro_tasks.phase(self.phase_measure(np.asarray(states)))).astype(np.int64)
+        s = np.asarray(states)
+        if s.shape[-1:] != (self.key_spec.state_dim,):
+            raise ConfigError(f"phase rule needs states [N, {self.key_spec.state_dim}], got shape {s.shape}")
+        return np.atleast_1d(self.micro_tasks.phase(self.phase_measure(s))).astype(np.int64)
 
     def store_description(self) -> dict[str, Any]:
         """``DatasetStore.create`` keywords describing this task's rows."""

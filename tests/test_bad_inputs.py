@@ -27,7 +27,7 @@ import pytest
 
 from rmtl.cli import run
 from rmtl.errors import ConfigError, StoreError
-from rmtl.layout import store_description
+from rmtl.tasks.fetch_lift.layout import store_description
 
 VIEWS = "wide_view"
 
@@ -297,7 +297,7 @@ def test_locked_store_fails_before_the_model_loads(fx, capsys):
 
 def test_offline_hub_model_fails_fast_with_one_line(capsys, monkeypatch):
     """No HF_HUB_OFFLINE, no cached weights, a hub that cannot be reached: one line within
-    seconds (the hub client's retries used to take 26 s and print 11 lines)."""
+    seconds (left to its retries, the hub client takes 26 s and prints 11 lines)."""
     from huggingface_hub import constants
 
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)

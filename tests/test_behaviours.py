@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 from pipeline.rollout import RolloutConfig, plan_episode, policy_label, rollout_episodes
-from rmtl.env.expert import ScriptedExpert
-from rmtl.env.state import CUBE_POS, CUBE_VELP, FINGER_WIDTHS, GRIPPER_POS, gripper_cube_distance, lift_height
 from rmtl.errors import ConfigError
 from rmtl.tasks import get_task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS, describe
+from rmtl.tasks.fetch_lift.expert import ScriptedExpert
+from rmtl.tasks.fetch_lift.state import (CUBE_POS, CUBE_VELP, FINGER_WIDTHS, GRIPPER_POS, gripper_cube_distance,
+                                         lift_height)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "expert_actions.npz"
 EPISODES = ((3000, 0.3), (3001, 0.4), (3002, 0.5), (3011, 0.4))
@@ -174,7 +175,7 @@ def test_wander_keeps_away_from_the_cube(env):
 def test_wander_plans_only_paths_clear_of_the_cube():
     # Kinematically (the gripper goes where the action says: 5 cm per unit), over 300 steps
     # from 5 seeds, far more waypoints than an episode draws.
-    from rmtl.env.expert import ACTION_SCALE
+    from rmtl.tasks.fetch_lift.expert import ACTION_SCALE
 
     cube = np.array([1.30, 0.75, 0.425])
     closest = np.inf

@@ -1,8 +1,9 @@
 import numpy as np
 import pytest
 
-from rmtl.env.curriculum import PAPER_STAGES, CurriculumStage, ReverseCurriculum
+from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
 from rmtl.errors import ConfigError
+from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 
 
 def feed(cur, successes, failures):
@@ -19,7 +20,7 @@ def test_paper_stages():
 
 
 def test_does_not_advance_until_window_full():
-    cur = ReverseCurriculum(window=100)
+    cur = ReverseCurriculum(PAPER_STAGES, window=100)
     for _ in range(99):
         assert not cur.record(True)
     assert cur.stage_index == 0
@@ -28,7 +29,7 @@ def test_does_not_advance_until_window_full():
 
 
 def test_threshold_met_exactly_vs_one_short():
-    cur = ReverseCurriculum(window=100)
+    cur = ReverseCurriculum(PAPER_STAGES, window=100)
     feed(cur, 0, 51)
     feed(cur, 49, 0)  # 49/100 = 0.49 < 0.5 with a full window
     assert cur.stage_index == 0
@@ -46,7 +47,7 @@ def test_min_episodes_gate_with_small_window():
 
 
 def test_window_cleared_on_advance_and_final_stage_never_advances():
-    cur = ReverseCurriculum(window=100, start_stage=3)
+    cur = ReverseCurriculum(PAPER_STAGES, window=100, start_stage=3)
     assert feed(cur, 150, 0)
     assert cur.is_final and cur.episodes_in_stage == 0 and cur.success_rate == 0.0
     assert not feed(cur, 500, 0)
@@ -54,16 +55,16 @@ def test_window_cleared_on_advance_and_final_stage_never_advances():
 
 
 def test_sample_difficulty_within_stage_range():
-    cur = ReverseCurriculum(start_stage=2)
+    cur = ReverseCurriculum(PAPER_STAGES, start_stage=2)
     rng = np.random.default_rng(0)
     u = [cur.sample_difficulty(rng) for _ in range(200)]
     assert min(u) >= 0.25 and max(u) <= 0.5
 
 
 def test_state_dict_round_trip():
-    cur = ReverseCurriculum(window=100)
+    cur = ReverseCurriculum(PAPER_STAGES, window=100)
     feed(cur, 100, 3)
-    other = ReverseCurriculum(window=100)
+    other = ReverseCurriculum(PAPER_STAGES, window=100)
     other.load_state_dict(cur.state_dict())
     assert other.state_dict() == cur.state_dict()
 
@@ -71,4 +72,4 @@ def test_state_dict_round_trip():
 @pytest.mark.parametrize("kwargs", [{"window": 0}, {"start_stage": 7}, {"stages": ()}])
 def test_bad_curriculum_config(kwargs):
     with pytest.raises(ConfigError):
-        ReverseCurriculum(**kwargs)
+        ReverseCurriculum(**{"stages": PAPER_STAGES, **kwargs})

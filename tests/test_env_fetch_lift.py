@@ -2,9 +2,10 @@ import numpy as np
 import pytest
 
 from rmtl.env import EnvConfig, FetchPickAndLiftEnv
-from rmtl.env.check import expert_policy, random_policy, success_rate
+from rmtl.env.check import random_policy, success_rate
 from rmtl.errors import ConfigError
 from rmtl.phases import rule_phase
+from rmtl.tasks.fetch_lift.expert import expert_policy
 
 
 def run_episode(env, policy, seed, difficulty):

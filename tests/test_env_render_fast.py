@@ -12,7 +12,7 @@ ALL_VIEWS = ("wide_view", "front", "front_side", "isometric", "side", "close_up"
 
 def _states(env, episodes: int, seed: int):
     """Seeded states over every difficulty: random actions and the scripted expert."""
-    from rmtl.env.expert import ScriptedExpert
+    from rmtl.tasks.fetch_lift.expert import ScriptedExpert
 
     rng = np.random.default_rng(seed)
     for ep in range(episodes):

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rmtl.env.state import KEY_SPEC, state_key
+from rmtl.tasks.fetch_lift.state import KEY_SPEC, state_key
 
 FIXTURES = Path(__file__).parent / "fixtures" / "before_layers"
 MODEL = "rmtl-fetch-tiny__51e76d00"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from rmtl.errors import StoreError
-from rmtl.layout import store_description
+from rmtl.tasks.fetch_lift.layout import store_description
 
 MODEL = "synthetic-model"
 VIEWS = ("wide_view", "close_up")
@@ -28,9 +28,9 @@ def build_synthetic_store(path: Path, episodes: int = 3, dim: int = 16, seed: in
     from pipeline.bc_labels import bc_label_rows
     from pipeline.embed import prompt_texts
     from pipeline.rollout import RolloutConfig
-    from rmtl.env.state import gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.reward.prompts import PromptConfig
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
 
     rows = bc_label_rows(RolloutConfig.make(episodes=episodes, stages=(4, 2, 0)), list(range(episodes)))
@@ -60,10 +60,10 @@ def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_
     from pipeline.alpha_sweep import alpha_sweep, DEFAULT_ALPHAS
     from pipeline.analysis_dataset import read_dataset
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.env.state import gripper_cube_distance
     from rmtl.phases import rule_phase
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompts import PromptConfig
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
 
     res = alpha_sweep(synth_store, MODEL, out_dir=tmp_path)
@@ -114,9 +114,9 @@ def test_per_view_analysis_dataset_is_consistent(synth_store, tmp_path):
 
 def test_bc_labels_store_resumes_without_duplicates(tmp_path):
     from pipeline.bc_labels import bc_labels
-    from rmtl.train.bc_data import read_bc_labels
-    from rmtl.env.state import gripper_cube_distance
     from rmtl.phases import rule_phase
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
+    from rmtl.train.bc_data import read_bc_labels
     from storage.dataset import DatasetStore
 
     path = tmp_path / "bc.zarr"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rmtl.layout import store_description
+from rmtl.tasks.fetch_lift.layout import store_description
 
 MODEL = "synthetic-model"
 VIEWS = ("wide_view", "close_up")

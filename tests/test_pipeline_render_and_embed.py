@@ -10,15 +10,15 @@ import numpy as np
 import pytest
 
 from pipeline.embed import embed_store
-from pipeline.stored_text import stored_text_embeddings
 from pipeline.render import render_to_store
 from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, render_and_embed
 from pipeline.rollout import RolloutConfig
+from pipeline.stored_text import stored_text_embeddings
 from rmtl.errors import ModelLoadError, StoreError
 from rmtl.reward.prompts import PromptConfig
+from rmtl.tasks.fetch_lift.state import KEY_SPEC
 from storage.cache import StateCache
 from storage.dataset import DatasetStore
-from rmtl.env.state import KEY_SPEC
 
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"

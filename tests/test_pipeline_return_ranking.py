@@ -81,8 +81,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     shaper fed the episodes in id order (bounds carried over from 0.45/0.70, history reset)."""
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.phases import rule_phase
-    from rmtl.env.state import gripper_cube_distance
     from rmtl.reward import PromptConfig, RewardShaper, ShapingConfig, score_embeddings
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
 
     from rmtl.vlm.spec import parse_spec
@@ -100,8 +100,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     one = score_embeddings(emb, single, 0.9, views=("wide_view",), stored_views=VIEW_NAMES).aggregate[:, 0]
     assert micro.shape[1] == 3
     expect = {"rmtl": [], "rmtl_per_phase": [], "single_prompt_single_view": []}
-    shapers = {"rmtl": RewardShaper(1), "rmtl_per_phase": RewardShaper(1, ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
-                                                                drop_penalty=True)),
+    per_phase = ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True, drop_penalty=True)
+    shapers = {"rmtl": RewardShaper(1, num_phases=3), "rmtl_per_phase": RewardShaper(1, per_phase, num_phases=3),
                "single_prompt_single_view": RewardShaper(1, num_phases=1)}
     for e in sorted(set(cols["episode"].tolist())):
         idx = np.flatnonzero((cols["episode"] == e) & (cols["step"] >= 1))
@@ -142,8 +142,8 @@ def test_adapted_bounds_are_the_limit_of_the_running_bounds():
 
 
 def test_single_prompt_returns_ignore_the_phases(store):
-    from pipeline.store_rows import load_rows
     from pipeline.return_ranking import variant_rewards
+    from pipeline.store_rows import load_rows
     from storage.dataset import DatasetStore
 
     from rmtl.vlm.spec import parse_spec
@@ -234,7 +234,7 @@ def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phase
         episodes.append(order[start:start + L])
         start += L
     shaping = ShapingConfig(**shaping_kw)
-    shaper = RewardShaper(1, offline_shaping(shaping, "adapted"), num_phases)
+    shaper = RewardShaper(1, offline_shaping(shaping, "adapted"), num_phases=num_phases)
     for p, (lo, hi) in adapted_bounds(active, phases, shaping, num_phases).items():
         shaper.low[0, p], shaper.high[0, p] = lo, hi
     expect = np.zeros(n)

@@ -131,7 +131,7 @@ def test_several_models_without_the_default_ask_for_one(tmp_path):
     import numpy as np
 
     from pipeline.store_models import resolve_model_id
-    from rmtl.layout import store_description
+    from rmtl.tasks.fetch_lift.layout import store_description
     from storage.dataset import DatasetStore
     from storage.testing import synthetic_rows
 

@@ -10,10 +10,14 @@ import numpy as np
 import pytest
 
 from rmtl.errors import ConfigError, StoreError
-from rmtl.env.state import KEY_SPEC
+from rmtl.reward.phase import RulePhaseSelector
+from rmtl.tasks import get_task
+from rmtl.tasks.fetch_lift.state import KEY_SPEC
 
 VIEWS = ["wide_view", "close_up"]
 SPEC = "rmtl-fetch-tiny@random"
+TASK_KEYS = {"key_spec": KEY_SPEC, "phase_labels": get_task().phases}
+"""The task's key and phase labels a cached source keys and labels appended rows with."""
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +49,7 @@ def built(tmp_path_factory):
 def _source(path, vlm, **kw):
     from rmtl.reward.cached_source import CachedEmbeddingSource
 
-    return CachedEmbeddingSource.open(path, vlm, **kw)
+    return CachedEmbeddingSource.open(path, vlm, **{**TASK_KEYS, **kw})
 
 
 def _no_render(idx):
@@ -103,7 +107,7 @@ def test_far_key_is_a_miss_and_only_misses_are_rendered(built):
         from storage.dataset import DatasetStore
 
         with DatasetStore.open(path) as ro:
-            CachedEmbeddingSource(StateCache.open(ro, model_id, persist=False), vlm, append=True)
+            CachedEmbeddingSource(StateCache.open(ro, model_id, persist=False), vlm, append=True, **TASK_KEYS)
 
 
 def test_appended_misses_become_hits_and_persist(built, tmp_path):
@@ -151,7 +155,8 @@ def test_reward_wrapper_runs_on_the_cached_source(built):
         scorer = PhasedScorer(stored_text_embeddings(src.store, model_id, PromptConfig()), 0.9, VIEWS)
         venv = make_reward_vec_env(2, RewardConfig.make(model=SPEC, views=VIEWS, resolution=64),
                                    env_fn=lambda: FetchPickAndLiftEnv(views=VIEWS, resolution=64),
-                                   seed=0, vlm=vlm, source=src, scorer=scorer)
+                                   seed=0, vlm=vlm, source=src, scorer=scorer,
+                                   phase_selector=RulePhaseSelector(get_task().phases))
         try:
             venv.reset()
             for _ in range(3):
@@ -173,6 +178,6 @@ def test_views_and_model_must_match(built):
     with DatasetStore.open(path) as st:
         cache = StateCache.open(st, model_id, persist=False)
         with pytest.raises(ConfigError, match="same model"):
-            CachedEmbeddingSource(cache, SimpleNamespace(model_id="another-model"))
+            CachedEmbeddingSource(cache, SimpleNamespace(model_id="another-model"), **TASK_KEYS)
         with pytest.raises(ConfigError, match="not in the store"):
-            CachedEmbeddingSource(cache, vlm, views=["front"])
+            CachedEmbeddingSource(cache, vlm, views=["front"], **TASK_KEYS)

@@ -8,13 +8,18 @@ import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from rmtl.env import FetchPickAndLiftEnv
-from rmtl.env.state import gripper_cube_distance
 from rmtl.errors import ConfigError
 from rmtl.phases import rule_phase
 from rmtl.reward import RewardShaper, RewardVecEnv, ShapingConfig
 from rmtl.reward.kinds import get_kind, kind_names, register_kind
 from rmtl.reward.kinds.base import KindStep, RewardKind
+from rmtl.reward.phase import RulePhaseSelector
+from rmtl.tasks import get_task
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+from rmtl.tasks.fetch_lift.state import gripper_cube_distance
+
+RULE = RulePhaseSelector(get_task().phases)
+"""Pick-and-lift's phase rule (the distance rule), as training builds it from the task."""
 
 
 def _venv(n=2, seed=3):
@@ -40,8 +45,9 @@ def test_registry_names_every_kind_and_refuses_unknown_ones():
                                      ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True,
                                                    drop_penalty=True)])
 def test_oracle_reward_is_the_shaping_of_the_progress(shaping):
-    env = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, shaping, 3))
-    ref = RewardShaper(2, shaping, 3)
+    env = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), RULE,
+                       shaper=RewardShaper(2, shaping, num_phases=3))
+    ref = RewardShaper(2, shaping, num_phases=3)
     env.reset()
     rng = np.random.default_rng(0)
     ends = 0
@@ -65,8 +71,8 @@ def test_oracle_reward_is_the_shaping_of_the_progress(shaping):
 def test_rule_only_is_the_band_at_half_and_reads_no_scorer():
     shaping = ShapingConfig()
     kind = get_kind("rule_only")(3)
-    env = RewardVecEnv(_venv(), kind, shaper=RewardShaper(2, shaping, 3))
-    ref = RewardShaper(2, shaping, 3)
+    env = RewardVecEnv(_venv(), kind, RULE, shaper=RewardShaper(2, shaping, num_phases=3))
+    ref = RewardShaper(2, shaping, num_phases=3)
     env.reset()
     rng = np.random.default_rng(1)
     for _ in range(14):
@@ -78,7 +84,7 @@ def test_rule_only_is_the_band_at_half_and_reads_no_scorer():
         assert all("score" not in i["reward"] and "scores" not in i["reward"] for i in infos)
     env.close()
     # No scorer can reach it: its step never looks at frames, scores or the shaper's bounds.
-    sh = RewardShaper(2, shaping, 3)
+    sh = RewardShaper(2, shaping, num_phases=3)
 
     def no_render(idx):
         raise AssertionError("rule_only rendered")
@@ -92,12 +98,13 @@ def test_a_new_kind_is_one_class_and_its_registration():
     @register_kind("test_constant")
     class Constant(RewardKind):
         progress_source = "rule_band"
+        num_phases = 3
 
         def step(self, states, phases, shaper, render):
             return KindStep(np.full(len(states), -0.25, np.float32), {"u": np.zeros(len(states))})
 
     try:
-        env = RewardVecEnv(_venv(1), Constant())
+        env = RewardVecEnv(_venv(1), Constant(), RULE)
         env.reset()
         _, reward, _, infos = env.step(np.zeros((1, 4), np.float32))
         assert reward[0] == pytest.approx(-0.25 + infos[0]["reward"]["env"])
@@ -111,7 +118,7 @@ def test_a_new_kind_is_one_class_and_its_registration():
 
 def test_shaper_must_match_the_kind():
     with pytest.raises(ConfigError, match="micro-tasks"):
-        RewardVecEnv(_venv(1), get_kind("rule_only")(3), shaper=RewardShaper(1, num_phases=1))
+        RewardVecEnv(_venv(1), get_kind("rule_only")(3), RULE, shaper=RewardShaper(1, num_phases=1))
 
 
 def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
@@ -149,7 +156,9 @@ def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
 
     cfg = RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64, shaping=earlier)
     vlm = make_reward_vec_env(2, cfg, EnvConfig.make(max_episode_steps=6, views=views, resolution=64), seed=3,
-                              source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder))
-    oracle = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), shaper=RewardShaper(2, earlier, 3))
+                              source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder),
+                              phase_selector=RULE)
+    oracle = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), RULE,
+                          shaper=RewardShaper(2, earlier, num_phases=3))
     np.testing.assert_allclose(steps(vlm), before["vlm"], atol=1e-5)
     np.testing.assert_allclose(steps(oracle), before["oracle"], atol=1e-5)

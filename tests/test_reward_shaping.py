@@ -48,7 +48,7 @@ def test_earlier_reconstruction_is_table1_step_by_step(phase):
     cfg = ShapingConfig(**EARLIER)
     assert (cfg.initial_low, cfg.initial_high, cfg.bound_rate, cfg.trend_window) == (0.45, 0.70, 0.01, 3)
     assert (cfg.trend_weight, cfg.momentum_weight, cfg.drop_multiplier) == (0.3, 0.3, 2.0)
-    sh = RewardShaper(1, cfg)  # K = 3: the phase index must not shift the level
+    sh = RewardShaper(1, cfg, num_phases=3)  # K = 3: the phase index must not shift the level
     for s, lo, hi, u, trend, mom, delta, reward in TABLE1_STEPS:
         out = sh(np.array([s]), np.array([phase]))
         got = [out.low[0], out.high[0], out.u[0], out.trend[0], out.momentum[0], out.delta[0], out.reward[0]]
@@ -84,7 +84,7 @@ def test_the_band_with_tracking_bounds_and_table1_terms_by_hand():
     assert (default.bound_rate, default.contraction_rate, default.bound_window) == (0.01, 0.003, 3)
     assert not (default.trend or default.momentum or default.drop_penalty)  # level only: the oracle sweep's decision
     cfg = ShapingConfig(**TABLE1_TERMS)
-    sh = RewardShaper(1, cfg)
+    sh = RewardShaper(1, cfg, num_phases=3)
     for k, s, lo, hi, u, level, trend, mom, reward in DEFAULT_STEPS:
         out = sh(np.array([s]), np.array([k]))
         got = [out.low[0], out.high[0], out.u[0], out.level[0], out.trend[0], out.momentum[0], out.reward[0]]
@@ -95,7 +95,7 @@ def test_tracking_bounds_are_shared_and_settle_near_the_score_percentiles():
     """16 envs, one micro-task, scores N(0.8, 0.05): the shared pair settles near p1/p99, far wider than
     a 3-step spread of one env, and the same for every env."""
     rng = np.random.default_rng(0)
-    sh = RewardShaper(16, ShapingConfig())
+    sh = RewardShaper(16, ShapingConfig(), num_phases=3)
     lows, highs = [], []
     for t in range(20000):
         sh(rng.normal(0.8, 0.05, 16), np.zeros(16, int))
@@ -111,7 +111,8 @@ def test_tracking_bounds_are_shared_and_settle_near_the_score_percentiles():
 
 
 def test_default_level_only_reward_is_the_band_level():
-    sh, ref = RewardShaper(2, ShapingConfig()), RewardShaper(2, ShapingConfig(**TABLE1_TERMS))
+    sh = RewardShaper(2, ShapingConfig(), num_phases=3)
+    ref = RewardShaper(2, ShapingConfig(**TABLE1_TERMS), num_phases=3)
     rng = np.random.default_rng(4)
     for _ in range(30):
         s, k = rng.uniform(0.3, 0.9, 2), rng.integers(0, 3, 2)
@@ -121,14 +122,15 @@ def test_default_level_only_reward_is_the_band_level():
 
 
 def test_band_history_spans_micro_tasks_but_per_phase_history_restarts():
-    band = run(RewardShaper(1, ShapingConfig(bounds="fixed", **TABLE1_TERMS)), [0.5, 0.6, 0.45], phases=[0, 0, 1])
+    band = run(RewardShaper(1, ShapingConfig(bounds="fixed", **TABLE1_TERMS), num_phases=3), [0.5, 0.6, 0.45],
+               phases=[0, 0, 1])
     assert band[2].trend[0] != 0 and band[2].momentum[0] != 0  # L keeps its episode history across the switch
-    earlier = run(RewardShaper(1, ShapingConfig(**EARLIER)), [0.5, 0.6, 0.45], phases=[0, 0, 1])
+    earlier = run(RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3), [0.5, 0.6, 0.45], phases=[0, 0, 1])
     assert earlier[2].trend[0] == 0 and earlier[2].momentum[0] == 0
 
 
 def test_shape_u_needs_no_scores_and_no_bounds():
-    sh = RewardShaper(3, ShapingConfig(trend=False, momentum=False))
+    sh = RewardShaper(3, ShapingConfig(trend=False, momentum=False), num_phases=3)
     out = sh.shape_u(np.full(3, 0.5), np.array([0, 1, 2]))
     np.testing.assert_allclose(out.reward, [0.5 / 3 - 1, 1.5 / 3 - 1, 2.5 / 3 - 1], atol=1e-6)
     assert np.all(sh.low == 0.45) and np.all(sh.high == 0.70)
@@ -148,16 +150,17 @@ def test_one_phase_shaping_ignores_the_phase_ids():
             np.testing.assert_array_equal(r, runs[0])
     assert RewardShaper(1, num_phases=1).low.shape == (1, 1)  # one pair of bounds
     # The same check fails for three phases: per-phase bounds and history see the phase.
-    a, b = RewardShaper(1, ShapingConfig(**EARLIER)), RewardShaper(1, ShapingConfig(**EARLIER))
+    a = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
+    b = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
     ra = [a(np.array([s]), np.array([0])).reward[0] for s in scores[:, 0]]
     rb = [b(np.array([s]), np.array([t % 3])).reward[0] for t, s in enumerate(scores[:, 0])]
     assert not np.allclose(ra, rb)
     with pytest.raises(ConfigError, match="phase id"):
-        RewardShaper(1)(np.array([0.5]))
+        RewardShaper(1, num_phases=3)(np.array([0.5]))
 
 
 def test_widen_only_bounds_move_toward_outside_scores_of_the_active_phase_only():
-    sh = RewardShaper(1, ShapingConfig(**EARLIER))
+    sh = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
     sh(np.array([1.0]), np.array([1]))
     assert sh.high[0, 1] == pytest.approx(0.70 + 0.01 * 0.30)
     assert sh.low[0, 1] == pytest.approx(0.45)
@@ -166,7 +169,7 @@ def test_widen_only_bounds_move_toward_outside_scores_of_the_active_phase_only()
     assert sh.low[0, 1] == pytest.approx(0.45 + 0.01 * (0.2 - 0.45))
     sh(np.array([0.6]), np.array([1]))  # inside: no move
     assert sh.low[0, 1] == pytest.approx(0.45 + 0.01 * (0.2 - 0.45))
-    fixed = RewardShaper(1, ShapingConfig(bounds="fixed"))
+    fixed = RewardShaper(1, ShapingConfig(bounds="fixed"), num_phases=3)
     for _ in range(10):
         fixed(np.array([1.0]), np.array([0]))
     assert fixed.high[0, 0] == pytest.approx(0.70)
@@ -174,7 +177,7 @@ def test_widen_only_bounds_move_toward_outside_scores_of_the_active_phase_only()
 
 def test_u_trend_and_momentum_definitions():
     cfg = ShapingConfig(**{**EARLIER, "bounds": "fixed", "drop_penalty": False})
-    sh = RewardShaper(1, cfg)
+    sh = RewardShaper(1, cfg, num_phases=3)
     scores = [0.45, 0.50, 0.55, 0.60, 0.65]
     outs = run(sh, scores)
     u = (np.array(scores) - 0.45) / 0.25
@@ -194,8 +197,8 @@ def test_u_trend_and_momentum_definitions():
 def test_drop_penalty_doubles_negative_delta_only():
     scores = [0.5, 0.6, 0.7, 0.55]
     base = dict(bounds="fixed", level=False, trend=True, momentum=True)
-    on = run(RewardShaper(1, ShapingConfig(**base, drop_penalty=True)), scores)
-    off = run(RewardShaper(1, ShapingConfig(**base, drop_penalty=False)), scores)
+    on = run(RewardShaper(1, ShapingConfig(**base, drop_penalty=True), num_phases=3), scores)
+    off = run(RewardShaper(1, ShapingConfig(**base, drop_penalty=False), num_phases=3), scores)
     assert off[3].delta[0] < 0
     np.testing.assert_allclose(on[3].delta[0], 2 * off[3].delta[0], atol=1e-6)
     assert on[2].delta[0] > 0
@@ -204,7 +207,7 @@ def test_drop_penalty_doubles_negative_delta_only():
 
 def test_output_range():
     rng = np.random.default_rng(0)
-    sh = RewardShaper(8, ShapingConfig())
+    sh = RewardShaper(8, ShapingConfig(), num_phases=3)
     for _ in range(200):
         out = sh(rng.uniform(-1, 1, 8), rng.integers(0, 3, 8))
         assert out.reward.min() >= -1.0 and out.reward.max() <= 0.0
@@ -213,17 +216,17 @@ def test_output_range():
 
 def test_band_makes_a_phase_switch_no_loss():
     # approach at its top (u = 1), then align at its bottom (u = 0)
-    with_band = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY)), [0.70, 0.45], phases=[0, 1])
+    with_band = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY), num_phases=3), [0.70, 0.45], phases=[0, 1])
     assert [o.reward[0] for o in with_band] == pytest.approx([(0 + 1) / 3 - 1, (1 + 0) / 3 - 1])
     assert with_band[1].reward[0] >= with_band[0].reward[0]
-    without = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY, band=False)), [0.70, 0.45], phases=[0, 1])
+    without = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY, band=False), num_phases=3), [0.70, 0.45], phases=[0, 1])
     assert [o.reward[0] for o in without] == pytest.approx([0.0, -1.0])
-    top = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY)), [0.9], phases=[2])
+    top = run(RewardShaper(1, ShapingConfig(**LEVEL_ONLY), num_phases=3), [0.9], phases=[2])
     assert top[0].reward[0] == pytest.approx(0.0)
 
 
 def test_reset_clears_episode_state_of_selected_envs_only():
-    sh = RewardShaper(2, ShapingConfig(**TABLE1_TERMS))
+    sh = RewardShaper(2, ShapingConfig(**TABLE1_TERMS), num_phases=3)
     for s in (0.5, 0.9, 0.95):
         sh(np.array([s, s]), np.array([0, 0]))
     high_before = sh.high.copy()
@@ -232,17 +235,17 @@ def test_reset_clears_episode_state_of_selected_envs_only():
     out = sh(np.array([0.2, 0.2]), np.array([0, 0]))
     assert out.trend[0] == 0 and out.momentum[0] == 0
     assert out.trend[1] != 0 and out.momentum[1] != 0
-    sh2 = RewardShaper(1, ShapingConfig(**EARLIER, reset_bounds_on_episode=True))
+    sh2 = RewardShaper(1, ShapingConfig(**EARLIER, reset_bounds_on_episode=True), num_phases=3)
     sh2(np.array([1.0]), np.array([0]))
     sh2.reset()
     assert sh2.high[0, 0] == pytest.approx(0.70)
 
 
 def test_disabled_returns_raw_score_and_bad_input():
-    out = RewardShaper(2, ShapingConfig(enabled=False))(np.array([0.3, 0.8]), np.array([0, 2]))
+    out = RewardShaper(2, ShapingConfig(enabled=False), num_phases=3)(np.array([0.3, 0.8]), np.array([0, 2]))
     np.testing.assert_allclose(out.reward, [0.3, 0.8], atol=1e-6)
     with pytest.raises(ConfigError, match="phase ids"):
-        RewardShaper(1)(np.array([0.5]), np.array([3]))
+        RewardShaper(1, num_phases=3)(np.array([0.5]), np.array([3]))
     with pytest.raises(ConfigError, match="initial_low"):
         ShapingConfig.make(initial_low=0.8, initial_high=0.7)
     with pytest.raises(ConfigError, match="widen_only"):

@@ -17,8 +17,13 @@ from rmtl.reward import (
     make_reward_vec_env,
     vlm_reward_env,
 )
+from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.prompts import PromptConfig, embed_prompts
+from rmtl.tasks import get_task
 from rmtl.vlm.testing import TINY_NAME, tiny_vlm
+
+RULE = RulePhaseSelector(get_task().phases)
+"""Pick-and-lift's phase rule (the distance rule), as training builds it from the task."""
 
 VIEWS = ("wide_view", "close_up")
 ENV_CFG = EnvConfig.make(max_episode_steps=3, views=VIEWS, resolution=64)
@@ -48,7 +53,8 @@ class RecordingSource:
 def test_end_to_end(config):
     vlm = tiny_vlm(seed=0)
     source = RecordingSource(VLMEmbeddingSource(vlm, config.batch_size))
-    env = make_reward_vec_env(2, config, ENV_CFG, seed=0, vlm=vlm, source=source)
+    env = make_reward_vec_env(2, config, ENV_CFG, seed=0, vlm=vlm, source=source,
+                              phase_selector=RULE)
     try:
         env.reset()
         rng = np.random.default_rng(0)
@@ -96,7 +102,8 @@ def test_custom_source_needs_no_model(config):
             return np.tile(encoder(["x"] * 2)[None], (len(states), 1, 1))
 
     scorer = PhasedScorer(embed_prompts(encoder, PromptConfig()), config.alpha, VIEWS)
-    env = make_reward_vec_env(2, config.replace(model="PE-Core-bigG-14-448:meta"), ENV_CFG, source=ConstantSource(), scorer=scorer)
+    env = make_reward_vec_env(2, config.replace(model="PE-Core-bigG-14-448:meta"), ENV_CFG, source=ConstantSource(),
+                              scorer=scorer, phase_selector=RULE)
     try:
         env.reset()
         _, reward, _, infos = env.step(np.zeros((2, 4), np.float32))
@@ -109,7 +116,7 @@ def test_sub_envs_must_keep_terminal_frames(config):
     venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(ENV_CFG)])
     try:
         with pytest.raises(ConfigError, match="TerminalFrames"):
-            vlm_reward_env(venv, config, vlm=tiny_vlm(seed=0))
+            vlm_reward_env(venv, config, vlm=tiny_vlm(seed=0), phase_selector=RULE)
     finally:
         venv.close()
 
@@ -160,7 +167,8 @@ def test_single_prompt_reward_is_invariant_to_the_rule_phase(config):
         cfg = config.replace(model="PE-Core-bigG-14-448:meta", single_prompt=True, shaping=shaping)
         scorer = PhasedScorer.from_config(cfg, encoder)
         assert scorer.num_phases == 1
-        runs = [_rewards(cfg, scorer, sel) for sel in (None, FixedPhases(0), FixedPhases(2), FixedPhases(None))]
+        runs = [_rewards(cfg, scorer, sel) for sel in (RULE, FixedPhases(0), FixedPhases(2),
+                                                          FixedPhases(None))]
         for r in runs[1:]:
             np.testing.assert_array_equal(r, runs[0])
     # The check can fail: the micro-task reward (three goals, per-phase bounds) does see the phase.

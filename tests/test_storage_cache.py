@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from rmtl.errors import StoreError
+from rmtl.tasks.fetch_lift.layout import store_description
+from rmtl.tasks.fetch_lift.state import KEY_SPEC
 from storage import DatasetStore, StateCache, set_faiss_threads
 from storage.testing import synthetic_embeddings, synthetic_rows
-from rmtl.env.state import KEY_SPEC
-from rmtl.layout import store_description
 
 set_faiss_threads(1)
 VIEWS = ["wide_view", "close_up"]

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from rmtl.errors import StoreError
-from rmtl.env.state import KEY_SPEC
-from rmtl.layout import store_description
+from rmtl.tasks.fetch_lift.layout import store_description
+from rmtl.tasks.fetch_lift.state import KEY_SPEC
 
 VIEWS = ["wide_view", "close_up"]
 MODEL = "m__test"

@@ -17,10 +17,10 @@ import pytest
 import zarr
 
 from rmtl.errors import StoreError
+from rmtl.tasks.fetch_lift.layout import store_description
+from rmtl.tasks.fetch_lift.state import KEY_SPEC
 from storage import DatasetStore, SCHEMA_VERSION
 from storage.testing import synthetic_embeddings, synthetic_rows
-from rmtl.env.state import KEY_SPEC
-from rmtl.layout import store_description
 
 VIEWS = ["wide_view", "close_up"]
 
@@ -111,9 +111,9 @@ def test_commit_semantics_and_embedding_order(tmp_path):
 # data and then blocks before committing it (so the kill lands between data and commit).
 CHILD = textwrap.dedent("""
     import sys, time
+    from rmtl.tasks.fetch_lift.state import KEY_SPEC
     from storage import DatasetStore
     from storage.testing import synthetic_rows
-    from rmtl.env.state import KEY_SPEC
     path, total, batch, stop_at = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
     s = DatasetStore.open(path, mode="a", key_spec=KEY_SPEC)
     if stop_at >= 0:

@@ -7,11 +7,17 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from rmtl.env import PAPER_STAGES, FetchPickAndLiftEnv, ReverseCurriculum
-from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, STATE_DIM
 from rmtl.config import parse_overrides
+from rmtl.env import FetchPickAndLiftEnv, ReverseCurriculum
 from rmtl.errors import ConfigError
 from rmtl.phases import rule_phase
+from rmtl.reward import RewardVecEnv
+from rmtl.reward.kinds import get_kind
+from rmtl.reward.phase import RulePhaseSelector
+from rmtl.tasks import get_task
+from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
+from rmtl.tasks.fetch_lift.dense_reward import dense_reward
+from rmtl.tasks.fetch_lift.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, STATE_DIM
 from rmtl.train.callbacks import CurriculumCallback
 from rmtl.train.config import (
     FINAL_STAGE_RANGE,
@@ -21,10 +27,10 @@ from rmtl.train.config import (
     stage1_config,
 )
 from rmtl.train.train_env import make_curriculum
-from rmtl.reward import RewardVecEnv
-from rmtl.reward.kinds import get_kind
-from rmtl.tasks.fetch_lift.dense_reward import dense_reward
 from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
+
+RULE = RulePhaseSelector(get_task().phases)
+"""Pick-and-lift's phase rule (the distance rule), as training builds it from the task."""
 
 
 class FakeVecEnv:
@@ -128,7 +134,8 @@ def test_dense_reward_values():
 
 def test_phase_observation_and_dense_wrapper():
     venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(max_episode_steps=3) for _ in range(2)])
-    venv = PhaseObservation(RewardVecEnv(venv, get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig()))))
+    dense = get_kind("dense")(lambda st: dense_reward(st, DenseRewardConfig()), 3)
+    venv = PhaseObservation(RewardVecEnv(venv, dense, RULE), RULE, 3)
     assert venv.observation_space[PHASE_KEY].shape == (3,)
     venv.seed(0)
     obs = venv.reset()

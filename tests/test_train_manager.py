@@ -10,18 +10,23 @@ import torch
 from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from rmtl.env.state import CUBE_REL_POS, STATE_DIM
-from rmtl.phases import GRASP, PHASES, phase_one_hot, rule_phase
+from rmtl.micro_tasks import phase_one_hot
+from rmtl.phases import GRASP, PHASES, rule_phase
 from rmtl.reward import RewardVecEnv
 from rmtl.reward.kinds.base import KindStep, RewardKind
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
+from rmtl.tasks import get_task
+from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, STATE_DIM
 from rmtl.train.manager.bc import bc_train
 from rmtl.train.manager.loss import reinforce_loss, smoothed_rule
 from rmtl.train.manager.network import ManagerNet
 from rmtl.train.manager.progress import ProgressSignal
 from rmtl.train.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
 from rmtl.train.wrappers import PhaseObservation
+
+RULE = RulePhaseSelector(get_task().phases)
+"""Pick-and-lift's phase rule (the distance rule), as training builds it from the task."""
 
 
 @pytest.fixture(autouse=True)
@@ -49,16 +54,18 @@ def synthetic_states(n: int, rng: np.random.Generator) -> np.ndarray:
 def test_bc_reaches_high_accuracy_on_separable_labels():
     rng = np.random.default_rng(0)
     states = synthetic_states(6000, rng)
-    labels = RulePhaseSelector()(states)
+    labels = RULE(states)
     episodes = np.arange(6000) // 20  # 300 "episodes" of 20 samples; 20% held out by episode
     assert set(np.unique(labels)) == {0, 1, 2}
-    net = ManagerNet()
-    res = bc_train(net, states, labels, episodes, updates=2000, batch_size=64, learning_rate=3e-3, prefill=512, seed=0)
+    net = ManagerNet(num_phases=len(PHASES), state_dim=STATE_DIM)
+    res = bc_train(net, states, labels, episodes, updates=2000, batch_size=64, learning_rate=3e-3, prefill=512, seed=0,
+                   phase_names=PHASES)
     assert res.heldout_episodes == 60 and res.heldout_samples == 1200
     assert res.heldout_accuracy >= 0.92, res
     assert min(v for v in res.heldout_per_phase.values()) >= 0.8
     with pytest.raises(ValueError, match="pre-filled"):
-        bc_train(ManagerNet(), states[:100], labels[:100], episodes[:100], updates=1, prefill=512)
+        bc_train(ManagerNet(num_phases=len(PHASES), state_dim=STATE_DIM), states[:100], labels[:100], episodes[:100],
+                 updates=1, prefill=512, phase_names=PHASES)
 
 
 def test_reinforce_gradient_sign_two_actions():
@@ -147,6 +154,7 @@ class StateScores(RewardKind):
 
     name = "state_scores"
     progress_source = "scores"
+    num_phases = 3
 
     def step(self, states, phases, shaper, render):
         scores = scores_of(states)
@@ -155,12 +163,12 @@ class StateScores(RewardKind):
 
 
 def state_reward(venv, selector):
-    return RewardVecEnv(venv, StateScores(), selector, RewardShaper(venv.num_envs, ShapingConfig(), 3))
+    return RewardVecEnv(venv, StateScores(), selector, RewardShaper(venv.num_envs, ShapingConfig(), num_phases=3))
 
 
 class RuleNet:
     def probs(self, states):
-        return phase_one_hot(RulePhaseSelector()(np.atleast_2d(states)))
+        return phase_one_hot(RULE(np.atleast_2d(states)), len(PHASES))
 
 
 class ConstantNet:
@@ -168,15 +176,16 @@ class ConstantNet:
         self.phase = phase
 
     def probs(self, states):
-        return phase_one_hot(np.full(len(np.atleast_2d(states)), self.phase))
+        return phase_one_hot(np.full(len(np.atleast_2d(states)), self.phase), len(PHASES))
 
 
 def run_replay(net, n_envs=2, episodes=2, horizon=3, check=None):
-    controller = ManagerController(net, n_envs, horizon=horizon, epsilon=0.0, greedy=True,
-                                   progress=ProgressSignal(n_envs))
+    controller = ManagerController(net, n_envs, rule=RULE, num_phases=len(PHASES), horizon=horizon,
+                                   epsilon=0.0, greedy=True,
+                                   progress=ProgressSignal(n_envs, num_phases=len(PHASES), rule=RULE))
     raw = DummyVecEnv([Replay for _ in range(n_envs)])
     reward = state_reward(ManagerDecide(raw, controller), controller.selector)
-    venv = ManagerSegments(PhaseObservation(reward, controller.selector), controller)
+    venv = ManagerSegments(PhaseObservation(reward, controller.selector, len(PHASES)), controller)
     obs = venv.reset()
     for _ in range(episodes * EP_LEN):
         prev = obs
@@ -207,7 +216,7 @@ def test_constant_phase_manager_is_not_rewarded_relative_to_rule():
     rules = torch.as_tensor([s.rule for s in segs])
     actions = torch.as_tensor([s.phase for s in segs])
     returns = torch.as_tensor(np.concatenate([prog_rule, prog_grasp]), dtype=torch.float32)
-    net = ManagerNet()
+    net = ManagerNet(num_phases=len(PHASES), state_dim=STATE_DIM)
     net.set_normalization(states.numpy())
     with torch.no_grad():
         net.net[-1].bias.copy_(torch.tensor([0.0, 0.0, 4.0]))
@@ -238,7 +247,7 @@ def test_hooks_decide_every_h_steps_and_drive_prompt_and_one_hot():
 
         def probs(self, states):
             n = len(np.atleast_2d(states))
-            out = phase_one_hot((self.k + np.arange(n)) % 3)
+            out = phase_one_hot((self.k + np.arange(n)) % 3, len(PHASES))
             self.k += 1
             return out
 

@@ -1,6 +1,5 @@
 import numpy as np
 
-from rmtl.env.state import CUBE_REST_HEIGHT, STATE_DIM
 from rmtl.reward.prompts import PromptConfig
 from rmtl.tasks.fetch_lift.captions import (
     PROMPT_SITUATION,
@@ -11,6 +10,7 @@ from rmtl.tasks.fetch_lift.captions import (
     sample_captions,
     situation_ids,
 )
+from rmtl.tasks.fetch_lift.state import CUBE_REST_HEIGHT, STATE_DIM
 
 
 def make_state(rel, fingers=0.05, lift=0.0):

@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from rmtl.env import FetchPickAndLiftEnv
-from rmtl.env.expert import ACTION_SCALE, ScriptedExpert
-from rmtl.env.state import CUBE_REL_POS, gripper_cube_distance
 from rmtl.phases import PHASES, rule_phase
 from rmtl.provenance import write_run_record
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+from rmtl.tasks.fetch_lift.expert import ACTION_SCALE, ScriptedExpert
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, gripper_cube_distance
 
 GAMMA = 0.95
 SHAPINGS = {
@@ -101,7 +101,7 @@ def main() -> None:
                 bins += np.bincount(phases, minlength=len(PHASES))
                 prog = oracle_progress(states)
                 for label, shaping in SHAPINGS.items():
-                    shaper = RewardShaper(1, shaping, len(PHASES))
+                    shaper = RewardShaper(1, shaping, num_phases=len(PHASES))
                     lo, hi = shaping.initial_low, shaping.initial_high
                     r = np.array([shaper(np.array([lo + (hi - lo) * prog[t, phases[t]]]), phases[t:t + 1]).reward[0]
                                   for t in range(len(states))], dtype=np.float64)

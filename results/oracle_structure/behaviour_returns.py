@@ -88,7 +88,7 @@ def main(argv=None) -> None:
         rewards[label] = shaped_rewards(active, phases, episodes, sh, 3, "adapted")
     rule = np.zeros(len(states))
     for idx in episodes:
-        shaper = RewardShaper(1, ShapingConfig(), 3)
+        shaper = RewardShaper(1, ShapingConfig(), num_phases=3)
         for i in idx:
             rule[i] = shaper.shape_u(np.array([0.5]), phases[i:i + 1]).reward[0]
     rewards["rule-only (band, u = 0.5)"] = rule

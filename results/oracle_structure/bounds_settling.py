@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> dict:
     episodes = [np.flatnonzero(ep == e)[np.argsort(step[ep == e])] for e in np.unique(ep)]
 
     def replay(cfg: ShapingConfig, n_envs: int, passes: int) -> RewardShaper:
-        sh = RewardShaper(n_envs, cfg, 3)
+        sh = RewardShaper(n_envs, cfg, num_phases=3)
         rng = np.random.default_rng(0)
         for _ in range(passes):
             order = rng.permutation(len(episodes))

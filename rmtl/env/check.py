@@ -8,7 +8,6 @@ from typing import Callable
 import numpy as np
 
 from rmtl.env.episode import run_episode
-from rmtl.env.expert import ScriptedExpert
 from rmtl.env.fetch_lift import FetchPickAndLiftEnv
 
 Policy = Callable[[dict], np.ndarray]
@@ -51,7 +50,3 @@ def success_rate(env: FetchPickAndLiftEnv, policy: Policy, name: str, episodes: 
 def random_policy(env: FetchPickAndLiftEnv, seed: int = 0) -> Policy:
     rng = np.random.default_rng(seed)
     return lambda obs: rng.uniform(-1.0, 1.0, size=env.action_space.shape).astype(np.float32)
-
-
-def expert_policy(noise_std: float = 0.0, seed: int = 0) -> Policy:
-    return ScriptedExpert(noise_std=noise_std, seed=seed)

@@ -31,26 +31,17 @@ class CurriculumStage:
     """Episodes that must be played in this stage before the gate is checked."""
 
 
-PAPER_STAGES: tuple[CurriculumStage, ...] = (
-    CurriculumStage(0.0, 0.0, 0.08, 0.5, 50),
-    CurriculumStage(0.15, 0.08, 0.25, 0.5, 80),
-    CurriculumStage(0.4, 0.25, 0.5, 0.45, 120),
-    CurriculumStage(0.65, 0.5, 0.75, 0.4, 150),
-    CurriculumStage(1.0, 0.75, 1.0, None, 0),
-)
-"""The five stages of the paper's Appendix A."""
-
-
 class ReverseCurriculum:
     """Stage-gated reverse curriculum.
 
     The stage advances when at least ``min_episodes`` episodes were played in it, the
     success window (of the episodes of this stage) is full, and its success rate reaches
     the stage threshold. The window is cleared on advancing, so a stage is judged only by
-    its own episodes. The final stage never advances.
+    its own episodes. The final stage never advances. ``stages`` are the task's
+    (``Task.curriculum_stages``; pick-and-lift's: rmtl.tasks.fetch_lift.curriculum_stages).
     """
 
-    def __init__(self, stages: tuple[CurriculumStage, ...] = PAPER_STAGES, window: int = 100, start_stage: int = 0):
+    def __init__(self, stages: tuple[CurriculumStage, ...], window: int = 100, start_stage: int = 0):
         if not stages:
             raise ConfigError("curriculum needs at least one stage")
         if window < 1:

@@ -33,9 +33,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from rmtl.env.cameras import resolve_views
-from rmtl.env.state import KEY_SPEC
 from rmtl.errors import ConfigError, StoreError
-from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.source import FrameRenderer, VLMEmbeddingSource
 from storage.cache import HitRate
 from storage.key_spec import KeySpec
@@ -128,8 +126,9 @@ class CachedEmbeddingSource:
         appender: Any = None,
         audit_every: int = 0,
         audit_scorer: Any = None,
-        key_spec: KeySpec = KEY_SPEC,
-        phase_labels: PhaseLabels = RulePhaseSelector(),
+        *,
+        key_spec: KeySpec,
+        phase_labels: PhaseLabels,
     ):
         if cache.model_id is None:
             raise ConfigError("the state cache has no model; open it with StateCache.open(store, model_id=...)")
@@ -193,10 +192,13 @@ class CachedEmbeddingSource:
         renderer_id: str | None = None,
         kind: str = "flat",
         max_pending: int = 64,
+        *,
+        key_spec: KeySpec,
         **kwargs: Any,
     ) -> "CachedEmbeddingSource":
         """A source over read-only atlas stores plus the run's ``overlay`` store, whose misses
-        a background writer appends (storage.catalogue); ``renderer_id`` must match every store."""
+        a background writer appends (storage.catalogue); ``renderer_id`` must match every store.
+        ``key_spec`` (and ``phase_labels`` among ``kwargs``) are the task's."""
         from rmtl.env.render_settings import LEGACY_RENDERER_ID
         from rmtl.vlm import VLM, load_vlm
         from storage.catalogue import BackgroundAppender, StoreCatalogue
@@ -206,11 +208,11 @@ class CachedEmbeddingSource:
 
         catalogue = StoreCatalogue.open(atlas, vlm.model_id, overlay=overlay, renderer_id=renderer_id,
                                         legacy_renderer_id=LEGACY_RENDERER_ID, kind=kind,
-                                        key_spec=kwargs.get("key_spec", KEY_SPEC), code=code_record())
+                                        key_spec=key_spec, code=code_record())
         with contextlib.ExitStack() as on_error:  # the catalogue stays open only inside a source
             on_error.callback(catalogue.close)
             appender = BackgroundAppender(catalogue, max_pending) if overlay is not None else None
-            source = cls(catalogue, vlm, radius, views, appender=appender, **kwargs)
+            source = cls(catalogue, vlm, radius, views, appender=appender, key_spec=key_spec, **kwargs)
             on_error.pop_all()
         return source
 

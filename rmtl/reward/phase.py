@@ -1,5 +1,5 @@
-"""Which micro-task is active: the Stage-1 rule (pick-and-lift's distance rule, or a task's
-``Task.phases``), or phases supplied from outside.
+"""Which micro-task is active: the Stage-1 rule (a task's ``Task.phases``; pick-and-lift's is
+the distance rule), or phases supplied from outside.
 
 The reward wrapper asks a :class:`PhaseSelector` once per step for all envs; the
 Stage-2 manager plugs in through :class:`ExternalPhaseSelector` (it sets the phases it
@@ -12,46 +12,42 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from rmtl.env.state import STATE_DIM, gripper_cube_distance
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES, rule_phase
 
 
 @runtime_checkable
 class PhaseSelector(Protocol):
-    """Maps the states [N, 25] (and step infos) of N envs to phase ids int64 [N]."""
+    """Maps the states [N, state_dim] (and step infos) of N envs to phase ids int64 [N]."""
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]]) -> np.ndarray: ...
 
 
 class RulePhaseSelector:
-    """A phase rule of the state alone (works on stored states too): ``rule`` (states [N, S]
-    -> phase ids [N], e.g. a task's ``Task.phases``), by default pick-and-lift's distance
-    rule (docs/reward.md, "Phase selection") on the 25-D state."""
+    """A phase rule of the state alone (works on stored states too): ``rule`` maps states
+    [N, S] to phase ids [N]; it is the task's ``Task.phases`` (pick-and-lift's: the distance
+    rule, docs/reward.md, "Phase selection"), which also checks the state width."""
 
-    def __init__(self, rule: Callable[[np.ndarray], np.ndarray] | None = None):
+    def __init__(self, rule: Callable[[np.ndarray], np.ndarray]):
         self.rule = rule
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]] = ()) -> np.ndarray:
-        s = np.asarray(states)
-        if self.rule is not None:
-            return np.asarray(self.rule(s), dtype=np.int64)
-        if s.ndim != 2 or s.shape[-1] != STATE_DIM:
-            raise ConfigError(f"phase rule needs states [N, {STATE_DIM}], got shape {s.shape}")
-        return np.asarray(rule_phase(np.atleast_1d(gripper_cube_distance(s))), dtype=np.int64)
+        return np.asarray(self.rule(np.asarray(states)), dtype=np.int64)
 
 
 class ExternalPhaseSelector:
-    """Returns the phases last given to :meth:`set` (e.g. by a learned manager)."""
+    """Returns the phases last given to :meth:`set` (e.g. by a learned manager); ids are in
+    [0, num_phases), ``num_phases`` being the task's number of micro-tasks."""
 
-    def __init__(self, num_envs: int, initial: int = 0):
+    def __init__(self, num_envs: int, num_phases: int, initial: int = 0):
+        self.num_phases = int(num_phases)
         self._phases = np.full(int(num_envs), int(initial), dtype=np.int64)
         self.set(self._phases)
 
     def set(self, phases: np.ndarray | Sequence[int]) -> None:
         p = np.asarray(phases, dtype=np.int64).reshape(-1)
-        if p.shape != self._phases.shape or np.any((p < 0) | (p >= len(PHASES))):
-            raise ConfigError(f"phases must be {self._phases.shape[0]} ids in [0, {len(PHASES) - 1}], got {p.tolist()}")
+        if p.shape != self._phases.shape or np.any((p < 0) | (p >= self.num_phases)):
+            raise ConfigError(f"phases must be {self._phases.shape[0]} ids in [0, {self.num_phases - 1}], "
+                              f"got {p.tolist()}")
         self._phases = p.copy()
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]] = ()) -> np.ndarray:

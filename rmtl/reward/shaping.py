@@ -124,11 +124,12 @@ class RewardShaper:
     """Stateful shaping for N environments (one row each); call :meth:`reset` at episode ends.
 
     ``low`` and ``high`` are [N, K]; with 'tracking' bounds every row holds the same shared pair.
+    ``num_phases`` is K, the task's number of micro-tasks (1 for a single-prompt reward).
     """
 
     MIN_RANGE = 1e-6
 
-    def __init__(self, num_envs: int, config: ShapingConfig | None = None, num_phases: int = 3):
+    def __init__(self, num_envs: int, config: ShapingConfig | None = None, *, num_phases: int):
         if num_envs < 1 or num_phases < 1:
             raise ConfigError(f"RewardShaper needs at least one env and one phase, got {num_envs}, {num_phases}")
         self.config = cfg = config or ShapingConfig()

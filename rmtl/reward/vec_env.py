@@ -22,7 +22,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from rmtl.errors import ConfigError
 from rmtl.reward.kinds.base import RewardKind
-from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
+from rmtl.reward.phase import PhaseSelector
 from rmtl.reward.shaping import RewardShaper
 from rmtl.reward.terminal_frames import TERMINAL_FRAMES
 
@@ -46,16 +46,15 @@ def step_end_states(obs: Any, dones: np.ndarray, infos: Sequence[dict]) -> np.nd
 class RewardVecEnv(VecEnvWrapper):
     """Replaces a vec env's reward with ``kind``'s, for the micro-tasks ``selector`` picks, shaped by ``shaper``.
 
-    ``selector`` defaults to the pick-and-lift distance rule; ``shaper`` to a default
-    :class:`RewardShaper` with the kind's number of micro-tasks. A Stage-2 manager replaces
-    ``selector`` with its own (:class:`~rmtl.reward.phase.ExternalPhaseSelector`).
+    ``selector`` is the task's rule (:class:`~rmtl.reward.phase.RulePhaseSelector` of
+    ``Task.phases``) or a Stage-2 manager's :class:`~rmtl.reward.phase.ExternalPhaseSelector`;
+    ``shaper`` defaults to a :class:`RewardShaper` with the kind's number of micro-tasks.
     """
 
-    def __init__(self, venv: VecEnv, kind: RewardKind, selector: PhaseSelector | None = None,
-                 shaper: RewardShaper | None = None):
+    def __init__(self, venv: VecEnv, kind: RewardKind, selector: PhaseSelector, shaper: RewardShaper | None = None):
         super().__init__(venv)
         self.kind = kind
-        self.selector = selector or RulePhaseSelector()
+        self.selector = selector
         self.shaper = shaper or RewardShaper(self.num_envs, num_phases=kind.num_phases)
         if self.shaper.num_envs != self.num_envs or self.shaper.num_phases != kind.num_phases:
             raise ConfigError(f"the shaper is for {self.shaper.num_envs} envs and {self.shaper.num_phases} micro-tasks; "

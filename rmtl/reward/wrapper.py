@@ -20,9 +20,10 @@ from rmtl.reward.vec_env import RewardVecEnv, step_end_states
 __all__ = ["TERMINAL_FRAMES", "TerminalFrames", "make_reward_vec_env", "step_end_states", "vlm_reward_env"]
 
 
-def vlm_reward_env(venv: VecEnv, config: RewardConfig | None = None, *, phase_selector: PhaseSelector | None = None,
+def vlm_reward_env(venv: VecEnv, config: RewardConfig | None = None, *, phase_selector: PhaseSelector,
                    band_phases: int = 0, **kind_kwargs: Any) -> RewardVecEnv:
-    """``venv`` (sub-envs in TerminalFrames) with the phased multi-view VLM reward of ``config``.
+    """``venv`` (sub-envs in TerminalFrames) with the phased multi-view VLM reward of ``config``, for
+    the micro-tasks ``phase_selector`` picks (the task's rule, ``RulePhaseSelector(task.phases)``).
 
     ``kind_kwargs`` go to :meth:`VLMKind.from_config` (``vlm``, ``source``, ``scorer``).
     """
@@ -30,7 +31,8 @@ def vlm_reward_env(venv: VecEnv, config: RewardConfig | None = None, *, phase_se
 
     config = config or RewardConfig()
     kind = VLMKind.from_config(config, band_phases=band_phases, **kind_kwargs)
-    return RewardVecEnv(venv, kind, phase_selector, RewardShaper(venv.num_envs, config.shaping, kind.num_phases))
+    shaper = RewardShaper(venv.num_envs, config.shaping, num_phases=kind.num_phases)
+    return RewardVecEnv(venv, kind, phase_selector, shaper)
 
 
 def make_reward_vec_env(

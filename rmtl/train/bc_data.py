@@ -9,7 +9,6 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.episode import run_episode
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.reward.phase import RulePhaseSelector
@@ -46,14 +45,15 @@ def worker_rule_rollouts(checkpoint: str | Path, episodes: int, *, seed: int = 0
     if env_config is None:
         cfg = meta.get("config", {})
         env_config = EnvConfig.make(**cfg["env"]) if "env" in cfg else EnvConfig()
-    adapt = ObsAdapter.for_model(model, normalizer, checkpoint_task(meta))
-    rule = RulePhaseSelector()
+    task = checkpoint_task(meta)
+    adapt = ObsAdapter.for_model(model, normalizer, task)
+    rule = RulePhaseSelector(task.phases)
     cols: dict[str, list] = {k: [] for k in ("state", "phase_rule", "episode", "step", "success")}
     model.set_random_seed(seed)
     env = FetchPickAndLiftEnv(env_config)
     try:
         for ep in range(int(episodes)):
-            st = PAPER_STAGES[stages[ep % len(stages)]]
+            st = task.curriculum_stages[stages[ep % len(stages)]]
             u = float(np.random.default_rng([seed, ep]).uniform(st.d_min, st.d_max))
             first = len(cols["step"])
 
@@ -95,13 +95,16 @@ def bc_dataset(config: Stage2Config, s1: Stage1Config, run_dir: Path) -> dict[st
     return d
 
 
-def run_bc(config: Stage2Config, net: ManagerNet, data: dict[str, np.ndarray]) -> dict[str, Any]:
+def run_bc(config: Stage2Config, net: ManagerNet, data: dict[str, np.ndarray],
+           phase_names: Sequence[str]) -> dict[str, Any]:
+    """BC warm start of ``net`` on ``data``; ``phase_names`` are the task's micro-tasks (one per output)."""
     rows = np.arange(len(data["phase_rule"]))
     if config.bc.decision_points_only:
         rows = decision_points(data["episode"], data["step"], config.manager.horizon)
     t0 = time.perf_counter()
     res = bc_train(net, data["state"][rows], data["phase_rule"][rows], data["episode"][rows],
                    updates=config.bc.updates, batch_size=config.bc.batch_size, learning_rate=config.bc.learning_rate,
-                   prefill=config.bc.prefill_segments, heldout_fraction=config.bc.heldout_fraction, seed=config.seed)
+                   prefill=config.bc.prefill_segments, heldout_fraction=config.bc.heldout_fraction, seed=config.seed,
+                   phase_names=phase_names)
     return {**res.to_dict(), "episodes_total": int(len(np.unique(data["episode"]))),
             "rows_total": int(len(data["phase_rule"])), "seconds": round(time.perf_counter() - t0, 2)}

@@ -19,7 +19,6 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.env.curriculum import ReverseCurriculum
-from rmtl.phases import PHASES
 from rmtl.reward.vec_env import REWARD_INFO
 from rmtl.train.csv_log import append_csv
 from rmtl.train.run_dir import CHECKPOINTS, LATEST
@@ -141,7 +140,7 @@ class TrainStatsCallback(BaseCallback):
     """
 
     def __init__(self, timings: Timings | None = None, stats_fn: Callable[[], dict[str, float]] | None = None,
-                 verbose: int = 0, phase_names: Sequence[str] = PHASES):
+                 verbose: int = 0, *, phase_names: Sequence[str]):
         super().__init__(verbose)
         self.phase_names = tuple(phase_names)
         self.timings = timings or Timings()

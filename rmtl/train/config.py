@@ -15,11 +15,11 @@ from pydantic import Field, model_validator
 
 from rmtl.config import Config, deep_merge
 from rmtl.default_model import DEFAULT_MODEL
-from rmtl.env.curriculum import PAPER_STAGES
 from rmtl.env.fetch_lift import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardConfig
 from rmtl.tasks import DEFAULT_TASK, task_names
+from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig
 from rmtl.tasks.fetch_lift.oracle_progress import OracleProgressConfig
 from rmtl.train.variants import VARIANT_REGISTRY, VARIANTS, Variant, variant_names  # noqa: F401
@@ -36,7 +36,7 @@ class CacheConfig(Config):
     store: str | None = None
     """Dataset store (path or fsspec URL) whose FAISS cache answers lookups; None renders and embeds every step."""
     radius: float = Field(0.01, ge=0)
-    """Key-space radius (m, see rmtl.env.state) within which a stored state counts as a hit
+    """Key-space radius (m, see rmtl.tasks.fetch_lift.state) within which a stored state counts as a hit
     (rmtl.reward.cached_source.DEFAULT_RADIUS; bench/cache_accuracy.py measures hit rate and the score and
     shaped-reward error per radius)."""
     grow: bool = False
@@ -196,7 +196,7 @@ class ManagerConfig(Config):
     horizon: int = Field(3, ge=1)
     """H: env steps per manager decision (a new decision also at every episode start)."""
     hidden: tuple[int, ...] = (128, 128)
-    """Hidden sizes of the manager MLP (input: the 25-D state; output: K = 3 logits)."""
+    """Hidden sizes of the manager MLP (input: the task's state; output: one logit per micro-task)."""
     learning_rate: float = Field(3e-4, gt=0)
     """Adam learning rate of the REINFORCE updates."""
     ent_coef: float = Field(0.01, ge=0)

@@ -9,7 +9,6 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES
 from rmtl.train.artifacts import load_torch_state
 from rmtl.train.config import Stage2Config
 from rmtl.train.csv_log import append_csv
@@ -23,10 +22,11 @@ MANAGER_FILE = "manager.pt"
 
 
 class ManagerCallback(BaseCallback):
-    """After every PPO rollout: REINFORCE on the segments finished in it; logs manager/* and manager.csv."""
+    """After every PPO rollout: REINFORCE on the segments finished in it; logs manager/* and manager.csv
+    (the share of decisions per micro-task under ``phase_names``, the task's, one per manager output)."""
 
     def __init__(self, controller: ManagerController, config: Stage2Config, csv_path: Path | None = None,
-                 optimizer: Any = None, verbose: int = 0):
+                 optimizer: Any = None, verbose: int = 0, *, phase_names: Sequence[str]):
         super().__init__(verbose)
         import torch
 
@@ -35,6 +35,9 @@ class ManagerCallback(BaseCallback):
         self.csv_path = csv_path
         self.optimizer = optimizer or torch.optim.Adam(controller.net.parameters(), lr=self.mcfg.learning_rate)
         self.updates = 0
+        if len(phase_names) != controller.net.num_phases:
+            raise ConfigError(f"{len(phase_names)} phase names for a manager with {controller.net.num_phases} outputs")
+        self.phase_names = tuple(phase_names)
 
     def _on_step(self) -> bool:
         return True
@@ -75,7 +78,7 @@ class ManagerCallback(BaseCallback):
             "loss": float(terms.loss.detach()), "policy_loss": terms.policy, "kl_rule": terms.kl,
             "entropy_batch": terms.entropy, "updates": self.updates,
         }
-        for k, name in enumerate(PHASES):
+        for k, name in enumerate(self.phase_names):
             stats[f"frac_{name}"] = float((acts == k).mean())
         return stats
 
@@ -107,7 +110,6 @@ def load_manager(path: str | Path) -> tuple[ManagerNet, int]:
     if not p.is_file():
         raise ConfigError(f"no manager at {p}")
     state = load_torch_state(p, "Stage-2 manager", "pass a manager written by rmtl train stage2")
-    net = ManagerNet(state.get("hidden", (128, 128)))
-    net.load_state_dict(state["net"])
+    net = ManagerNet.from_state_dict(state["net"], state.get("hidden", (128, 128)))
     net.eval()
     return net, int(state.get("horizon", 3))

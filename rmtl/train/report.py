@@ -313,8 +313,7 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
     from matplotlib.figure import Figure
 
     from rmtl.env.fetch_lift import EnvConfig
-    from rmtl.phases import PHASES
-    from rmtl.train.evaluate import load_checkpoint, resolve_checkpoint
+    from rmtl.train.evaluate import checkpoint_task, load_checkpoint, resolve_checkpoint
     from rmtl.train.manager_callback import load_manager
     from rmtl.train.selector_eval import evaluate_selector
 
@@ -322,6 +321,7 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
     ck = resolve_checkpoint(d)
     meta = json.loads((ck / "meta.json").read_text())
     env_cfg = EnvConfig.make(**meta["config"]["env"])
+    phase_names = checkpoint_task(meta).micro_tasks.names
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     manager, horizon = load_manager(ck)
@@ -397,8 +397,8 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
         ax2 = ax.twinx()
         ax2.plot(x, t["distance"], color="C0", lw=0.8, alpha=0.6)
         ax2.set_ylabel("gripper-cube m", fontsize=7, color="C0")
-        ax.set_yticks(range(len(PHASES)), PHASES, fontsize=7)
-        ax.set_ylim(-0.3, len(PHASES) - 0.7)
+        ax.set_yticks(range(len(phase_names)), phase_names, fontsize=7)
+        ax.set_ylim(-0.3, len(phase_names) - 0.7)
         ax.set_title(f"episode {j} ({'success' if t['success'][0] else 'failure'})", fontsize=8)
         if j == 0:
             ax.legend(fontsize=7, loc="upper left")

@@ -11,7 +11,7 @@ from rmtl.env.check import SuccessRate
 from rmtl.env.episode import run_episode
 from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
-from rmtl.phases import phase_one_hot
+from rmtl.micro_tasks import phase_one_hot
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import FINAL_STAGE_RANGE
 from rmtl.train.evaluate import EvalResult
@@ -41,16 +41,18 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
     phase one-hot from ``selector``: 'rule' (the distance rule every step), 'manager' (the greedy
     manager every ``horizon`` steps and at the episode start) or 'none' (a worker without phase input).
     The first ``traces`` episodes keep their per-step active phase, rule phase and distance."""
-    from rmtl.env.state import gripper_cube_distance
+    from rmtl.tasks import get_task
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
 
     if selector not in ("rule", "manager", "none"):
         raise ConfigError(f"selector must be rule, manager or none, got {selector!r}")
     if selector == "manager" and manager is None:
         raise ConfigError("selector 'manager' needs a manager network")
     phase_input = PHASE_KEY in getattr(model.observation_space, "spaces", {})
+    num_phases = model.observation_space[PHASE_KEY].shape[0] if phase_input else 0  # the K the worker saw
     own = env is None
     env = env or FetchPickAndLiftEnv(env_config)
-    rule = RulePhaseSelector()
+    rule = RulePhaseSelector(get_task("fetch_lift").phases)  # the rule of the env evaluated here
     successes, lengths = 0, []
     count = {"agree": 0, "total": 0, "d_agree": 0, "d_total": 0}
     out_traces: list[dict[str, list]] = []
@@ -79,7 +81,7 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
                     tr["distance"].append(float(gripper_cube_distance(s)))
                 o = dict(obs)
                 if phase_input:
-                    o[PHASE_KEY] = phase_one_hot(phase)
+                    o[PHASE_KEY] = phase_one_hot(phase, num_phases)
                 if normalizer is not None:
                     o = normalizer.normalize_obs(o)
                 now["t"] += 1

@@ -29,12 +29,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from rmtl.config import deep_merge
 from rmtl.env.fetch_lift import FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
+from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.artifacts import load_torch_state
 from rmtl.train.bc_data import bc_dataset, run_bc
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
-from rmtl.config import deep_merge
 from rmtl.train.config import Stage1Config, Stage2Config
 from rmtl.train.csv_log import read_csv
 from rmtl.train.evaluate import EvalResult, resolve_checkpoint
@@ -109,7 +110,8 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     torch.manual_seed(config.seed)
 
     # ------------------------------------------------------------ manager (+ BC warm start)
-    net = ManagerNet(config.manager.hidden)
+    task = task_of(s1)
+    net = ManagerNet(config.manager.hidden, num_phases=len(task.micro_tasks.names), state_dim=task.key_spec.state_dim)
     bc_info: dict[str, Any] = {}
     if ck is None:
         if (run_dir / "manager_bc.pt").is_file() and (run_dir / "bc.json").is_file():
@@ -117,7 +119,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
             bc_info = json.loads((run_dir / "bc.json").read_text())
         elif config.bc.enabled:
             data = bc_dataset(config, s1, run_dir)
-            bc_info = run_bc(config, net, data)
+            bc_info = run_bc(config, net, data, task.micro_tasks.names)
             (run_dir / "bc.json").write_text(json.dumps(bc_info, indent=1))
             torch.save({"net": net.state_dict(), "hidden": list(config.manager.hidden),
                         "horizon": config.manager.horizon}, run_dir / "manager_bc.pt")
@@ -126,16 +128,17 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     elif (run_dir / "bc.json").is_file():
         bc_info = json.loads((run_dir / "bc.json").read_text())
     net.eval()
-    controller = ManagerController(net, s1.n_envs, horizon=config.manager.horizon, epsilon=config.manager.epsilon,
+    controller = ManagerController(net, s1.n_envs, rule=RulePhaseSelector(task.phases), num_phases=net.num_phases,
+                                   horizon=config.manager.horizon, epsilon=config.manager.epsilon,
                                    seed=config.seed)
 
     # ------------------------------------------------------------ env + worker
     timings = Timings()
     env = build_stage2_env(s1, controller, vlm=vlm, source=source, source_factory=source_factory, timings=timings)
-    stages = task_of(s1).curriculum_stages
+    stages = task.curriculum_stages
     curriculum = make_curriculum(s1 if config.curriculum == "continue" else s1.replace(curriculum=False), stages)
     curriculum_cb = CurriculumCallback(curriculum, run_dir / "curriculum.csv", verbose=verbose)
-    manager_cb = ManagerCallback(controller, config, run_dir / "manager.csv")
+    manager_cb = ManagerCallback(controller, config, run_dir / "manager.csv", phase_names=task.micro_tasks.names)
     ppo_kw = dict(n_steps=s1.n_steps, batch_size=s1.batch_size, n_epochs=s1.n_epochs)
     src = ck if ck is not None else worker_ck
     model = PPO.load(src / "model.zip", env=env.venv, device=config.device, **ppo_kw)
@@ -177,7 +180,8 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
         return ev.result
 
     freeze_cb = FreezeWorkerCallback(config.freeze_steps, config.unfreeze_learning_rate, verbose=verbose)
-    stats_cb = TrainStatsCallback(timings, env.source.stats if env.source is not None else None)
+    stats_cb = TrainStatsCallback(timings, env.source.stats if env.source is not None else None,
+                                  phase_names=task.micro_tasks.names)
     eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
     wall_prev = float(meta_prev.get("wall_seconds", 0.0))
     t_start = time.perf_counter()

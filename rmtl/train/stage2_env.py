@@ -7,7 +7,7 @@ from typing import Any
 from rmtl.train.config import Stage1Config
 from rmtl.train.manager.progress import ProgressSignal
 from rmtl.train.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
-from rmtl.train.train_env import EnvHooks, build_train_env
+from rmtl.train.train_env import EnvHooks, build_train_env, task_of
 
 
 def build_stage2_env(s1: Stage1Config, controller: ManagerController, **kwargs: Any):
@@ -18,6 +18,8 @@ def build_stage2_env(s1: Stage1Config, controller: ManagerController, **kwargs: 
                      above_phase=lambda venv: ManagerSegments(venv, controller))
     env = build_train_env(s1, phase_selector=controller.selector, hooks=hooks, **kwargs)
     if controller.progress is None:
+        task = task_of(s1)
+        dense = (lambda states: task.dense_reward(states, s1.dense)) if task.dense_reward is not None else None
         controller.progress = ProgressSignal(s1.n_envs, env.reward_env.kind.progress_source, s1.reward.shaping,
-                                             s1.dense, env.reward_env.kind.num_phases)
+                                             dense, num_phases=env.reward_env.kind.num_phases, rule=controller.rule)
     return env

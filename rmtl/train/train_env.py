@@ -48,23 +48,26 @@ def _make_env(env_config: EnvConfig, terminal_frames: bool, task: Task):
     return env
 
 
-def cache_source(config: Stage1Config, vlm: Any) -> Any:
+def cache_source(config: Stage1Config, vlm: Any, task: Task) -> Any:
     """The cached reward path: FAISS state-cache lookups, render and embed only the misses
-    (``rmtl.reward.cached_source.CachedEmbeddingSource`` over ``config.cache.store``)."""
+    (``rmtl.reward.cached_source.CachedEmbeddingSource`` over ``config.cache.store``), keyed and
+    phase-labelled as ``task`` says."""
     from rmtl.reward.cached_source import CachedEmbeddingSource
 
     c = config.cache
     if c.atlas:
         from rmtl.reward.scorer import PhasedScorer
 
-        scorer = PhasedScorer.from_config(task_reward_config(config), vlm.encode_text)
+        scorer = PhasedScorer.from_config(task_reward_config(config, task), vlm.encode_text)
         overlay = c.overlay or str(config.run_dir() / "overlay.zarr")
         return CachedEmbeddingSource.open_catalogue(
             c.atlas, vlm, overlay, radius=c.radius, views=config.reward.active_views,
             renderer_id=config.env.render_profile()["renderer_id"], batch_size=config.reward.batch_size,
-            audit_every=c.audit_every, audit_scorer=lambda e: scorer(e).aggregate)
+            audit_every=c.audit_every, audit_scorer=lambda e: scorer(e).aggregate, key_spec=task.key_spec,
+            phase_labels=task.phases)
     return CachedEmbeddingSource.open(c.store, vlm, radius=c.radius, views=config.reward.active_views,
-                                      append=c.grow, batch_size=config.reward.batch_size, save_every=c.persist_every)
+                                      append=c.grow, batch_size=config.reward.batch_size, save_every=c.persist_every,
+                                      key_spec=task.key_spec, phase_labels=task.phases)
 
 
 def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
@@ -154,12 +157,12 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
             if source_factory is not None:
                 source = source_factory(config, vlm)
             elif config.cache.store or config.cache.atlas:
-                source = cache_source(config, vlm)
+                source = cache_source(config, vlm, task)
             else:
                 source = VLMEmbeddingSource(vlm, config.reward.batch_size)
         timed = TimedSource(source, timings)
     kind = build_reward_kind(config, task, vlm=vlm, source=timed)
-    shaper = RewardShaper(config.n_envs, config.reward.shaping, kind.num_phases)
+    shaper = RewardShaper(config.n_envs, config.reward.shaping, num_phases=kind.num_phases)
     venv = reward_env = RewardVecEnv(venv, kind, phase_selector or rule, shaper)
     if config.phase_input:
         venv = PhaseObservation(venv, phase_selector or rule, len(task.micro_tasks.names))

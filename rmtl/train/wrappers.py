@@ -9,8 +9,8 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES, phase_one_hot
-from rmtl.reward.phase import PhaseSelector, RulePhaseSelector
+from rmtl.micro_tasks import phase_one_hot
+from rmtl.reward.phase import PhaseSelector
 
 PHASE_KEY = "phase"
 """Observation key of the phase one-hot."""
@@ -20,27 +20,28 @@ def _states(obs: Any) -> np.ndarray:
     return np.asarray(obs["observation"] if isinstance(obs, Mapping) else obs, dtype=np.float32)
 
 
-def add_phase(obs: Mapping[str, np.ndarray], phases: np.ndarray | int, num_phases: int = len(PHASES)) -> dict[str, np.ndarray]:
+def add_phase(obs: Mapping[str, np.ndarray], phases: np.ndarray | int, num_phases: int) -> dict[str, np.ndarray]:
     """A copy of a dict observation (batched or not) with the phase one-hot under ``'phase'``."""
     out = dict(obs)
     out[PHASE_KEY] = phase_one_hot(phases, num_phases)
     return out
 
 
-def rule_phase_observation(obs: Mapping[str, np.ndarray], rule: PhaseSelector | None = None,
-                           num_phases: int = len(PHASES)) -> dict[str, np.ndarray]:
-    """Add the rule phase of the observation's own state (single or batched obs); ``rule``
-    defaults to the pick-and-lift distance rule.
+def rule_phase_observation(obs: Mapping[str, np.ndarray], rule: PhaseSelector,
+                           num_phases: int) -> dict[str, np.ndarray]:
+    """Add the phase ``rule`` (the task's) gives the observation's own state (single or batched
+    obs), one-hot over the task's ``num_phases`` micro-tasks.
 
     This is what evaluation uses: the rule needs only the state, no rendering and no VLM.
     """
     state = np.asarray(obs["observation"], dtype=np.float32)
-    phases = (rule or RulePhaseSelector())(np.atleast_2d(state), ())
+    phases = rule(np.atleast_2d(state), ())
     return add_phase(obs, phases if state.ndim == 2 else int(phases[0]), num_phases)
 
 
 class PhaseObservation(VecEnvWrapper):
-    """Adds the active phase as a one-hot ``'phase'`` entry (Box [0,1]^3) to a dict observation.
+    """Adds the active phase as a one-hot ``'phase'`` entry (Box [0,1]^K, K = ``num_phases``, the
+    task's number of micro-tasks) to a dict observation.
 
     The phase of each returned observation is ``selector(states of those observations)``:
     for the Stage-1 distance rule this is exactly the ``info["reward"]["phase"]`` the reward
@@ -50,7 +51,7 @@ class PhaseObservation(VecEnvWrapper):
     :class:`~rmtl.reward.ExternalPhaseSelector` so the worker sees the manager's choice.
     """
 
-    def __init__(self, venv: VecEnv, selector: PhaseSelector | None = None, num_phases: int = len(PHASES)):
+    def __init__(self, venv: VecEnv, selector: PhaseSelector, num_phases: int):
         space = venv.observation_space
         if not isinstance(space, spaces.Dict) or "observation" not in space.spaces:
             raise ConfigError("PhaseObservation needs a dict observation space with an 'observation' key")
@@ -60,7 +61,7 @@ class PhaseObservation(VecEnvWrapper):
             {**space.spaces, PHASE_KEY: spaces.Box(0.0, 1.0, shape=(num_phases,), dtype=np.float32)}
         )
         super().__init__(venv, observation_space=new_space)
-        self.selector = selector or RulePhaseSelector()
+        self.selector = selector
         self.num_phases = int(num_phases)
         self.last_phases = np.zeros(self.num_envs, dtype=np.int64)
 

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 from scipy.stats import spearmanr
 
-from rmtl.env.state import gripper_cube_distance
 from rmtl.phases import ALIGN, APPROACH, rule_phase
+from rmtl.tasks.fetch_lift.state import gripper_cube_distance
 from storage.dataset import DatasetStore
 
 for path in sys.argv[1:]:

@@ -55,8 +55,9 @@ class RewardKind(ABC):
     privileged: ClassVar[bool] = False
     """Reads state beyond the phase (a reference or diagnostic, never a VLM result)."""
 
-    num_phases: int = 3
-    """Micro-tasks the shaper keeps bounds and the band for (1: a single goal, no phase index)."""
+    num_phases: int
+    """Micro-tasks the shaper keeps bounds and the band for (1: a single goal, no phase index); each
+    kind sets it from its task (``len(task.micro_tasks.names)``), there is no default."""
     add_env_reward: bool = True
     """Add the env's own reward (the +1 success bonus) to the shaped reward."""
 

@@ -19,7 +19,7 @@ class DenseKind(RewardKind):
     progress_source = "dense"
     privileged = True
 
-    def __init__(self, reward_fn: Callable[[np.ndarray], np.ndarray], num_phases: int = 3, add_env_reward: bool = True):
+    def __init__(self, reward_fn: Callable[[np.ndarray], np.ndarray], num_phases: int, add_env_reward: bool = True):
         self.reward_fn = reward_fn
         """states -> the shaped part of the reward (e.g. the pick-and-lift dense reference)."""
         self.num_phases = int(num_phases)

@@ -1,6 +1,6 @@
 """Scripted degenerate behaviours of pick-and-lift: policies a reward-hacking learner might find.
 
-Each is a :class:`~rmtl.env.expert.ScriptedPolicy` like the expert (observation -> action in
+Each is a :class:`~rmtl.tasks.fetch_lift.expert.ScriptedPolicy` like the expert (observation -> action in
 [-1, 1]^4, optional Gaussian action noise, deterministic given its seed) built by a factory
 ``(noise_std, seed) -> policy`` registered in :data:`BEHAVIOURS`. They exist to check that a
 reward prefers the expert to each of them, and to put the states learners visit into the
@@ -22,9 +22,9 @@ from typing import Callable
 
 import numpy as np
 
-from rmtl.env.expert import (CLOSED, HOVER_HEIGHT, OPEN, ScriptedExpert, ScriptedPolicy, approach_and_grasp,
-                              displacement_action)
-from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_VELP, FINGER_WIDTHS, GRIPPER_POS, lift_height
+from rmtl.tasks.fetch_lift.expert import (CLOSED, HOVER_HEIGHT, OPEN, ScriptedExpert, ScriptedPolicy,
+                                          approach_and_grasp, displacement_action)
+from rmtl.tasks.fetch_lift.state import CUBE_POS, CUBE_REL_POS, CUBE_VELP, FINGER_WIDTHS, GRIPPER_POS, lift_height
 
 CLEARANCE = 0.08
 """Height at which the hand passes over the cube: top 2.5 cm + fingers 1.9 cm + 3.6 cm for the

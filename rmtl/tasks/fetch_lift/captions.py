@@ -54,9 +54,9 @@ from typing import Sequence
 
 import numpy as np
 
-from rmtl.env.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
 from rmtl.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE
 from rmtl.reward.prompts import PromptConfig
+from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
 
 _PAPER = PromptConfig()
 APPROACH_PROMPT, ALIGN_PROMPT, GRASP_PROMPT = _PAPER.approach[0], _PAPER.align[0], _PAPER.grasp[0]

@@ -6,7 +6,7 @@ import numpy as np
 from pydantic import Field
 
 from rmtl.config import Config
-from rmtl.env.state import gripper_cube_distance, lift_height
+from rmtl.tasks.fetch_lift.state import gripper_cube_distance, lift_height
 
 
 class DenseRewardConfig(Config):

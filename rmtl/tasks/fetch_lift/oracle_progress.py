@@ -22,8 +22,8 @@ import numpy as np
 from pydantic import Field
 
 from rmtl.config import Config
-from rmtl.env.state import CUBE_POS, GRIPPER_POS, gripper_cube_distance, lift_height
 from rmtl.phases import ALIGN, APPROACH, GRASP, PHASES
+from rmtl.tasks.fetch_lift.state import CUBE_POS, GRIPPER_POS, gripper_cube_distance, lift_height
 
 
 class OracleProgressConfig(Config):

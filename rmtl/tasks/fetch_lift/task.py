@@ -8,14 +8,14 @@ from typing import Any
 import numpy as np
 
 from rmtl.env.cameras import CAMERA_BANK
-from rmtl.env.curriculum import PAPER_STAGES
-from rmtl.env.state import KEY_SPEC, gripper_cube_distance
-from rmtl.layout import ACTION_FIELDS, layout
 from rmtl.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
+from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance
 
 
 def _make_env(config: Any = None, **overrides: Any) -> Any:
@@ -25,7 +25,7 @@ def _make_env(config: Any = None, **overrides: Any) -> Any:
 
 
 def _expert(noise_std: float, seed: int) -> Any:
-    from rmtl.env.expert import ScriptedExpert
+    from rmtl.tasks.fetch_lift.expert import ScriptedExpert
 
     return ScriptedExpert(noise_std=noise_std, seed=seed)
 

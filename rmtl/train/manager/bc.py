@@ -4,14 +4,13 @@ its episode-wise held-out split and accuracy report."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-from rmtl.phases import PHASES
-from rmtl.train.manager.network import K, ManagerNet
+from rmtl.train.manager.network import ManagerNet
 
 
 @dataclasses.dataclass
@@ -56,14 +55,18 @@ def accuracy(net: ManagerNet, states: np.ndarray, labels: np.ndarray) -> float:
 
 def bc_train(net: ManagerNet, states: np.ndarray, labels: np.ndarray, episodes: np.ndarray | None = None, *,
              updates: int = 3500, batch_size: int = 64, learning_rate: float = 3e-4, prefill: int = 512,
-             heldout_fraction: float = 0.2, seed: int = 0, optimizer: torch.optim.Optimizer | None = None) -> BCResult:
+             heldout_fraction: float = 0.2, seed: int = 0, optimizer: torch.optim.Optimizer | None = None,
+             phase_names: Sequence[str]) -> BCResult:
     """Fit ``net`` to rule labels by cross entropy: ``updates`` Adam steps on minibatches of
     ``batch_size`` drawn (with replacement) from the training episodes' samples.
 
     The input standardisation is set from the training states. ``prefill``: the buffer
     must hold at least this many samples before the first update (Table 2: 512 segments).
-    Accuracy is reported on the held-out episodes (``heldout_fraction`` of them).
+    Accuracy is reported on the held-out episodes (``heldout_fraction`` of them), per phase
+    under ``phase_names`` (the task's micro-task names, one per output of ``net``).
     """
+    if len(phase_names) != net.num_phases:
+        raise ValueError(f"{len(phase_names)} phase names for a manager with {net.num_phases} outputs")
     states = np.asarray(states, dtype=np.float32)
     labels = np.asarray(labels, dtype=np.int64)
     episodes = np.arange(len(labels)) if episodes is None else np.asarray(episodes)
@@ -87,12 +90,13 @@ def bc_train(net: ManagerNet, states: np.ndarray, labels: np.ndarray, episodes: 
     net.eval()
     hx, hy = states[held], labels[held]
     pred = net.greedy(hx) if len(hy) else np.zeros(0, dtype=np.int64)
-    confusion = np.zeros((K, K), dtype=np.int64)
+    k_phases = net.num_phases
+    confusion = np.zeros((k_phases, k_phases), dtype=np.int64)
     np.add.at(confusion, (hy, pred), 1)
     per_phase = {name: (float(confusion[k, k] / confusion[k].sum()) if confusion[k].sum() else float("nan"))
-                 for k, name in enumerate(PHASES)}
+                 for k, name in enumerate(phase_names)}
     return BCResult(
         int(train.sum()), int(held.sum()), int(len(np.unique(episodes[train]))), int(len(np.unique(episodes[held]))),
         int(updates), float(loss.detach()), accuracy(net, xs, ys), accuracy(net, hx, hy), per_phase,
-        confusion.tolist(), {name: int((labels == k).sum()) for k, name in enumerate(PHASES)},
+        confusion.tolist(), {name: int((labels == k).sum()) for k, name in enumerate(phase_names)},
     )

@@ -9,18 +9,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from rmtl.env.state import STATE_DIM
-from rmtl.phases import PHASES
-
-K = len(PHASES)
 MIN_STD = 1e-2
 """Floor of the per-dimension input std (velocities are often ~0 in the BC data)."""
 
 
 class ManagerNet(nn.Module):
-    """pi_M(phi | s): standardised 25-D state -> MLP (ReLU) -> K logits."""
+    """pi_M(phi | s): standardised state [state_dim] -> MLP (ReLU) -> K = ``num_phases`` logits
+    (the task's state width and number of micro-tasks)."""
 
-    def __init__(self, hidden: Sequence[int] = (128, 128), num_phases: int = K, state_dim: int = STATE_DIM):
+    def __init__(self, hidden: Sequence[int] = (128, 128), *, num_phases: int, state_dim: int):
         super().__init__()
         layers: list[nn.Module] = []
         d = state_dim
@@ -32,6 +29,17 @@ class ManagerNet(nn.Module):
         self.register_buffer("mean", torch.zeros(state_dim))
         self.register_buffer("std", torch.ones(state_dim))
         self.num_phases = num_phases
+        self.state_dim = state_dim
+
+    @classmethod
+    def from_state_dict(cls, state: dict, hidden: Sequence[int]) -> "ManagerNet":
+        """A net shaped like the one that saved ``state`` (its state width and number of phases
+        are read from the saved tensors), with those weights loaded."""
+        weights = [k for k in state if k.startswith("net.") and k.endswith(".weight")]
+        num_phases = int(state[max(weights, key=lambda k: int(k.split(".")[1]))].shape[0])
+        net = cls(hidden, num_phases=num_phases, state_dim=int(state["mean"].shape[0]))
+        net.load_state_dict(state)
+        return net
 
     def set_normalization(self, states: np.ndarray) -> None:
         s = torch.as_tensor(np.asarray(states, dtype=np.float32))

@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from rmtl.errors import ConfigError
-from rmtl.reward.phase import RulePhaseSelector
+from rmtl.reward.phase import PhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.reward.vec_env import REWARD_INFO
-from rmtl.train.manager.network import K
 
 
 class ProgressSignal:
@@ -23,29 +22,32 @@ class ProgressSignal:
       micro-task k_rule(s) with its own score (``info["reward"]["scores"][k_rule]``: every
       micro-task is scored every step) normalised by bounds that only see rule-micro-task scores;
     - ``rule_band``: the same with u = 0.5 (a reward without a scorer);
-    - ``dense``: the dense reference reward of the state.
+    - ``dense``: the dense reference reward of the state (``dense_reward``, states -> rewards: the
+      task's ``Task.dense_reward`` with the run's config).
 
     None depends on which micro-task the manager chose, so no choice of prompt changes it:
-    only what the worker does does.
+    only what the worker does does. ``rule`` is the task's phase rule (k_rule) and ``num_phases``
+    its number of micro-tasks (K).
     """
 
     def __init__(self, num_envs: int, source: str = "scores", shaping: ShapingConfig | None = None,
-                 dense: Any = None, num_phases: int = K):
+                 dense_reward: Callable[[np.ndarray], np.ndarray] | None = None, *, num_phases: int,
+                 rule: PhaseSelector):
         if source not in ("scores", "rule_band", "dense"):
             raise ConfigError(f"unknown progress source {source!r}; choose scores, rule_band or dense")
+        if source == "dense" and dense_reward is None:
+            raise ConfigError("the dense progress source needs the task's dense reward (dense_reward)")
         base = shaping or ShapingConfig()
         cfg = base.replace(enabled=True, level=True, band=True, trend=False, momentum=False, drop_penalty=False)
         self.source = source
-        self.shaper = RewardShaper(num_envs, cfg, num_phases)
-        self.dense = dense
-        self.rule = RulePhaseSelector()
+        self.shaper = RewardShaper(num_envs, cfg, num_phases=num_phases)
+        self.dense_reward = dense_reward
+        self.rule = rule
 
     def __call__(self, states: np.ndarray, infos: Sequence[Mapping[str, Any]]) -> np.ndarray:
         states = np.asarray(states, dtype=np.float32)
         if self.source == "dense":
-            from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
-
-            return dense_reward(states, self.dense or DenseRewardConfig()).astype(np.float64)
+            return np.asarray(self.dense_reward(states), dtype=np.float64)
         rule = np.minimum(self.rule(states), self.shaper.num_phases - 1)
         if self.source == "rule_band":
             return self.shaper.shape_u(np.full(len(rule), 0.5), rule).level.astype(np.float64)

@@ -20,11 +20,10 @@ from typing import Any, Sequence
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
-from rmtl.env.state import STATE_DIM
-from rmtl.phases import phase_one_hot
-from rmtl.reward.phase import ExternalPhaseSelector, RulePhaseSelector
+from rmtl.micro_tasks import phase_one_hot
+from rmtl.reward.phase import ExternalPhaseSelector, PhaseSelector
 from rmtl.reward.vec_env import REWARD_INFO
-from rmtl.train.manager.network import K, ManagerNet, sample_decisions
+from rmtl.train.manager.network import ManagerNet, sample_decisions
 from rmtl.train.manager.progress import ProgressSignal
 
 
@@ -52,18 +51,22 @@ class Segment:
 
 
 class ManagerController:
-    """State shared by the two vec-env hooks: the net, the selector, segment counters and the finished segments."""
+    """State shared by the two vec-env hooks: the net, the selector, segment counters and the finished segments.
 
-    def __init__(self, net: ManagerNet, num_envs: int, *, horizon: int = 3, epsilon: float = 0.2, seed: int = 0,
-                 greedy: bool = False, progress: ProgressSignal | None = None):
+    ``rule`` is the task's phase rule the decisions are compared with (agreement statistics) and
+    ``num_phases`` its number of micro-tasks (the net's outputs, the selector's phase ids)."""
+
+    def __init__(self, net: ManagerNet, num_envs: int, *, rule: PhaseSelector, num_phases: int, horizon: int = 3,
+                 epsilon: float = 0.2, seed: int = 0, greedy: bool = False, progress: ProgressSignal | None = None):
         self.net = net
         self.num_envs = int(num_envs)
         self.horizon = int(horizon)
         self.epsilon = float(epsilon)
         self.greedy = greedy
         self.rng = np.random.default_rng(seed)
-        self.selector = ExternalPhaseSelector(num_envs)
-        self.rule = RulePhaseSelector()
+        self.num_phases = int(num_phases)
+        self.selector = ExternalPhaseSelector(num_envs, self.num_phases)
+        self.rule = rule
         self.progress = progress
         self.open: list[Segment | None] = [None] * self.num_envs
         self.steps_in_segment = np.zeros(self.num_envs, dtype=np.int64)
@@ -81,7 +84,7 @@ class ManagerController:
         s = np.asarray(states, dtype=np.float32)[envs]
         phases, probs = sample_decisions(self.net, s, self.epsilon, self.rng, greedy=self.greedy)
         rules = self.rule(s)
-        cur = self.selector(np.zeros((self.num_envs, STATE_DIM)))
+        cur = self.selector(np.asarray(states))  # the phases set so far (the selector ignores the states)
         cur[envs] = phases
         self.selector.set(cur)
         self.steps_in_segment[envs] = 0
@@ -133,7 +136,7 @@ class ManagerController:
             for seg in self.decide(np.asarray(obs["observation"], dtype=np.float32), done_idx):
                 self.open[seg.env] = seg
             obs = dict(obs)
-            obs["phase"] = phase_one_hot(self.selector(states), K)
+            obs["phase"] = phase_one_hot(self.selector(states), self.num_phases)
         return obs
 
     def pop_segments(self) -> list[Segment]:

@@ -2,18 +2,18 @@
 the names of the 25 state fields, the 11 key fields and the 4 action components, the
 phase codes and the prompt roles (docs/storage.md, "Self-description").
 
-Importing this module imports no MuJoCo: it only reads rmtl.env.state's constants.
+Importing this module imports no MuJoCo: it only reads rmtl.tasks.fetch_lift.state's constants.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rmtl.env.state import (
+from rmtl.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE, PHASES
+from rmtl.tasks.fetch_lift.state import (
     CUBE_POS, CUBE_REL_POS, CUBE_ROT, CUBE_VELP, CUBE_VELR, FINGER_VEL, FINGER_WIDTHS, GRIPPER_POS,
     GRIPPER_VELP, KEY_FIELDS, KEY_SPEC, ROTATION_SCALE, STATE_DIM,
 )
-from rmtl.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE, PHASES
 
 _STATE_GROUPS = (
     ("gripper", GRIPPER_POS, "xyz", "gripper position (m)"),

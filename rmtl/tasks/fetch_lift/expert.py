@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmtl.env.state import CUBE_REL_POS, FINGER_WIDTHS
 from rmtl.errors import ConfigError
+from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, FINGER_WIDTHS
 
 ACTION_SCALE = 0.05
 """Metres the Fetch mocap moves per unit action per step (gymnasium-robotics)."""
@@ -105,3 +105,8 @@ class ScriptedExpert(ScriptedPolicy):
         lift = np.tile(np.array([0.0, 0.0, 0.1]), (len(s), 1))
         move = np.where(holding[:, None], lift, move)
         return displacement_action(move, grip)
+
+
+def expert_policy(noise_std: float = 0.0, seed: int = 0) -> ScriptedExpert:
+    """The scripted expert as a policy (what pick-and-lift's ``Task.expert`` builds)."""
+    return ScriptedExpert(noise_std=noise_std, seed=seed)
