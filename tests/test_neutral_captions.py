@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from rmtl.env.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, CUBE_ROT, CUBE_VELP, FINGER_WIDTHS
+from rmtl.tasks.fetch_lift.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, CUBE_ROT, CUBE_VELP, FINGER_WIDTHS
 from rmtl.reward.prompt_sets import shipped_prompt_sets
 from rmtl.tasks.fetch_lift.captions import CaptionConfig, sample_captions as sample_mode
 from rmtl.tasks.fetch_lift.neutral_captions import Facts, caption, evaluated_texts, leaks, sample_captions

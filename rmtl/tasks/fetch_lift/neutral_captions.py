@@ -30,7 +30,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rmtl.env.state import CUBE_REL_POS, CUBE_ROT, CUBE_VELP, FINGER_WIDTHS, lift_height
+from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, CUBE_ROT, CUBE_VELP, FINGER_WIDTHS, lift_height
 
 GRIPPERS = ("robot gripper", "two-finger gripper", "gripper", "parallel-jaw gripper", "robot's gripper",
             "metal gripper", "end effector", "robot claw")
