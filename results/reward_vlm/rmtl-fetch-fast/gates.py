@@ -29,6 +29,8 @@ HERE = Path(__file__).resolve().parent
 GAMMA = 0.95
 THRESHOLDS = {"approach_spearman": 0.8, "align_spearman": 0.8, "grasp_auc": 0.95, "right_prompt_accuracy": 0.8,
               "success_auc": 0.9}
+ADDENDUM_FAMILIES = ("expert_clean",)
+"""Families added after registration (GATES.md, addendum): reported, not in the registered pool."""
 METRICS = ("approach_spearman", "align_spearman", "grasp_auc", "right_prompt_accuracy")
 
 
@@ -93,8 +95,10 @@ def main(argv=None) -> int:
             per_family[fam] = {"episodes": int(len(np.unique(d["episode"]))), "rows": int(n),
                                **{m: float(q[m]) for m in METRICS},
                                "ci": bootstrap(emb, d["state"], d["episode"], d["step"], views, text, a.bootstrap // 4)}
-            for k, v in (("emb", emb), ("state", d["state"]), ("episode", d["episode"] + offset), ("step", d["step"])):
-                pooled[k].append(v)
+            if fam not in ADDENDUM_FAMILIES:  # the registered pool
+                for k, v in (("emb", emb), ("state", d["state"]), ("episode", d["episode"] + offset),
+                             ("step", d["step"])):
+                    pooled[k].append(v)
             steps = reward_steps(st, model_id)
             rm, _, _ = variant_scores(st, model_id, steps.rows, steps.phase, "rmtl")
             sp, _, _ = variant_scores(st, model_id, steps.rows, steps.phase, "single_prompt_multi_view")
@@ -120,7 +124,7 @@ def main(argv=None) -> int:
     }
     rule = np.zeros(len(phase))
     for idx in eps:
-        shaper = RewardShaper(1, ShapingConfig(), 3)
+        shaper = RewardShaper(1, ShapingConfig(), num_phases=3)
         for i in idx:
             rule[i] = shaper.shape_u(np.array([0.5]), phase[i:i + 1]).reward[0]
     rewards["rule-only"] = rule
@@ -137,10 +141,16 @@ def main(argv=None) -> int:
     table = {lab: {f: [float(ret[owner == f].mean()), float(ret[owner == f].std() / np.sqrt((owner == f).sum()))]
                    for f in fams} for lab, ret in returns.items()}
     undiscounted = np.array([rewards["RMTL (default)"][idx].sum() for idx in eps])
-    success_auc = roc_auc(undiscounted[success], undiscounted[~success]) if success.any() and (~success).any() else None
+    registered = ~np.isin(np.array(battery["family"]), ADDENDUM_FAMILIES)
+    ok, ret = success[registered], undiscounted[registered]
+    success_auc = roc_auc(ret[ok], ret[~ok]) if ok.any() and (~ok).any() else None
     expert = table["RMTL (default)"].get("expert", [np.nan])[0]
-    degenerate = {f: v[0] for f, v in table["RMTL (default)"].items() if f != "expert" and not f.startswith("oracle")}
+    degenerate = {f: v[0] for f, v in table["RMTL (default)"].items()
+                  if f != "expert" and f not in ADDENDUM_FAMILIES and not f.startswith("oracle")}
     beaten = sorted(f for f, v in degenerate.items() if v >= expert)
+    clean = table["RMTL (default)"].get("expert_clean", [np.nan])[0]
+    addendum = {lab: sorted(f for f in degenerate if table[lab][f][0] >= table[lab].get("expert_clean", [np.nan])[0])
+                for lab in table} if "expert_clean" in fams else {}
     gates = {
         "approach_spearman": overall["approach_spearman"] >= THRESHOLDS["approach_spearman"],
         "align_spearman": overall["align_spearman"] >= THRESHOLDS["align_spearman"],
@@ -152,7 +162,8 @@ def main(argv=None) -> int:
     result = {"model": a.model, "model_id": model_id, "round": a.round, "stores": sorted(a.store),
               "pooled": overall, "families": per_family, "battery": table, "success_auc": success_auc,
               "episodes": int(len(eps)), "successes": int(success.sum()), "beaten_by": beaten,
-              "gates": gates, "passes": all(gates.values()), "thresholds": THRESHOLDS}
+              "gates": gates, "passes": all(gates.values()), "thresholds": THRESHOLDS,
+              "addendum_clean_expert_beaten_by": addendum, "clean_expert_return": clean}
     (HERE / f"gates_round{a.round}.json").write_text(json.dumps(result, indent=1, default=float))
     md = _markdown(result)
     (HERE / f"gates_round{a.round}.md").write_text(md)
@@ -179,7 +190,12 @@ def _markdown(r) -> str:
             ", ".join(r["beaten_by"]) or "none beat the expert") if g == "expert_beats_every_degenerate" else p[g]
         thr = r["thresholds"].get(g, "expert highest")
         lines.append(f"| {g} | {thr} | {value if isinstance(value, str) else _fmt(value)} | {'yes' if ok else 'NO'} |")
-    lines += ["", f"**All gates pass: {'yes' if r['passes'] else 'no'}.**", "",
+    lines += ["", f"**All gates pass: {'yes' if r['passes'] else 'no'}.**", ""]
+    if r.get("addendum_clean_expert_beaten_by"):
+        lines += ["Addendum (GATES.md): degenerate behaviours paid at least the noise-free expert's return, per reward: "
+                  + "; ".join(f"{lab}: {', '.join(v) or 'none'}" for lab, v in r["addendum_clean_expert_beaten_by"].items()),
+                  ""]
+    lines += [
               "Battery: mean discounted return (gamma 0.95, +1 on success) ± s.e.m. per family", "",
               "| family | " + " | ".join(r["battery"]) + " |", "|---|" + "---|" * len(r["battery"])]
     fams = list(next(iter(r["battery"].values())))

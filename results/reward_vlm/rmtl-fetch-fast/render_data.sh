@@ -27,3 +27,5 @@ for r in oracle_sweep_trend_momentum_s1 oracle_sweep_level_only_s2 oracle_sweep_
 $R --store $S/heldout_expert.zarr --episodes 24 --noise-levels 0.3,1.0 --stages 0,1,2,3,4 --seed 920000
 for b in hover_0.03 hover_0.15 sit_at_cube grasp_and_drop closed_jaw_approach wander; do
   $R --store $S/heldout_b_$b.zarr --episodes 8 --policy behaviour:$b --stages 0,1,2,3,4 --seed 930000; done
+# Added before any trained round was gated (GATES.md, addendum): a noise-free expert for the return gate.
+$R --store $S/heldout_expert_clean.zarr --episodes 24 --noise-std 0 --stages 0,1,2,3,4 --seed 940000

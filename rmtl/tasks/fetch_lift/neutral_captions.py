@@ -155,19 +155,23 @@ def _height_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str | None:
     if xy <= 0.02:
         return _pick(rng, (f"the {g} hovers {height} over the {c}, centred on it",
                            f"the {g} is centred {height} above the {c}",
-                           f"the {g} sits {height} straight over the {c}"))
+                           f"the {g} is centered over the {c}, {height} up",
+                           f"the {g} sits {height} straight over the {c}",
+                           f"the {c} is right below the {g}, centered"))
     return _pick(rng, (f"the {g} is {height} higher than the {c} and off to one side",
                        f"the {g} is {height} up, not yet over the {c}"))
 
 
 def _jaw_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str:
     options = {
-        "open": (f"the {g}'s jaws are wide open", f"its fingers are spread open", f"the {g} is open"),
+        "open": (f"the {g}'s jaws are wide open", f"its fingers are spread open", f"the {g} is open",
+                 f"the {g} has open jaws", f"with its two fingers apart"),
         "half": (f"the {g}'s jaws are half open", f"its fingers are partly closed"),
         "closed": (f"the {g}'s jaws are shut on nothing", f"its fingers are closed and empty",
                    f"the {g} is closed with nothing in it"),
         "on_cube": (f"the fingers are clamped on the {c}", f"the {g} is squeezing the {c}",
-                    f"the jaws hold the {c} tightly"),
+                    f"the jaws hold the {c} tightly", f"the two fingers are pinching the {c}",
+                    f"the {g} has grasped the {c}"),
     }
     return _pick(rng, options[f.jaws])
 
@@ -185,7 +189,8 @@ def _cube_phrase(f: Facts, g: str, c: str, t: str, rng: random.Random) -> str:
     options = {
         "resting": (f"the {c} rests on the {t}", f"the {c} sits flat on the {t}", f"the {c} is still on the {t}"),
         "lifted": (f"the {c} is {lift} cm above the {t}", f"the {c} has been raised {lift} cm",
-                   f"the {c} is in the air, {lift} cm up", f"the {g} is lifting the {c} {lift} cm off the {t}"),
+                   f"the {c} is in the air, {lift} cm up", f"the {g} is lifting the {c} {lift} cm off the {t}",
+                   f"the {c} is held {lift} cm off the {t}", f"the {g} has picked the {c} up"),
         "tipped": (f"the {c} is tipped over", f"the {c} lies tilted on its side", f"the {c} has been knocked over"),
         "sliding": (f"the {c} is sliding across the {t}", f"the {c} is being pushed along the {t}"),
         "fallen": (f"the {c} has fallen off the {t}", f"the {c} is on the floor"),
