@@ -594,10 +594,14 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
     else:
         towers = "text tower only, image tower locked" if cfg.tune == "text" else "both towers"
         origin = f"fine-tuned from `{init}` ({towers})"
-    caption_line = ("prompt-neutral: descriptive captions from state that contain none of the evaluated prompt "
-                    "texts (baseline, approach, align, grasp, single prompt); no prompt-based loss or model selection"
-                    if cfg.captions == "neutral" else
-                    "graded: the paper prompts are among the captions (progress-graded, target situations, baseline)")
+    caption_line = {
+        "neutral": "prompt-neutral: descriptive captions from state that contain none of the evaluated prompt "
+                   "texts (baseline, approach, align, grasp, single prompt); no prompt-based loss or model selection",
+        "compositional": "prompt-neutral, compositional (rmtl/tasks/fetch_lift/neutral_captions.py): one to three facts "
+                         "of the state in many wordings, none containing any phrasing of any shipped prompt set; no "
+                         "prompt-based loss or model selection; the evaluated prompts are scored zero-shot",
+        "graded": "graded: the paper prompts are among the captions (progress-graded, target situations, baseline)",
+    }[cfg.captions]
     cosine = lambda d: "/".join(f"{c:.3f}" for c in d.get("goal_baseline_cosine", {}).values()) or "n/a"  # noqa: E731
     text = "\n".join([
         f"# {cfg.model}: a domain-trained stand-in reward VLM for Fetch pick-and-lift",
