@@ -335,8 +335,9 @@ def test_the_fast_model_loads_by_name_and_scores_through_the_openclip_path():
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.vlm import load_vlm
 
-    vlm = load_vlm("rmtl-fetch-fast@random", device="cpu")
-    assert vlm.image_size == 64
+    vlm = load_vlm("rmtl-fetch-fast", device="cpu")  # the shipped weights, by name
+    assert vlm.image_size == 64 and vlm.model_id.startswith("rmtl-fetch-fast__")
+    assert vlm.model_id != load_vlm("rmtl-fetch-fast@random", device="cpu").model_id
     frames = np.random.default_rng(0).integers(0, 255, (4, 64, 64, 3), dtype=np.uint8)
     emb = vlm.encode_images(frames)
     assert emb.shape == (4, 128) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-4)
