@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-GAMMA = 0.95
 
 
 def rollouts(names, episodes: int, difficulties):
@@ -54,8 +53,9 @@ def rollouts(names, episodes: int, difficulties):
 
 def main(argv=None) -> None:
     sys.path.insert(0, str(HERE.parents[1]))
+    from pipeline.behaviour_returns import discounted_returns, family_table, plot_family_returns, rule_only_rewards
     from pipeline.return_ranking import shaped_rewards
-    from rmtl.reward.shaping import RewardShaper, ShapingConfig
+    from rmtl.reward.shaping import ShapingConfig
     from rmtl.tasks import get_task
     from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
     from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
@@ -86,28 +86,13 @@ def main(argv=None) -> None:
     }
     for label, sh in shapings.items():
         rewards[label] = shaped_rewards(active, phases, episodes, sh, 3, "adapted")
-    rule = np.zeros(len(states))
-    for idx in episodes:
-        shaper = RewardShaper(1, ShapingConfig(), num_phases=3)
-        for i in idx:
-            rule[i] = shaper.shape_u(np.array([0.5]), phases[i:i + 1]).reward[0]
+    rule = rule_only_rewards(phases, episodes, 3)
     rewards["rule-only (band, u = 0.5)"] = rule
     rewards["dense reference"] = dense_reward(states, DenseRewardConfig()).astype(np.float64)
 
     success = [ok for n in names for _, ok in data[n]]
     owner = [n for n in names for _ in data[n]]
-    table = {label: {} for label in rewards}
-    for label, r in rewards.items():
-        for n in names:
-            rets = []
-            for j, idx in enumerate(episodes):
-                if owner[j] != n:
-                    continue
-                steps = r[idx].copy()
-                if success[j]:
-                    steps[-1] += 1.0
-                rets.append(float(np.sum(steps * GAMMA ** np.arange(len(steps)))))
-            table[label][n] = (float(np.mean(rets)), float(np.std(rets) / np.sqrt(len(rets))))
+    table = family_table({label: discounted_returns(r, episodes, success) for label, r in rewards.items()}, owner)
     succ = {n: float(np.mean([ok for _, ok in data[n]])) for n in names}
     with open(HERE / "behaviour_returns.csv", "w", newline="") as f:
         w = csv.writer(f)
@@ -124,35 +109,13 @@ def main(argv=None) -> None:
             mark = " **>expert**" if n != "expert" and m > table[label]["expert"][0] else ""
             cells.append(f"{m:.2f} ± {se:.2f}{mark}")
         lines.append(f"| {n} | {succ[n]:.2f} | " + " | ".join(cells) + " |")
-    lines += ["", f"Mean discounted return (gamma {GAMMA}, +1 on success) ± s.e.m. over {a.episodes} episodes per "
+    lines += ["", f"Mean discounted return (gamma 0.95, +1 on success) ± s.e.m. over {a.episodes} episodes per "
               f"behaviour, start difficulties {a.difficulty}, no action noise. **>expert**: the reward pays that "
               "behaviour more than the expert (hackable by it)."]
     (HERE / "behaviour_returns.md").write_text("\n".join(lines) + "\n")
-    _plot(table, names, HERE / "behaviour_returns.png")
+    plot_family_returns(table, HERE / "behaviour_returns.png",
+                        "Scripted behaviours under the reward's structure (oracle scorer, rule-only, dense)")
     print("\n".join(lines))
-
-
-def _plot(table, names, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = list(table)
-    fig, ax = plt.subplots(figsize=(11, 4.5))
-    width = 0.8 / len(labels)
-    x = np.arange(len(names))
-    for i, label in enumerate(labels):
-        m = [table[label][n][0] for n in names]
-        ax.bar(x + i * width, m, width, label=label)
-    ax.set_xticks(x + 0.4 - width / 2)
-    ax.set_xticklabels(names, rotation=30, ha="right")
-    ax.set_ylabel("mean discounted return")
-    ax.axhline(0, color="k", lw=0.5)
-    ax.legend(fontsize=7)
-    ax.set_title("Scripted behaviours under the reward's structure (oracle scorer, rule-only, dense)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-GAMMA = 0.95
 THRESHOLDS = {"approach_spearman": 0.8, "align_spearman": 0.8, "grasp_auc": 0.95, "right_prompt_accuracy": 0.8,
               "success_auc": 0.9}
 ADDENDUM_FAMILIES = ("expert_clean",)
@@ -63,11 +62,12 @@ def bootstrap(emb, states, episodes, steps, views, text, reps: int, seed: int = 
 
 def main(argv=None) -> int:
     sys.path.insert(0, str(HERE.parents[2]))
+    from pipeline.behaviour_returns import discounted_returns, family_table, plot_family_returns, rule_only_rewards
     from pipeline.return_ranking import reward_steps, shaped_rewards, variant_scores
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import text_embeddings
     from rmtl.reward.prompts import PromptConfig
-    from rmtl.reward.shaping import RewardShaper, ShapingConfig
+    from rmtl.reward.shaping import ShapingConfig
     from rmtl.tasks.fetch_lift.quality import roc_auc
     from storage.dataset import DatasetStore
 
@@ -122,24 +122,11 @@ def main(argv=None) -> int:
         "single prompt": shaped_rewards(np.concatenate(battery["single"]), np.zeros_like(phase), eps, ShapingConfig(),
                                         1, "adapted"),
     }
-    rule = np.zeros(len(phase))
-    for idx in eps:
-        shaper = RewardShaper(1, ShapingConfig(), num_phases=3)
-        for i in idx:
-            rule[i] = shaper.shape_u(np.array([0.5]), phase[i:i + 1]).reward[0]
-    rewards["rule-only"] = rule
-
-    def discounted(r, idx, ok):
-        x = r[idx].copy()
-        if ok:
-            x[-1] += 1.0
-        return float(np.sum(x * GAMMA ** np.arange(len(x))))
+    rewards["rule-only"] = rule_only_rewards(phase, eps, 3)
 
     fams = list(dict.fromkeys(battery["family"]))
-    returns = {lab: np.array([discounted(r, idx, ok) for idx, ok in zip(eps, success)]) for lab, r in rewards.items()}
-    owner = np.array(battery["family"])
-    table = {lab: {f: [float(ret[owner == f].mean()), float(ret[owner == f].std() / np.sqrt((owner == f).sum()))]
-                   for f in fams} for lab, ret in returns.items()}
+    returns = {lab: discounted_returns(r, eps, success) for lab, r in rewards.items()}
+    table = family_table(returns, battery["family"])
     undiscounted = np.array([rewards["RMTL (default)"][idx].sum() for idx in eps])
     registered = ~np.isin(np.array(battery["family"]), ADDENDUM_FAMILIES)
     ok, ret = success[registered], undiscounted[registered]
@@ -167,7 +154,8 @@ def main(argv=None) -> int:
     (HERE / f"gates_round{a.round}.json").write_text(json.dumps(result, indent=1, default=float))
     md = _markdown(result)
     (HERE / f"gates_round{a.round}.md").write_text(md)
-    _plot(table, fams, HERE / f"battery_round{a.round}.png")
+    plot_family_returns(table, HERE / f"battery_round{a.round}.png",
+                        "Hacking battery on held-out episodes (higher = paid more)")
     print(md)
     return 0
 
@@ -203,28 +191,6 @@ def _markdown(r) -> str:
         lines.append(f"| {f} | " + " | ".join(f"{r['battery'][lab][f][0]:.2f} ± {r['battery'][lab][f][1]:.2f}"
                                                for lab in r["battery"]) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _plot(table, fams, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    labels = list(table)
-    fig, ax = plt.subplots(figsize=(11, 4.5))
-    width = 0.8 / len(labels)
-    x = np.arange(len(fams))
-    for i, lab in enumerate(labels):
-        ax.bar(x + i * width, [table[lab][f][0] for f in fams], width, yerr=[table[lab][f][1] for f in fams],
-               label=lab)
-    ax.set_xticks(x + 0.4 - width / 2)
-    ax.set_xticklabels(fams, rotation=30, ha="right")
-    ax.set_ylabel("mean discounted return")
-    ax.set_title("Hacking battery on held-out episodes (higher = paid more)")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":
