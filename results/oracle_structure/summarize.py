@@ -82,7 +82,8 @@ def table(variants, budget, name) -> dict[str, list[dict]]:
         done = [r for r in rows if r["finished"] and r.get("best") is not None]
         if done:
             m, h = mean_ci([r["best"] for r in done])
-            lines.append(f"| **{v}** | mean of {len(done)} finished | | | **{m:.3f} ± {h:.3f}** | | |")
+            spread = f" ± {h:.3f}" if len(done) > 1 else " (one seed: no interval)"
+            lines.append(f"| **{v}** | mean of {len(done)} finished | | | **{m:.3f}{spread}** | | |")
         out[v] = rows
     (HERE / f"{name}.md").write_text("\n".join(lines) + "\n\nMean ± half-width of the 95% t-interval over finished "
                                      "seeds; per-run intervals are Wilson 95%.\n")
