@@ -146,3 +146,24 @@ def test_importing_open_clip_after_rendering_does_not_crash():
             "import open_clip\nprint('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-500:]
+
+
+def test_cached_observation_is_bit_identical_to_gymnasium_robotics():
+    """The env reads its observation with ids looked up once; Gymnasium-Robotics' own
+    _get_obs (names looked up every step) must give exactly the same numbers."""
+    import numpy as np
+
+    from rmtl.env.fetch_lift import FetchPickAndLiftEnv
+
+    env = FetchPickAndLiftEnv()
+    try:
+        rng = np.random.default_rng(0)
+        for episode in range(3):
+            obs, _ = env.reset(seed=episode, options={"difficulty": [0.0, 0.5, 1.0][episode]})
+            for t in range(40):
+                ref = env._fetch._get_obs()
+                np.testing.assert_array_equal(obs["observation"], ref["observation"].astype(np.float64))
+                np.testing.assert_array_equal(obs["achieved_goal"], ref["achieved_goal"])
+                obs, *_ = env.step(rng.uniform(-1, 1, 4))
+    finally:
+        env.close()

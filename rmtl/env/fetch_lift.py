@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import gymnasium as gym
@@ -136,6 +137,7 @@ class FetchPickAndLiftEnv(gym.Env):
         import mujoco
 
         self._object_geom = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_GEOM, "object0")
+        self._ids = _ObservationIds.of(self.model, self._fetch._model_names.joint_names)
 
     # ------------------------------------------------------------------ curriculum
     def set_difficulty_range(self, d_min: float, d_max: float) -> None:
@@ -234,14 +236,13 @@ class FetchPickAndLiftEnv(gym.Env):
         return self._rest_height
 
     def _observe(self) -> dict[str, np.ndarray]:
-        obs = self._fetch._get_obs()
+        obs = self._ids.observation(self.model, self.data, self._fetch.n_substeps)
         # Pick-and-lift: the goal is the cube's start position lifted by the success height.
-        obs["desired_goal"] = self._goal.copy()
-        return {k: v.astype(np.float64) for k, v in obs.items()}
+        return {"observation": obs, "achieved_goal": obs[3:6].copy(), "desired_goal": self._goal.astype(np.float64)}
 
     def _distance_and_lift(self) -> tuple[float, float]:
-        grip = self._utils.get_site_xpos(self.model, self.data, "robot0:grip")
-        cube = self._utils.get_site_xpos(self.model, self.data, "object0")
+        grip = self.data.site_xpos[self._ids.grip]
+        cube = self.data.site_xpos[self._ids.cube]
         return float(np.linalg.norm(grip - cube)), float(cube[2] - self._rest_height)
 
     def _info(self, success: bool) -> dict[str, Any]:
@@ -297,3 +298,49 @@ class FetchPickAndLiftEnv(gym.Env):
         mujoco.mj_forward(self.model, self.data)
         self._goal = cube + np.array([0.0, 0.0, cfg.success_lift])
         self._fetch.goal = self._goal.copy()
+
+
+@dataclass(frozen=True)
+class _ObservationIds:
+    """Site ids and finger-joint addresses of the Fetch observation, looked up once.
+
+    Gymnasium-Robotics' ``FetchEnv._get_obs`` finds every site and joint by name at every
+    step and reads all robot joints to keep the last two, a third of an env step. This
+    computes the same 25 numbers with the same MuJoCo calls on cached ids: the values are
+    bit-identical (``tests/test_env_fetch_lift.py`` compares them with Gymnasium-Robotics')."""
+
+    grip: int
+    cube: int
+    finger_qpos: tuple[int, int]
+    finger_qvel: tuple[int, int]
+
+    @classmethod
+    def of(cls, model: Any, joint_names: Sequence[str]) -> "_ObservationIds":
+        import mujoco
+
+        site = lambda name: mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, name)  # noqa: E731
+        fingers = [n for n in joint_names if n.startswith("robot")][-2:]  # gripper_state: robot_qpos[-2:]
+        joints = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, n) for n in fingers]
+        return cls(site("robot0:grip"), site("object0"), tuple(int(model.jnt_qposadr[j]) for j in joints),
+                   tuple(int(model.jnt_dofadr[j]) for j in joints))
+
+    def observation(self, model: Any, data: Any, n_substeps: int) -> np.ndarray:
+        import mujoco
+        from gymnasium_robotics.utils import rotations
+
+        dt = n_substeps * model.opt.timestep
+        jacp, jacr = np.zeros((3, model.nv)), np.zeros((3, model.nv))
+        mujoco.mj_jacSite(model, data, jacp, None, self.grip)
+        grip_pos = data.site_xpos[self.grip]
+        grip_velp = (jacp @ data.qvel) * dt
+        jacp = np.zeros((3, model.nv))
+        mujoco.mj_jacSite(model, data, jacp, None, self.cube)
+        mujoco.mj_jacSite(model, data, None, jacr, self.cube)
+        object_pos = data.site_xpos[self.cube]
+        object_rot = rotations.mat2euler(data.site_xmat[self.cube].reshape(3, 3))
+        object_velp = (jacp @ data.qvel) * dt - grip_velp
+        object_velr = (jacr @ data.qvel) * dt
+        gripper_state = np.array([data.qpos[a] for a in self.finger_qpos])
+        gripper_vel = np.array([data.qvel[a] for a in self.finger_qvel]) * dt
+        return np.concatenate([grip_pos, object_pos, object_pos - grip_pos, gripper_state, object_rot, object_velp,
+                               object_velr, grip_velp, gripper_vel]).astype(np.float64)
