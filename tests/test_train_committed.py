@@ -63,10 +63,10 @@ def test_resume_state_and_best_policy(tmp_path):
     # A new machine: the run directory without its checkpoints resumes from resume/.
     moved = tmp_path / "moved"
     shutil.copytree(run, moved, ignore=shutil.ignore_patterns("checkpoints"))
-    import rmtl.train.stage1 as stage1_mod
+    import rmtl.train.run_session as session_mod
 
     restored = {}
-    real, real_norm = stage1_mod.restore_reward_state, stage1_mod.restore_normalizer
+    real, real_norm = session_mod.restore_reward_state, session_mod.restore_normalizer
 
     def spy(shaper, ck):
         real(shaper, ck)
@@ -76,11 +76,11 @@ def test_resume_state_and_best_policy(tmp_path):
         real_norm(normalizer, ck)
         restored["obs_mean"] = {k: rms.mean.copy() for k, rms in normalizer.obs_rms.items()}
 
-    stage1_mod.restore_reward_state, stage1_mod.restore_normalizer = spy, spy_norm
+    session_mod.restore_reward_state, session_mod.restore_normalizer = spy, spy_norm
     try:
         train_stage1(_small(moved, 128))
     finally:
-        stage1_mod.restore_reward_state, stage1_mod.restore_normalizer = real, real_norm
+        session_mod.restore_reward_state, session_mod.restore_normalizer = real, real_norm
     assert restored["ck"] == moved / "resume"
     assert (moved / "run_resume_000000064.json").is_file()
     assert not (moved / "resume").exists()  # finished: resume state removed

@@ -6,6 +6,8 @@ manager (section 3.6, Table 2).
 - :mod:`rmtl.train.callbacks`: curriculum, logging, periodic evaluation, checkpoints.
 - :mod:`rmtl.train.train_env`: the vec-env stack both stages train on, its reward source.
 - :mod:`rmtl.train.run_dir`: run directories (resume checks, stale files, logger, normaliser).
+- :mod:`rmtl.train.run_session`: the session both stages run around SB3's ``learn`` (restoring a
+  checkpoint, reseeding, the eval env, wall time, the final checkpoint and evaluation).
 - :mod:`rmtl.train.csv_log`: the runs' CSV logs.
 - :mod:`rmtl.train.stage1`: :func:`train_stage1` (resumable).
 - :mod:`rmtl.train.evaluate`: :func:`evaluate_checkpoint` on the final (random-start) stage.

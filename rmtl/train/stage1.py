@@ -4,7 +4,8 @@
 vec-env wrapper (reward, phase one-hot; the stack: rmtl.train.train_env) or a callback
 (curriculum, logging, evaluation, checkpoints).
 
-Run directory (see docs/stage1.md; handling shared with Stage 2: rmtl.train.run_dir):
+Run directory (see docs/stage1.md; handling shared with Stage 2: rmtl.train.run_dir, and the
+session around ``learn``: rmtl.train.run_session):
 ``config.yaml``, ``run.json`` (+ ``run_resume_<step>.json``), ``progress_<start step>.csv``,
 ``tb/``, ``eval.csv``, ``curriculum.csv``, ``checkpoints/step_<N>/``, ``checkpoints/latest.txt``,
 ``summary.json``.
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,17 +23,10 @@ from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, Periodi
 from rmtl.train.config import Stage1Config
 from rmtl.train.csv_log import read_csv
 from rmtl.train.evaluate import evaluate_policy_success
-from rmtl.train.run_dir import attach_logger, cut_logs_to, open_run, restore_normalizer, restore_reward_state
+from rmtl.train.run_dir import open_run
+from rmtl.train.run_session import RunSession
 from rmtl.train.timing import Timings
-from rmtl.train.train_env import (
-    SourceFactory,
-    build_train_env,
-    close_train_envs,
-    finish_learning,
-    make_curriculum,
-    task_of,
-    task_reward_config,
-)
+from rmtl.train.train_env import SourceFactory, build_train_env, make_curriculum, task_of, task_reward_config
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device",
@@ -75,8 +68,6 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     import torch
     from stable_baselines3 import PPO
 
-    from rmtl.provenance import write_run_record
-
     if config.torch_threads:
         torch.set_num_threads(int(config.torch_threads))
     run_dir = config.run_dir()
@@ -85,78 +76,55 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     timings = Timings()
     task = task_of(config, task)
     env = build_train_env(config, vlm=vlm, source=source, source_factory=source_factory, timings=timings, task=task)
-    curriculum_cb = CurriculumCallback(make_curriculum(config, task.curriculum_stages), run_dir / "curriculum.csv",
-                                       verbose=verbose)
-    if ck is not None:
-        start = int(meta_prev["num_timesteps"])
-        model = PPO.load(ck / "model.zip", env=env.venv, device=config.device)
-        model.set_random_seed(config.seed + start)
-        if (ck / "curriculum.json").is_file():
-            curriculum_cb.load_state_dict(json.loads((ck / "curriculum.json").read_text()))
-        restore_normalizer(env.normalizer, ck)
-        restore_reward_state(env.reward_env.shaper, ck)
-        cut_logs_to(run_dir, LOGS, start)
-        write_run_record(run_dir, config, config.seed, name=f"run_resume_{start:09d}.json",
-                         resumed_from=str(ck), start_timesteps=start)
-    else:
-        start = 0
-        model = _ppo(config, env.venv)
-        write_run_record(run_dir, config, config.seed, variant=config.variant)
+    with RunSession(run_dir, config, env, ck, meta_prev, logs=LOGS, verbose=verbose) as session:
+        curriculum_cb = CurriculumCallback(make_curriculum(config, task.curriculum_stages), run_dir / "curriculum.csv",
+                                           verbose=verbose)
+        if session.resumed:
+            model = PPO.load(ck / "model.zip", env=env.venv, device=config.device)
+            session.restore(ck, curriculum_cb)
+        else:
+            model = _ppo(config, env.venv)
+        session.begin(model, variant=config.variant)
 
-    attach_logger(model, run_dir, start, verbose)
+        def evaluate(m: Any):
+            return evaluate_policy_success(m, config.env, config.eval_episodes, config.eval_seed,
+                                           normalizer=env.normalizer, env=session.eval_env(lambda: task.make_env(config.env)),
+                                           task=task)
 
-    eval_env: dict[str, Any] = {}
+        stats_fn = env.source.stats if env.source is not None else None
+        stats_cb = TrainStatsCallback(timings, stats_fn, phase_names=task.micro_tasks.names)
+        eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
+        meta: dict[str, Any] = {"variant": config.variant, "phase_input": config.phase_input,
+                                "reward_kind": config.reward_kind, "reward": env.reward_env.kind.describe(),
+                                "config": config.model_dump(mode="json")}
+        if config.reward_kind == "vlm":  # the prompts its reward scores (its task's micro-tasks)
+            meta["reward_prompts"] = task_reward_config(config, task).prompts.model_dump(mode="json")
 
-    def evaluate(m: Any):
-        if "env" not in eval_env:
-            eval_env["env"] = task.make_env(config.env)
-        return evaluate_policy_success(m, config.env, config.eval_episodes, config.eval_seed,
-                                       normalizer=env.normalizer, env=eval_env["env"], task=task)
+        def before_save(_: Path) -> None:
+            meta["wall_seconds"] = session.wall_seconds()
+            meta["timings_seconds"] = timings.snapshot()
+            if (config.cache.grow or config.cache.atlas) and env.source is not None and hasattr(env.source.inner, "save"):
+                env.source.inner.save()  # persist the grown FAISS index with the checkpoint
 
-    stats_fn = env.source.stats if env.source is not None else None
-    stats_cb = TrainStatsCallback(timings, stats_fn, phase_names=task.micro_tasks.names)
-    eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
-    wall_prev = float(meta_prev.get("wall_seconds", 0.0))
-    t_start = time.perf_counter()
-    meta: dict[str, Any] = {"variant": config.variant, "phase_input": config.phase_input,
-                            "reward_kind": config.reward_kind, "reward": env.reward_env.kind.describe(),
-                            "config": config.model_dump(mode="json")}
-    if config.reward_kind == "vlm":  # the prompts its reward scores (its task's micro-tasks)
-        meta["reward_prompts"] = task_reward_config(config, task).prompts.model_dump(mode="json")
+        def after_save(ck: Path) -> None:
+            if config.keep_results:
+                from rmtl.train.committed import keep_resume_state, validate_and_keep_best
 
-    def before_save(_: Path) -> None:
-        meta["wall_seconds"] = wall_prev + time.perf_counter() - t_start
-        meta["timings_seconds"] = timings.snapshot()
-        if (config.cache.grow or config.cache.atlas) and env.source is not None and hasattr(env.source.inner, "save"):
-            env.source.inner.save()  # persist the grown FAISS index with the checkpoint
+                keep_resume_state(run_dir, ck)
+                validate_and_keep_best(run_dir, ck, config.validation_episodes, device=config.device)
 
-    def after_save(ck: Path) -> None:
-        if config.keep_results:
-            from rmtl.train.committed import keep_resume_state, validate_and_keep_best
-
-            keep_resume_state(run_dir, ck)
-            validate_and_keep_best(run_dir, ck, config.validation_episodes, device=config.device)
-
-    ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
-                                 on_save=before_save, after_save=after_save, shaper=env.reward_env.shaper,
-                                 verbose=verbose)
-    remaining = config.total_timesteps - start
-    try:
-        if remaining > 0:
-            model.learn(remaining, callback=[curriculum_cb, stats_cb, eval_cb, ckpt_cb, *callbacks],
-                        reset_num_timesteps=False, progress_bar=config.progress_bar)
-        steps, final = finish_learning(run_dir, model, ckpt_cb, eval_cb, curriculum_cb, meta, env,
-                                       resumed=ck is not None, start=start, before_save=before_save)
-        wall = wall_prev + time.perf_counter() - t_start
-        _write_summary(run_dir, config, steps, wall, final, curriculum_cb, timings, stats_fn)
+        ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
+                                     on_save=before_save, after_save=after_save, shaper=env.reward_env.shaper,
+                                     verbose=verbose)
+        steps, final = session.learn(model, [curriculum_cb, stats_cb, eval_cb, ckpt_cb, *callbacks], ckpt_cb=ckpt_cb,
+                                     eval_cb=eval_cb, curriculum_cb=curriculum_cb, meta=meta, before_save=before_save)
+        _write_summary(run_dir, config, steps, session.wall_seconds(), final, curriculum_cb, timings, stats_fn)
         if config.keep_results and steps >= config.total_timesteps:
             from rmtl.train.committed import drop_resume_state, select_kept_run
             from rmtl.train.run_dir import latest_checkpoint
 
             select_kept_run(run_dir, latest_checkpoint(run_dir), config.test_episodes, device=config.device)
             drop_resume_state(run_dir)
-    finally:
-        close_train_envs(env, eval_env)
     return run_dir
 
 

@@ -14,7 +14,9 @@ Before RL the manager is warm-started by BC on rule labels (a bc-labels store, o
 worker rolled out with the rule: :func:`rmtl.train.bc_data.worker_rule_rollouts`).
 
 The parts live beside this module: rmtl.train.stage2_env (the stack), worker_freeze,
-manager_callback, bc_data, selector_eval; run-directory handling is rmtl.train.run_dir's.
+manager_callback, bc_data, selector_eval; run-directory handling is rmtl.train.run_dir's, and the
+session around SB3's learn (resume, logger, eval env, final checkpoint) is rmtl.train.run_session's,
+as in Stage 1.
 
 Run directory (docs/stage2.md): ``config.yaml``, ``run.json`` (+ ``run_resume_<N>.json``),
 ``bc_labels.npz``, ``bc.json``, ``manager_bc.pt``, ``progress_<start>.csv``, ``tb/``,
@@ -25,12 +27,10 @@ Run directory (docs/stage2.md): ``config.yaml``, ``run.json`` (+ ``run_resume_<N
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from rmtl.config import deep_merge
-from rmtl.env.fetch_lift import FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.artifacts import load_torch_state
@@ -42,19 +42,12 @@ from rmtl.train.evaluate import EvalResult, resolve_checkpoint
 from rmtl.train.manager.network import ManagerNet
 from rmtl.train.manager.vec_env_hooks import ManagerController
 from rmtl.train.manager_callback import MANAGER_FILE, ManagerCallback
-from rmtl.train.run_dir import (
-    CHECKPOINTS,
-    attach_logger,
-    cut_logs_to,
-    open_run,
-    restore_normalizer,
-    restore_reward_state,
-    saved_config,
-)
+from rmtl.train.run_dir import CHECKPOINTS, open_run, saved_config
+from rmtl.train.run_session import RunSession
 from rmtl.train.selector_eval import evaluate_selector
 from rmtl.train.stage2_env import build_stage2_env
 from rmtl.train.timing import Timings
-from rmtl.train.train_env import close_train_envs, finish_learning, make_curriculum, task_of
+from rmtl.train.train_env import make_curriculum, task_of
 from rmtl.train.worker_freeze import FreezeWorkerCallback
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
@@ -95,8 +88,6 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     import torch
     from stable_baselines3 import PPO
 
-    from rmtl.provenance import write_run_record
-
     if config.torch_threads:
         torch.set_num_threads(int(config.torch_threads))
     run_dir = config.run_dir()
@@ -135,87 +126,67 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     # ------------------------------------------------------------ env + worker
     timings = Timings()
     env = build_stage2_env(s1, controller, vlm=vlm, source=source, source_factory=source_factory, timings=timings)
-    stages = task.curriculum_stages
-    curriculum = make_curriculum(s1 if config.curriculum == "continue" else s1.replace(curriculum=False), stages)
-    curriculum_cb = CurriculumCallback(curriculum, run_dir / "curriculum.csv", verbose=verbose)
-    manager_cb = ManagerCallback(controller, config, run_dir / "manager.csv", phase_names=task.micro_tasks.names)
-    ppo_kw = dict(n_steps=s1.n_steps, batch_size=s1.batch_size, n_epochs=s1.n_epochs)
-    src = ck if ck is not None else worker_ck
-    model = PPO.load(src / "model.zip", env=env.venv, device=config.device, **ppo_kw)
-    restore_normalizer(env.normalizer, src)
-    restore_reward_state(env.reward_env.shaper, src)
-    if ck is not None:
-        start = int(meta_prev["num_timesteps"])
-        model.set_random_seed(config.seed + start)
-        manager_cb.load_state_dict(load_torch_state(ck / MANAGER_FILE, "Stage-2 manager checkpoint", _FRESH))
-        if (ck / "curriculum.json").is_file():
-            curriculum_cb.load_state_dict(json.loads((ck / "curriculum.json").read_text()))
-        cut_logs_to(run_dir, LOGS, start)
-        write_run_record(run_dir, config, config.seed, name=f"run_resume_{start:09d}.json", resumed_from=str(ck),
-                         start_timesteps=start)
-    else:
-        start = 0
-        model.num_timesteps = 0
-        model._episode_num = 0
-        model.set_random_seed(config.seed)
-        if config.curriculum == "continue" and (worker_ck / "curriculum.json").is_file():
-            state = json.loads((worker_ck / "curriculum.json").read_text())
-            curriculum.load_state_dict(state["curriculum"])
-        write_run_record(run_dir, config, config.seed, worker=str(worker_ck), stage1=s1.model_dump(mode="json"))
+    with RunSession(run_dir, config, env, ck, meta_prev, logs=LOGS, verbose=verbose) as session:
+        stages = task.curriculum_stages
+        curriculum = make_curriculum(s1 if config.curriculum == "continue" else s1.replace(curriculum=False), stages)
+        curriculum_cb = CurriculumCallback(curriculum, run_dir / "curriculum.csv", verbose=verbose)
+        manager_cb = ManagerCallback(controller, config, run_dir / "manager.csv", phase_names=task.micro_tasks.names)
+        ppo_kw = dict(n_steps=s1.n_steps, batch_size=s1.batch_size, n_epochs=s1.n_epochs)
+        src = ck if ck is not None else worker_ck
+        model = PPO.load(src / "model.zip", env=env.venv, device=config.device, **ppo_kw)
+        # The worker's normaliser and shaper bounds carry over into a fresh Stage 2; its curriculum
+        # only with curriculum 'continue' (below), a resumed session's from its own checkpoint.
+        session.restore(src, curriculum_cb if session.resumed else None)
+        if session.resumed:
+            manager_cb.load_state_dict(load_torch_state(ck / MANAGER_FILE, "Stage-2 manager checkpoint", _FRESH))
+            session.begin(model)
+        else:
+            model.num_timesteps = 0
+            model._episode_num = 0
+            model.set_random_seed(config.seed)
+            if config.curriculum == "continue" and (worker_ck / "curriculum.json").is_file():
+                state = json.loads((worker_ck / "curriculum.json").read_text())
+                curriculum.load_state_dict(state["curriculum"])
+            session.begin(model, worker=str(worker_ck), stage1=s1.model_dump(mode="json"))
+        if bc_info and ck is None:
+            model.logger.record("bc/heldout_accuracy", bc_info.get("heldout_accuracy", float("nan")))
 
-    attach_logger(model, run_dir, start, verbose)
-    if bc_info and ck is None:
-        model.logger.record("bc/heldout_accuracy", bc_info.get("heldout_accuracy", float("nan")))
+        def evaluate(m: Any) -> EvalResult:
+            ev = evaluate_selector(m, s1.env, config.eval_episodes, config.eval_seed, selector="manager",
+                                   manager=controller.net, horizon=config.manager.horizon, normalizer=env.normalizer,
+                                   env=session.eval_env(lambda: task.make_env(s1.env)))
+            m.logger.record("eval/manager_step_agreement_rule", ev.step_agreement)
+            m.logger.record("eval/manager_decision_agreement_rule", ev.decision_agreement)
+            return ev.result
 
-    eval_env: dict[str, FetchPickAndLiftEnv] = {}
+        freeze_cb = FreezeWorkerCallback(config.freeze_steps, config.unfreeze_learning_rate, verbose=verbose)
+        stats_cb = TrainStatsCallback(timings, env.source.stats if env.source is not None else None,
+                                      phase_names=task.micro_tasks.names)
+        eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
+        meta: dict[str, Any] = {"stage": 2, "worker": str(worker_ck), "config": s1.model_dump(mode="json"),
+                                "stage2": config.model_dump(mode="json"), "bc": bc_info}
 
-    def evaluate(m: Any) -> EvalResult:
-        if "env" not in eval_env:
-            eval_env["env"] = FetchPickAndLiftEnv(s1.env)
-        ev = evaluate_selector(m, s1.env, config.eval_episodes, config.eval_seed, selector="manager",
-                               manager=controller.net, horizon=config.manager.horizon, normalizer=env.normalizer,
-                               env=eval_env["env"])
-        m.logger.record("eval/manager_step_agreement_rule", ev.step_agreement)
-        m.logger.record("eval/manager_decision_agreement_rule", ev.decision_agreement)
-        return ev.result
+        def before_save(_: Path) -> None:
+            meta["wall_seconds"] = session.wall_seconds()
+            meta["actor_frozen"] = freeze_cb.frozen
+            d = run_dir / CHECKPOINTS / f"step_{int(model.num_timesteps):09d}"
+            d.mkdir(parents=True, exist_ok=True)
+            torch.save(manager_cb.state_dict(), d / MANAGER_FILE)
 
-    freeze_cb = FreezeWorkerCallback(config.freeze_steps, config.unfreeze_learning_rate, verbose=verbose)
-    stats_cb = TrainStatsCallback(timings, env.source.stats if env.source is not None else None,
-                                  phase_names=task.micro_tasks.names)
-    eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
-    wall_prev = float(meta_prev.get("wall_seconds", 0.0))
-    t_start = time.perf_counter()
-    meta: dict[str, Any] = {"stage": 2, "worker": str(worker_ck), "config": s1.model_dump(mode="json"),
-                            "stage2": config.model_dump(mode="json"), "bc": bc_info}
-
-    def before_save(_: Path) -> None:
-        meta["wall_seconds"] = wall_prev + time.perf_counter() - t_start
-        meta["actor_frozen"] = freeze_cb.frozen
-        d = run_dir / CHECKPOINTS / f"step_{int(model.num_timesteps):09d}"
-        d.mkdir(parents=True, exist_ok=True)
-        torch.save(manager_cb.state_dict(), d / MANAGER_FILE)
-
-    ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
-                                 on_save=before_save, shaper=env.reward_env.shaper, verbose=verbose)
-    remaining = config.total_timesteps - start
-    try:
-        if remaining > 0:
-            # Order: the freeze and the manager update run at rollout end, before PPO's update.
-            model.learn(remaining, callback=[freeze_cb, manager_cb, curriculum_cb, stats_cb, eval_cb, ckpt_cb,
-                                             *callbacks],
-                        reset_num_timesteps=False, progress_bar=config.progress_bar)
-        steps, _ = finish_learning(run_dir, model, ckpt_cb, eval_cb, curriculum_cb, meta, env,
-                                   resumed=ck is not None, start=start, before_save=before_save)
+        ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
+                                     on_save=before_save, shaper=env.reward_env.shaper, verbose=verbose)
+        # Order: the freeze and the manager update run at rollout end, before PPO's update.
+        steps, _ = session.learn(model, [freeze_cb, manager_cb, curriculum_cb, stats_cb, eval_cb, ckpt_cb, *callbacks],
+                                 ckpt_cb=ckpt_cb, eval_cb=eval_cb, curriculum_cb=curriculum_cb, meta=meta,
+                                 before_save=before_save)
         rows = read_csv(run_dir / "eval.csv")
         mrows = read_csv(run_dir / "manager.csv")
         summary = {
             "stage": 2, "worker": str(worker_ck), "seed": config.seed, "env_steps": steps,
-            "wall_seconds": round(wall_prev + time.perf_counter() - t_start, 1),
+            "wall_seconds": round(session.wall_seconds(), 1),
             "final_eval": rows[-1] if rows else {}, "bc": bc_info, "last_manager_update": mrows[-1] if mrows else {},
             "actor_unfrozen_at": freeze_cb.unfrozen_at, "curriculum": curriculum_cb.state_dict(),
             "timings_seconds_this_session": {k: round(v, 3) for k, v in timings.snapshot().items()},
         }
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
-    finally:
-        close_train_envs(env, eval_env)
     return run_dir

@@ -1,4 +1,4 @@
-"""The Stage-1 vec-env stack both stages train on, its reward source and its lifecycle.
+"""The Stage-1 vec-env stack both stages train on and its reward source.
 
 The stack, innermost first::
 
@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from pathlib import Path
 from typing import Any, Callable
 
 from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
 from rmtl.env.fetch_lift import EnvConfig
 from rmtl.task import Task
-from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_checkpoint
 from rmtl.train.config import Stage1Config
 from rmtl.train.timing import SimTimer, TimedSource, Timings
 from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
@@ -180,32 +178,3 @@ def make_curriculum(config: Stage1Config, stages: tuple[CurriculumStage, ...]) -
     """The task's curriculum stages; without curriculum, the same object pinned at the final stage."""
     start = 0 if config.curriculum else len(stages) - 1
     return ReverseCurriculum(stages, window=config.curriculum_window, start_stage=start)
-
-
-def finish_learning(run_dir: Path, model: Any, ckpt_cb: CheckpointCallback, eval_cb: Any,
-                    curriculum_cb: CurriculumCallback, meta: dict, env: Any, *, resumed: bool, start: int,
-                    before_save: Any) -> tuple[int, Any]:
-    """After ``learn``: save the final checkpoint unless it exists, evaluate unless done at
-    this step. Returns (env steps, final evaluation or None)."""
-    steps = int(model.num_timesteps)
-    if ckpt_cb.last_saved != steps and (not resumed or steps != start):
-        before_save(run_dir)
-        ck = save_checkpoint(run_dir, model, curriculum_cb, meta, env.normalizer, ckpt_cb.shaper)
-        ckpt_cb.last_saved = steps
-        if ckpt_cb.after_save is not None:
-            ckpt_cb.after_save(ck)
-    final = None
-    if eval_cb.last_eval_step != steps:
-        if eval_cb.model is None:
-            eval_cb.init_callback(model)
-        final = eval_cb.run_eval()
-    return steps, final
-
-
-def close_train_envs(env: Any, eval_env: dict) -> None:
-    """Close the training vec env, its embedding source and the lazily made eval env."""
-    env.venv.close()
-    if env.source is not None and hasattr(env.source.inner, "close"):
-        env.source.inner.close()
-    if "env" in eval_env:
-        eval_env["env"].close()
