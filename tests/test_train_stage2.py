@@ -137,6 +137,13 @@ def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
     # The manager's phase only changes at multiples of H.
     changes = [t for t in range(1, len(tr["phase"])) if tr["phase"][t] != tr["phase"][t - 1]]
     assert all(t % horizon == 0 for t in changes)
+    # Per-episode outcomes in seed order and per-phase step counts, for paired comparisons of selectors.
+    assert len(a.episode_success) == 2 and sum(a.episode_success) == a.result.successes
+    assert len(a.phase_steps) == len(a.rule_phase_steps) == net.num_phases
+    assert sum(a.phase_steps) == sum(a.rule_phase_steps) >= len(tr["phase"])
+    assert a.phase_steps[:] != [0] * net.num_phases
+    r = evaluate_selector(model, env_config, 2, 7, selector="rule")
+    assert r.phase_steps == r.rule_phase_steps and r.step_agreement == 1.0
 
     out = tmp_path / "rep"
     r = CliRunner().invoke(app, ["report", "--stage", "2", str(runs["run"]), "--no-phase", str(runs["no_phase"]),

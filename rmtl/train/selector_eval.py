@@ -30,6 +30,12 @@ class SelectorEval:
     decision_agreement: float
     """Fraction of decisions (every H steps) equal to the rule's phase at that state."""
     traces: list[dict[str, list]]
+    episode_success: list[bool] = dataclasses.field(default_factory=list)
+    """Success of each episode in seed order (paired comparisons of two selectors on the same seeds)."""
+    phase_steps: list[int] = dataclasses.field(default_factory=list)
+    """Steps spent with each phase active, [K] (K: the worker's phase count; empty without phase input)."""
+    rule_phase_steps: list[int] = dataclasses.field(default_factory=list)
+    """Steps the rule would have chosen each phase on the same states, [K]."""
 
 
 def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes: int = 50, seed: int = 1_000_000, *,
@@ -53,7 +59,8 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
     own = env is None
     env = env or FetchPickAndLiftEnv(env_config)
     rule = RulePhaseSelector(get_task("fetch_lift").phases)  # the rule of the env evaluated here
-    successes, lengths = 0, []
+    successes, lengths, episode_success = 0, [], []
+    phase_steps, rule_steps = [0] * num_phases, [0] * num_phases
     count = {"agree": 0, "total": 0, "d_agree": 0, "d_total": 0}
     out_traces: list[dict[str, list]] = []
     try:
@@ -75,6 +82,9 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
                 phase = now["phase"]
                 count["agree"] += int(phase == r)
                 count["total"] += 1
+                if phase_input:
+                    phase_steps[phase] += 1
+                    rule_steps[r] += 1
                 if ep < traces:
                     tr["phase"].append(phase)
                     tr["rule"].append(r)
@@ -89,6 +99,7 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
 
             end = run_episode(env, act, seed=int(seed) + ep)
             successes += int(end.success)
+            episode_success.append(bool(end.success))
             lengths.append(end.info["step"])
             if ep < traces:
                 tr["success"] = [end.success]
@@ -103,4 +114,5 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
                      (float(difficulty_range[0]), float(difficulty_range[1])))
     agree, total, d_agree, d_total = count["agree"], count["total"], count["d_agree"], count["d_total"]
     return SelectorEval(res, selector, agree / total if total and selector != "none" else float("nan"),
-                        d_agree / d_total if d_total else float("nan"), out_traces)
+                        d_agree / d_total if d_total else float("nan"), out_traces, episode_success,
+                        phase_steps, rule_steps)
