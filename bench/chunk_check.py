@@ -9,10 +9,16 @@ store). This times, side by side in one run, on each store given:
 - ``open + read frames``: open and read every frame (what embed and VLM training do);
 - ``random rows``: open and read the frames of 256 random rows (a training batch's pattern).
 
-Each arm runs alternately with the check and with it switched off, ``--repeats`` times;
-medians and the ratio checked / unchecked go to ``results/bench/chunk_check.json`` and a table.
+Each arm runs in turn (rotating order) with the check as readers do it (``checked``: a stat per
+chunk file on a local disk), with the check by one listing of the array (``listing``: what object
+storage uses) and with the check switched off, ``--repeats`` times; medians and the ratios to
+unchecked go to ``results/bench/chunk_check.json``, and a table is printed.
 
     python bench/chunk_check.py --store data/stores/fast/train_expert.zarr [--repeats 7]
+
+A large store for it: ``--replicate N --build OUT.zarr`` first writes OUT.zarr, the rows of the
+(first) ``--store`` appended N times with the store's own writer (episode ids offset per copy),
+so its chunk files and listings grow as a rendered store's would, and benches that.
 """
 
 from __future__ import annotations
@@ -36,8 +42,17 @@ def main(argv=None) -> int:
     ap.add_argument("--store", nargs="+", required=True)
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "chunk_check.json")
+    ap.add_argument("--replicate", type=int, default=0, help="copies of --store's rows in the --build store")
+    ap.add_argument("--build", type=Path, help="the large store to write (with --replicate) and bench")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    if args.replicate:
+        if args.build is None:
+            ap.error("--replicate needs --build OUT.zarr")
+        build_replicated(args.store[0], args.build, args.replicate)
+        args.store = [str(args.build)]
     import storage.dataset_read as reader
     from rmtl.provenance import cpu_model, run_record
     from storage.dataset import DatasetStore
@@ -59,22 +74,27 @@ def main(argv=None) -> int:
         with DatasetStore.open(path, "r") as s:
             rows, chunks = s.num_rows, s.info.get("chunking")
         for name, fn in arms.items():
-            times = {"checked": [], "unchecked": []}
+            modes = ("checked", "listing", "unchecked")
+            times: dict[str, list[float]] = {m: [] for m in modes}
             for rep in range(args.repeats):
-                for mode in ("checked", "unchecked"):
-                    cls._require_chunks = checked if mode == "checked" else unchecked
+                # the order rotates: whichever arm runs first also pays for freeing the last result
+                for mode in modes[rep % 3:] + modes[:rep % 3]:
+                    cls._require_chunks = unchecked if mode == "unchecked" else checked
+                    reader._STAT_LOCAL = mode != "listing"
                     rng = np.random.default_rng(rep)
                     t = time.perf_counter()
                     fn(path, rng)
                     times[mode].append(time.perf_counter() - t)
-            cls._require_chunks = checked
+            cls._require_chunks, reader._STAT_LOCAL = checked, True
             med = {m: statistics.median(v) for m, v in times.items()}
             results.append({"store": path, "rows": rows, "chunking": chunks, "arm": name,
                             "median_s": {m: round(v, 4) for m, v in med.items()},
                             "ratio_checked_over_unchecked": round(med["checked"] / med["unchecked"], 3),
+                            "ratio_listing_over_unchecked": round(med["listing"] / med["unchecked"], 3),
                             "times_s": times})
-            print(f"{Path(path).name:32s} {rows:7d} rows  {name:20s} checked {med['checked']:.3f} s  "
-                  f"unchecked {med['unchecked']:.3f} s  ratio {med['checked'] / med['unchecked']:.2f}", flush=True)
+            print(f"{Path(path).name:20s} {rows:6d} rows  {name:20s} checked {med['checked']:.3f} s  listing "
+                  f"{med['listing']:.3f} s  unchecked {med['unchecked']:.3f} s  ratios {med['checked'] / med['unchecked']:.2f}"
+                  f" / {med['listing'] / med['unchecked']:.2f}", flush=True)
     import torch
 
     out = {"results": results, "repeats": args.repeats,
@@ -85,6 +105,25 @@ def main(argv=None) -> int:
     args.out.write_text(json.dumps(out, indent=1, default=str))
     print(f"-> {args.out}")
     return 0
+
+
+def build_replicated(src: str, out: Path, copies: int) -> None:
+    """Write ``out``: the rows of store ``src`` appended ``copies`` times (episode ids offset)."""
+    from storage.dataset import DatasetStore
+
+    with DatasetStore.open(src, "r") as s:
+        info = s.info
+        rows = {**s.read(), **s.read(fields=["frames"])}
+        views, resolution = s.views, s.resolution
+    episodes = int(rows["episode"].max()) + 1
+    kw = {k: info[k] for k in ("layout", "visual_domain", "renderer") if info.get(k) is not None}
+    with DatasetStore.create(out, views=views, resolution=resolution, state_dim=int(rows["state"].shape[1]),
+                             key_dim=int(rows["key"].shape[1]), provenance={"kind": "bench", "replicated": src,
+                                                                            "copies": copies},
+                             overwrite=True, **kw) as w:
+        for c in range(copies):
+            w.append({**rows, "episode": rows["episode"] + c * episodes})
+            print(f"build {out.name}: copy {c + 1}/{copies}, {w.num_rows} rows", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,11 @@ from storage.schema import FRAMES
 Rows = int | slice | Sequence[int] | np.ndarray | None
 
 _EXISTS_MAX = 16
-"""Up to this many chunk files a read checks one by one; more: one listing of the array."""
+"""Up to this many chunk files a read of a remote store checks one by one; more: one listing of the
+array (a local store always checks them one by one)."""
+_STAT_LOCAL = True
+"""Local stores check chunk files one by one; False lists the array as for object storage
+(bench/chunk_check.py times both)."""
 
 
 def _take(arr: Any, idx: slice | np.ndarray, view_idx: np.ndarray | None = None) -> np.ndarray:
@@ -74,7 +78,10 @@ class StoreRead:
         keys = [((i, *t), f"{self._loc.path}/{node}/{a.metadata.encode_chunk_key((i, *t))}")
                 for i in todo for t in product(*rest)]
         fs = self._loc.fs
-        if len(keys) <= _EXISTS_MAX:  # a few look-ups beat listing a big array's every chunk
+        # On a local disk a stat per chunk file (~2 us) beats walking the array's nested chunk
+        # directories (bench/chunk_check.py); on object storage each look-up is a request, so
+        # more than a few become one listing of the array.
+        if (self._loc.is_local and _STAT_LOCAL) or len(keys) <= _EXISTS_MAX:
             present = fs.exists
         else:
             present = set(fs.find(f"{self._loc.path}/{node}")).__contains__

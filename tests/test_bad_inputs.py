@@ -608,3 +608,23 @@ def test_ctrl_c_inside_a_gl_call_is_raised_when_the_call_ends():
         with pytest.raises(KeyboardInterrupt):
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.5)
+
+
+def test_the_listing_check_of_object_storage_finds_a_missing_chunk_too(fx, tmp_path, monkeypatch):
+    """Reads of many chunks on object storage check one listing of the array instead of a look-up
+    per chunk file; forced here on a local copy, it stops at a deleted frames chunk the same way."""
+    import storage.dataset_read as reader
+    from storage.dataset import DatasetStore
+
+    store = tmp_path / "d.zarr"
+    shutil.copytree(fx["S"], store)
+    _damage(next(store.glob("frames/c/0/0/0/0/0")), "delete")
+    monkeypatch.setattr(reader, "_STAT_LOCAL", False)
+    monkeypatch.setattr(reader, "_EXISTS_MAX", 0)  # the fixture's few chunks would be looked up one by one
+    with DatasetStore.open(store) as ds:
+        listed = []
+        find = ds.location.fs.find
+        monkeypatch.setattr(ds.location.fs, "find", lambda p, **kw: listed.append(p) or find(p, **kw))
+        with pytest.raises(StoreError, match="cannot read frames.*chunk file is missing"):
+            ds.read(fields=["frames"])
+        assert listed and listed[0].endswith("/frames")
