@@ -12,7 +12,9 @@ store). This times, side by side in one run, on each store given:
 Each arm runs in turn (rotating order) with the check as readers do it (``checked``: a stat per
 chunk file on a local disk), with the check by one listing of the array (``listing``: what object
 storage uses) and with the check switched off, ``--repeats`` times; medians and the ratios to
-unchecked go to ``results/bench/chunk_check.json``, and a table is printed.
+unchecked go to ``results/bench/chunk_check.json``, and a table is printed. The check alone
+(both ways, on a freshly opened store) is timed too: a full read's end-to-end time varies with
+memory reuse by more than the check costs.
 
     python bench/chunk_check.py --store data/stores/fast/train_expert.zarr [--repeats 7]
 
@@ -24,6 +26,7 @@ so its chunk files and listings grow as a rendered store's would, and benches th
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import platform
@@ -31,6 +34,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +73,20 @@ def main(argv=None) -> int:
         "random rows": lambda p, rng: (lambda s: s.read(rows=np.sort(rng.choice(s.num_rows, 256, replace=False)),
                                                         fields=["frames"]))(DatasetStore.open(p, "r")),
     }
+    def check_only(p: str, nodes: list[str], rows: Any) -> float:
+        """Seconds the check itself takes for ``rows`` of ``nodes`` on a freshly opened store."""
+        s = DatasetStore.open(p, "r")
+        idx = rows(s) if callable(rows) else slice(0, s.num_rows)
+        t = time.perf_counter()
+        for node in nodes:
+            checked(s, node, s._arrays[node], idx)
+        return time.perf_counter() - t
+
+    direct = {
+        "open + read states": (["state", "episode", "step"], None),
+        "open + read frames": (["frames"], None),
+        "random rows": (["frames"], lambda s: np.sort(np.random.default_rng(0).choice(s.num_rows, 256, replace=False))),
+    }
     results = []
     for path in args.store:
         with DatasetStore.open(path, "r") as s:
@@ -82,19 +100,30 @@ def main(argv=None) -> int:
                     cls._require_chunks = unchecked if mode == "unchecked" else checked
                     reader._STAT_LOCAL = mode != "listing"
                     rng = np.random.default_rng(rep)
+                    gc.collect()  # the last arm's result is freed before the clock starts
                     t = time.perf_counter()
                     fn(path, rng)
                     times[mode].append(time.perf_counter() - t)
             cls._require_chunks, reader._STAT_LOCAL = checked, True
+            nodes, rows_of = direct[name]
+            check_s = {"stat": [], "listing": []}
+            for rep in range(args.repeats):
+                for mode in check_s:
+                    reader._STAT_LOCAL = mode == "stat"
+                    check_s[mode].append(check_only(path, nodes, rows_of))
+            reader._STAT_LOCAL = True
             med = {m: statistics.median(v) for m, v in times.items()}
             results.append({"store": path, "rows": rows, "chunking": chunks, "arm": name,
                             "median_s": {m: round(v, 4) for m, v in med.items()},
                             "ratio_checked_over_unchecked": round(med["checked"] / med["unchecked"], 3),
                             "ratio_listing_over_unchecked": round(med["listing"] / med["unchecked"], 3),
+                            "check_only_median_s": {m: round(statistics.median(v), 4) for m, v in check_s.items()},
                             "times_s": times})
             print(f"{Path(path).name:20s} {rows:6d} rows  {name:20s} checked {med['checked']:.3f} s  listing "
                   f"{med['listing']:.3f} s  unchecked {med['unchecked']:.3f} s  ratios {med['checked'] / med['unchecked']:.2f}"
-                  f" / {med['listing'] / med['unchecked']:.2f}", flush=True)
+                  f" / {med['listing'] / med['unchecked']:.2f}; the check alone: stat "
+                  f"{statistics.median(check_s['stat']):.3f} s, listing {statistics.median(check_s['listing']):.3f} s",
+                  flush=True)
     import torch
 
     out = {"results": results, "repeats": args.repeats,
