@@ -260,9 +260,7 @@ def embed(cfg: EmbedConfig) -> None:
     """Embed a store's rows not yet embedded by a model, and the prompts' text (no rendering)."""
     from pipeline.embed import embed_store
     from rmtl.vlm import load_vlm
-    from storage.dataset import DatasetStore
 
-    DatasetStore.open(cfg.store, "r")  # a missing or foreign store fails before the model loads
     res = embed_store(cfg.store, load_vlm(cfg.model), batch_size=cfg.batch_size)
     copied = f" ({res.rows_copied} copied from {res.copied_from}: same image tower)" if res.rows_copied else ""
     typer.echo(f"store {res.store}: embedded {res.rows_embedded} rows{copied}; {res.rows_total} rows have "
@@ -423,16 +421,22 @@ def export_lerobot(cfg: ExportLeRobotConfig) -> None:
 
 
 def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
-    """``run_it`` opening the stores it reads (``store``, ``reference``) first: its own imports
-    (torch, open_clip) take seconds, and a wrong path should fail at once."""
+    """``run_it`` checking its inputs first: the stores it reads (``store``, ``reference``) open and
+    have every committed chunk file, and its model spec (``model``) parses. Its own imports
+    (torch, open_clip) take seconds, and a wrong path, a damaged store or a malformed spec
+    should fail at once."""
 
     @functools.wraps(run_it)
     def run(cfg: Any) -> None:
+        from rmtl.vlm.spec import parse_spec
         from storage.dataset import DatasetStore
 
         for name in ("store", "reference"):
             if getattr(cfg, name, None):
-                DatasetStore.open(getattr(cfg, name), "r").close()
+                with DatasetStore.open(getattr(cfg, name), "r") as ds:
+                    ds.require_chunks()
+        if isinstance(getattr(cfg, "model", None), str):
+            parse_spec(cfg.model)
         return run_it(cfg)
 
     return run

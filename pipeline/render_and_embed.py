@@ -200,17 +200,27 @@ class Steps:
 
 
 def local_steps(progress: bool = True) -> Steps:
-    """The steps as plain functions (progress bars on the terminal when ``progress``)."""
-    from pipeline.embed import embed_store
-    from pipeline.render import render_into
-    from rmtl.vlm import load_vlm
+    """The steps as plain functions (progress bars on the terminal when ``progress``). Each imports
+    what it needs when it runs, so the checks before the first step come before open_clip,
+    torch and MuJoCo load."""
+
+    def load_model(spec: str) -> Any:
+        from rmtl.vlm import load_vlm
+
+        return load_vlm(spec)
 
     def render(store: Any, cfg: RenderAndEmbedConfig, rollout: Any, resumed: bool) -> Any:
+        from pipeline.render import render_into
+
         return render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
                            progress=progress)
 
-    return Steps(load_vlm, render, lambda store, vlm, batch: embed_store(store, vlm, batch_size=batch, progress=progress),
-                 build_cache, quality_summary)
+    def embed(store: Any, vlm: Any, batch: int) -> Any:
+        from pipeline.embed import embed_store
+
+        return embed_store(store, vlm, batch_size=batch, progress=progress)
+
+    return Steps(load_model, render, embed, build_cache, quality_summary)
 
 
 def run_steps(cfg: RenderAndEmbedConfig, steps: Steps) -> dict:

@@ -233,7 +233,7 @@ def test_bad_input_is_one_line_and_status_2(fx, capsys, args, words):
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has CUDA")
 def test_cuda_device_without_cuda_is_refused(fx, capsys):
     line = one_error_line(capsys, run(["train", "stage1", "--device", "cuda", "--out", fx["W"] + "/r"]))
-    assert "--device cuda: torch finds no CUDA device" in line and "--device cpu" in line
+    assert "--device cuda:" in line and "no CUDA device" in line and "--device cpu" in line
 
 
 def test_steps_round_up_to_whole_rollouts_and_say_so(capsys, monkeypatch):

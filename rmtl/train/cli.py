@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,11 @@ def check_learner_options(cfg: Any) -> None:
     device = str(getattr(cfg, "device", "cpu"))
     if device in ("cpu", "auto"):
         return
+    if device.split(":")[0] == "cuda" and sys.platform.startswith("linux") and not any(
+            Path(node).exists() for node in ("/dev/nvidiactl", "/dev/dxg")):  # the driver's nodes (dxg: WSL2)
+        # No NVIDIA driver device node, so no CUDA device: said without the seconds torch takes to import.
+        raise ConfigError(f"--device {device}: this machine has no NVIDIA driver (no /dev/nvidiactl), so no CUDA "
+                          f"device; use --device cpu (or auto)")
     import torch  # training imports it anyway; checked here, before the reward model loads
 
     try:
@@ -132,9 +138,14 @@ class EvalConfig(Config):
 
 def evaluate(cfg: EvalConfig) -> None:
     """Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."""
-    from rmtl.train.run_dir import checkpoint_meta, resolve_checkpoint
+    from rmtl.train.artifacts import normalizer_stats
+    from rmtl.train.run_dir import check_model_file, checkpoint_meta, resolve_checkpoint
 
-    checkpoint_meta(resolve_checkpoint(cfg.checkpoint))  # a wrong path fails before MuJoCo and torch load
+    ck = resolve_checkpoint(cfg.checkpoint)
+    # A wrong path or a damaged checkpoint fails before MuJoCo and torch load.
+    checkpoint_meta(ck)
+    normalizer_stats(ck)  # a pickled normaliser is refused first: loading it could run code
+    check_model_file(ck)
     out = Path(cfg.out) if cfg.out else None
     if out is not None:
         check_output_file(out, "--out")

@@ -148,6 +148,24 @@ def resolve_checkpoint(path: str | Path) -> Path:
                       "or best/")
 
 
+def check_model_file(ck: Path) -> None:
+    """One line, before torch and SB3 load, if a checkpoint's ``model.zip`` is not an SB3 archive
+    (a zip holding ``data`` and ``policy.pth``): a damaged file should not take seconds to fail."""
+    import zipfile
+
+    path = ck / "model.zip"
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = set(z.namelist())
+    except (zipfile.BadZipFile, OSError) as e:
+        names, why = set(), f"{type(e).__name__}: {e}"
+    else:
+        why = "no data or policy.pth inside"
+    if not {"data", "policy.pth"} <= names:
+        raise ConfigError(f"{path} is not a readable SB3 model ({why}); restore it from a copy, or pass another "
+                          "checkpoint")
+
+
 def checkpoint_meta(ck: Path) -> dict[str, Any]:
     """A checkpoint's ``meta.json`` ({} if it has none); one line if it is not a JSON object."""
     path = ck / "meta.json"
