@@ -72,8 +72,14 @@ def test_old_stage1_run_loads_evaluates_and_resumes(old):
     model, meta, normalizer = load_checkpoint(ck)
     assert meta["num_timesteps"] == 32
     saved = Stage1Config.from_yaml(run / "config.yaml")
-    # written when the shaping had adaptive_bounds / phase_offset: read as the earlier reconstruction
-    shaping = saved.reward.shaping
+    assert saved.reward.kind == "dense"  # reward_kind: dense, read as the dense kind's config
+    # written when the shaping had adaptive_bounds / phase_offset: read as the earlier reconstruction (the
+    # dense kind is not shaped, so its config has no shaping now: the section the run wrote is read directly)
+    import yaml
+
+    from rmtl.reward.shaping import ShapingConfig
+
+    shaping = ShapingConfig.make(**yaml.safe_load((run / "config.yaml").read_text())["reward"]["shaping"])
     assert (shaping.bounds, shaping.band) == ("widen_only", "phase_offset: true" in (run / "config.yaml").read_text())
     from rmtl.tasks import get_task
 
@@ -83,3 +89,46 @@ def test_old_stage1_run_loads_evaluates_and_resumes(old):
     resumed = train_stage1(saved.replace(total_timesteps=64, output_dir=str(run)))
     assert (resumed / "run_resume_000000032.json").is_file()
     assert json.loads((resumed / "summary.json").read_text())["env_steps"] == 64
+
+
+EARLIER_ORACLE_CONFIG = Path(__file__).parent / "data" / "stage1_oracle_run_config_earlier_reward_layout.yaml"
+"""The config.yaml of results/oracle_structure/runs/oracle_sweep_level_only_s0: ``reward_kind: oracle``,
+``rule_only_u``, ``oracle`` and ``dense`` beside a ``reward`` section that was always the VLM reward's."""
+
+
+def test_an_oracle_run_of_the_earlier_reward_layout_resumes_without_a_difference(tmp_path):
+    import yaml
+
+    from rmtl.reward.kinds.oracle import OracleProgressConfig, OracleRewardConfig
+    from rmtl.reward.shaping import ShapingConfig
+    from rmtl.train.config import EARLIER_REWARD_FIELDS, Stage1Config, stage1_config
+    from rmtl.train.run_dir import CHECKPOINTS, LATEST, config_differences, open_run
+    from rmtl.train.stage1 import RESUME_FREE_FIELDS
+
+    saved = yaml.safe_load(EARLIER_ORACLE_CONFIG.read_text())
+    assert saved["reward_kind"] == "oracle" and "model" in saved["reward"]
+    cfg = Stage1Config.make(**saved)
+    # the oracle's config holds what the oracle kind read: the VLM section's shaping, the dense section's
+    # success bonus switch and the oracle section; none of the VLM reward's own fields
+    assert isinstance(cfg.reward, OracleRewardConfig) and cfg.reward.kind == "oracle"
+    assert cfg.reward.shaping == ShapingConfig(**saved["reward"]["shaping"])
+    assert cfg.reward.add_env_reward == saved["dense"]["add_env_reward"]
+    assert cfg.reward.progress == OracleProgressConfig(**saved["oracle"])
+    assert not set(EARLIER_REWARD_FIELDS) & set(cfg.model_dump())
+    assert Stage1Config.make(**cfg.model_dump(mode="json")) == cfg  # and the new layout round-trips
+    # the same command now (the variant and the run's own fields) is the saved run: it resumes
+    given = {k: v for k, v in saved.items() if k not in {"variant", "reward", *EARLIER_REWARD_FIELDS}}
+    new = stage1_config(saved["variant"], **given)
+    assert new == cfg
+    assert config_differences(saved, new, RESUME_FREE_FIELDS) == []
+    run = tmp_path / "run"
+    ck = run / CHECKPOINTS / "step_000000064"
+    ck.mkdir(parents=True)
+    (ck / "model.zip").write_bytes(b"")
+    (ck / "meta.json").write_text(json.dumps({"reward_kind": "oracle", "config": saved}))
+    (run / CHECKPOINTS / LATEST).write_text(ck.name)
+    (run / "config.yaml").write_text(EARLIER_ORACLE_CONFIG.read_text())
+    found, meta = open_run(run, new.replace(output_dir=str(run)), resume=True, free_fields=RESUME_FREE_FIELDS,
+                           logs=(), what="Stage-1 run")
+    assert found == ck and meta["reward_kind"] == "oracle"
+    assert Stage1Config.from_yaml(run / "config.yaml") == new.replace(output_dir=str(run))  # rewritten in the new layout
