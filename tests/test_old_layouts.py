@@ -132,3 +132,20 @@ def test_an_oracle_run_of_the_earlier_reward_layout_resumes_without_a_difference
                            logs=(), what="Stage-1 run")
     assert found == ck and meta["reward_kind"] == "oracle"
     assert Stage1Config.from_yaml(run / "config.yaml") == new.replace(output_dir=str(run))  # rewritten in the new layout
+
+
+def test_each_kind_of_the_earlier_reward_layout_reads_as_its_own_config():
+    from rmtl.default_model import DEFAULT_MODEL
+    from rmtl.reward.kinds.dense import DenseRewardConfig
+    from rmtl.reward.kinds.rule_only import RuleOnlyRewardConfig
+    from rmtl.reward.shaping import ShapingConfig
+    from rmtl.train.config import Stage1Config
+
+    vlm_fields = {"model": "rmtl-fetch-tiny", "alpha": 0.5, "shaping": {"trend": True}}
+    rule = Stage1Config.make(reward_kind="rule_only", rule_only_u=0.2, dense={"add_env_reward": False}, reward=vlm_fields)
+    assert rule.reward == RuleOnlyRewardConfig(u=0.2, add_env_reward=False, shaping=ShapingConfig(trend=True))
+    dense = Stage1Config.make(reward_kind="dense", dense={"lift_weight": 2.0}, reward=vlm_fields)
+    assert dense.reward == DenseRewardConfig(lift_weight=2.0)
+    vlm = Stage1Config.make(reward_kind="vlm", oracle={"align_scale": 0.3}, reward=vlm_fields)
+    assert vlm.reward.kind == "vlm" and vlm.reward.alpha == 0.5 and "oracle" not in vlm.model_dump()
+    assert Stage1Config.make(reward_kind="vlm").reward.model == DEFAULT_MODEL  # no section: the field's default

@@ -19,10 +19,10 @@ from rmtl.reward.shaping import RewardShaper
 class DenseRewardConfig(RewardKindConfig):
     """Hand-written dense reference reward (no VLM, no rendering, no shaping); see docs/stage1.md.
 
-    The weights are those of the task's ``Task.dense_reward`` (pick-and-lift, the one task with a
-    dense reference): ``r = -distance_weight * d + lift_weight * clip(lift / lift_target, 0, 1) *
+    The weights are the parameters of the task's ``Task.dense_reward`` (pick-and-lift's:
+    ``r = -distance_weight * d + lift_weight * clip(lift / lift_target, 0, 1) *
     [d <= near_distance]`` plus the environment's +1 success bonus, with d the gripper-cube
-    distance (m) and lift the cube height above its rest height (m), both read from the state.
+    distance (m) and lift the cube height above its rest height (m), both read from the state).
     Defined here, with its kind, because the kind's config is read below the tasks.
     """
 
