@@ -84,21 +84,25 @@ def bench_one(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> d
         "n_envs": args.n_envs, "n_steps": args.n_steps, "total_timesteps": args.n_envs * args.n_steps * args.rollouts,
         "checkpoint_every": 10**9, "eval_every": 0, "eval_episodes": 1, "progress_bar": False,
         "vec_env": args.vec_env, "torch_threads": args.torch_threads, "seed": args.seed,
-        "reward": {"model": model_spec, "batch_size": args.batch_size},
     }
-    if args.views:
-        overrides["reward"]["views"] = args.views
-    if args.resolution:
-        overrides["reward"]["resolution"] = args.resolution
+    from rmtl.train.variants import VARIANT_REGISTRY, variant_kind
+
+    vlm_run = variant_kind(VARIANT_REGISTRY[variant]) == "vlm"
+    if vlm_run:  # the model and views are the VLM reward's: another kind's config has no such fields
+        overrides["reward"] = {"model": model_spec, "batch_size": args.batch_size}
+        if args.views:
+            overrides["reward"]["views"] = args.views
+        if args.resolution:
+            overrides["reward"]["resolution"] = args.resolution
     if args.cache_store:
         overrides["cache"] = {"store": args.cache_store, "radius": args.cache_radius, "grow": args.cache_grow}
     with tempfile.TemporaryDirectory() as tmp:
         overrides["output_dir"] = str(Path(tmp) / variant)
         cfg = stage1_config(variant, **overrides)
-        resolution = cfg.reward.resolution or (vlm.image_size if vlm is not None else 96)
-        views = cfg.reward.active_views if cfg.reward_kind == "vlm" else ()
+        resolution = (cfg.reward.resolution or (vlm.image_size if vlm is not None else 96)) if vlm_run else None
+        views = cfg.reward.active_views if vlm_run else ()
         t0 = time.perf_counter()
-        run = train_stage1(cfg, resume=False, vlm=vlm if cfg.reward_kind == "vlm" else None,
+        run = train_stage1(cfg, resume=False, vlm=vlm if vlm_run else None,
                            callbacks=[_warmup_callback(views, resolution)])
         wall = time.perf_counter() - t0
         summary = json.loads((run / "summary.json").read_text())
@@ -108,9 +112,9 @@ def bench_one(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> d
     train_s = rollout_s + secs.get("ppo_update", 0.0)
     return {
         "variant": variant,
-        "model": model_spec if cfg.reward_kind == "vlm" else None,
+        "model": model_spec if vlm_run else None,
         "n_envs": cfg.n_envs, "n_steps": cfg.n_steps, "env_steps": steps, "vec_env": cfg.vec_env,
-        "views": list(views), "resolution": resolution if cfg.reward_kind == "vlm" else None,
+        "views": list(views), "resolution": resolution,
         "cache_store": args.cache_store, "cache_stats": summary.get("cache_stats"),
         "seconds": {p: round(secs.get(p, 0.0), 3) for p in PARTS},
         "ms_per_env_step": {p: round(1000 * secs.get(p, 0.0) / steps, 3) for p in PARTS},

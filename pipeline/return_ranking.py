@@ -159,7 +159,7 @@ def variant_scores(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarr
     from rmtl.train.config import stage1_config
 
     cfg = stage1_config(variant)
-    if cfg.reward_kind != "vlm":
+    if cfg.reward.kind != "vlm":
         raise ConfigError(f"variant {variant!r} has no VLM reward to {purpose} (the dense reward is a reference row)")
     reward = cfg.reward
     missing = [v for v in reward.active_views if v not in store.views]

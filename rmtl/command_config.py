@@ -49,7 +49,8 @@ def _field_at(cls: type[BaseModel], dotted: str) -> FieldInfo:
     field = None
     for part in dotted.split("."):
         field = node.model_fields[part]
-        node = _plain(field.annotation)
+        # A field typed by a base class (Stage1Config.reward, one config per reward kind): the default's class.
+        node = type(field.default) if isinstance(field.default, BaseModel) else _plain(field.annotation)
     assert field is not None
     return field
 

@@ -72,8 +72,14 @@ def test_old_stage1_run_loads_evaluates_and_resumes(old):
     model, meta, normalizer = load_checkpoint(ck)
     assert meta["num_timesteps"] == 32
     saved = Stage1Config.from_yaml(run / "config.yaml")
-    # written when the shaping had adaptive_bounds / phase_offset: read as the earlier reconstruction
-    shaping = saved.reward.shaping
+    assert saved.reward.kind == "dense"  # reward_kind: dense, read as the dense kind's config
+    # written when the shaping had adaptive_bounds / phase_offset: read as the earlier reconstruction (the
+    # dense kind is not shaped, so its config has no shaping now: the section the run wrote is read directly)
+    import yaml
+
+    from rmtl.reward.shaping import ShapingConfig
+
+    shaping = ShapingConfig.make(**yaml.safe_load((run / "config.yaml").read_text())["reward"]["shaping"])
     assert (shaping.bounds, shaping.band) == ("widen_only", "phase_offset: true" in (run / "config.yaml").read_text())
     from rmtl.tasks import get_task
 
@@ -83,3 +89,63 @@ def test_old_stage1_run_loads_evaluates_and_resumes(old):
     resumed = train_stage1(saved.replace(total_timesteps=64, output_dir=str(run)))
     assert (resumed / "run_resume_000000032.json").is_file()
     assert json.loads((resumed / "summary.json").read_text())["env_steps"] == 64
+
+
+EARLIER_ORACLE_CONFIG = Path(__file__).parent / "data" / "stage1_oracle_run_config_earlier_reward_layout.yaml"
+"""The config.yaml of results/oracle_structure/runs/oracle_sweep_level_only_s0: ``reward_kind: oracle``,
+``rule_only_u``, ``oracle`` and ``dense`` beside a ``reward`` section that was always the VLM reward's."""
+
+
+def test_an_oracle_run_of_the_earlier_reward_layout_resumes_without_a_difference(tmp_path):
+    import yaml
+
+    from rmtl.reward.kinds.oracle import OracleProgressConfig, OracleRewardConfig
+    from rmtl.reward.shaping import ShapingConfig
+    from rmtl.train.config import EARLIER_REWARD_FIELDS, Stage1Config, stage1_config
+    from rmtl.train.run_dir import CHECKPOINTS, LATEST, config_differences, open_run
+    from rmtl.train.stage1 import RESUME_FREE_FIELDS
+
+    saved = yaml.safe_load(EARLIER_ORACLE_CONFIG.read_text())
+    assert saved["reward_kind"] == "oracle" and "model" in saved["reward"]
+    cfg = Stage1Config.make(**saved)
+    # the oracle's config holds what the oracle kind read: the VLM section's shaping, the dense section's
+    # success bonus switch and the oracle section; none of the VLM reward's own fields
+    assert isinstance(cfg.reward, OracleRewardConfig) and cfg.reward.kind == "oracle"
+    assert cfg.reward.shaping == ShapingConfig(**saved["reward"]["shaping"])
+    assert cfg.reward.add_env_reward == saved["dense"]["add_env_reward"]
+    assert cfg.reward.progress == OracleProgressConfig(**saved["oracle"])
+    assert not set(EARLIER_REWARD_FIELDS) & set(cfg.model_dump())
+    assert Stage1Config.make(**cfg.model_dump(mode="json")) == cfg  # and the new layout round-trips
+    # the same command now (the variant and the run's own fields) is the saved run: it resumes
+    given = {k: v for k, v in saved.items() if k not in {"variant", "reward", *EARLIER_REWARD_FIELDS}}
+    new = stage1_config(saved["variant"], **given)
+    assert new == cfg
+    assert config_differences(saved, new, RESUME_FREE_FIELDS) == []
+    run = tmp_path / "run"
+    ck = run / CHECKPOINTS / "step_000000064"
+    ck.mkdir(parents=True)
+    (ck / "model.zip").write_bytes(b"")
+    (ck / "meta.json").write_text(json.dumps({"reward_kind": "oracle", "config": saved}))
+    (run / CHECKPOINTS / LATEST).write_text(ck.name)
+    (run / "config.yaml").write_text(EARLIER_ORACLE_CONFIG.read_text())
+    found, meta = open_run(run, new.replace(output_dir=str(run)), resume=True, free_fields=RESUME_FREE_FIELDS,
+                           logs=(), what="Stage-1 run")
+    assert found == ck and meta["reward_kind"] == "oracle"
+    assert Stage1Config.from_yaml(run / "config.yaml") == new.replace(output_dir=str(run))  # rewritten in the new layout
+
+
+def test_each_kind_of_the_earlier_reward_layout_reads_as_its_own_config():
+    from rmtl.default_model import DEFAULT_MODEL
+    from rmtl.reward.kinds.dense import DenseRewardConfig
+    from rmtl.reward.kinds.rule_only import RuleOnlyRewardConfig
+    from rmtl.reward.shaping import ShapingConfig
+    from rmtl.train.config import Stage1Config
+
+    vlm_fields = {"model": "rmtl-fetch-tiny", "alpha": 0.5, "shaping": {"trend": True}}
+    rule = Stage1Config.make(reward_kind="rule_only", rule_only_u=0.2, dense={"add_env_reward": False}, reward=vlm_fields)
+    assert rule.reward == RuleOnlyRewardConfig(u=0.2, add_env_reward=False, shaping=ShapingConfig(trend=True))
+    dense = Stage1Config.make(reward_kind="dense", dense={"lift_weight": 2.0}, reward=vlm_fields)
+    assert dense.reward == DenseRewardConfig(lift_weight=2.0)
+    vlm = Stage1Config.make(reward_kind="vlm", oracle={"align_scale": 0.3}, reward=vlm_fields)
+    assert vlm.reward.kind == "vlm" and vlm.reward.alpha == 0.5 and "oracle" not in vlm.model_dump()
+    assert Stage1Config.make(reward_kind="vlm").reward.model == DEFAULT_MODEL  # no section: the field's default

@@ -67,10 +67,10 @@ def test_table1_defaults_and_variants():
         assert v.variant == name
     assert stage1_config("single_prompt_single_view").reward.active_views == ("wide_view",)
     assert stage1_config("single_prompt_multi_view").reward.single_prompt
-    assert stage1_config("dense_reference").reward_kind == "dense"
+    assert stage1_config("dense_reference").reward.kind == "dense"
     assert not stage1_config("no_phase_input").phase_input
     assert not stage1_config("rmtl_level_only").reward.shaping.trend
-    assert stage1_config("rule_only").reward_kind == "rule_only"
+    assert stage1_config("rule_only").reward.kind == "rule_only"
     assert stage1_config("single_prompt_banded").reward.single_prompt_band
     # RMTL's shaping is the band; the earlier per-phase reconstruction is a labelled variant only.
     assert c.reward.shaping.band and not stage1_config("rmtl_per_phase").reward.shaping.band
@@ -83,6 +83,31 @@ def test_table1_defaults_and_variants():
         Stage1Config.make(n_envs=1, n_steps=8, batch_size=16)
     assert parse_overrides(["reward.resolution=64", "n_envs=4", "reward.views=[wide_view, side]"]) == {
         "reward": {"resolution": 64, "views": ["wide_view", "side"]}, "n_envs": 4}
+
+
+def test_each_reward_kind_has_its_own_config_and_switching_kind_replaces_the_section():
+    from rmtl.reward.config import RewardConfig
+    from rmtl.reward.kinds.oracle import OracleRewardConfig
+    from rmtl.reward.kinds.rule_only import RuleOnlyRewardConfig
+
+    for name in VARIANTS:  # a saved config reloads to the same object, its reward of the same class
+        v = stage1_config(name)
+        assert Stage1Config.make(**v.model_dump(mode="json")) == v
+    assert isinstance(stage1_config("rmtl").reward, RewardConfig)
+    assert isinstance(stage1_config("rule_only").reward, RuleOnlyRewardConfig)
+    assert stage1_config("rule_only").reward.u == 0.5
+    assert isinstance(stage1_config("dense_reference").reward, DenseRewardConfig)
+    # --set reward.kind=oracle: the oracle's config, no VLM field merged into it
+    oracle = stage1_config("rmtl", **parse_overrides(["reward.kind=oracle"]))
+    assert isinstance(oracle.reward, OracleRewardConfig) and oracle.reward == stage1_config("oracle_rmtl").reward
+    # a VLM field on another kind is refused in one line, never ignored
+    with pytest.raises(ConfigError, match=r"reward\.model='x': Extra inputs are not permitted"):
+        stage1_config("oracle_rmtl", **parse_overrides(["reward.model=x"]))
+    with pytest.raises(ConfigError, match="unknown reward kind 'nope'; known kinds: dense, oracle, rule_only, vlm"):
+        stage1_config("rmtl", reward={"kind": "nope"})
+    # back to the default kind: the VLM defaults, not the oracle's shaping
+    back = stage1_config("oracle_sweep_level_only", reward={"kind": "vlm"})
+    assert back.reward == stage1_config("rmtl").reward
 
 
 def test_curriculum_callback_advances_on_successes():

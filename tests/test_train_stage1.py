@@ -13,6 +13,7 @@ import torch
 
 from rmtl.errors import ConfigError
 from rmtl.train.config import VARIANTS, stage1_config
+from rmtl.train.variants import VARIANT_REGISTRY, variant_kind
 
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
@@ -34,8 +35,9 @@ def small(variant: str, out, **kw):
         checkpoint_every=64, eval_every=64, eval_episodes=2, progress_bar=False, torch_threads=1,
         output_dir=str(out), vec_env="dummy",
         env={"views": VIEWS, "resolution": 64, "max_episode_steps": 16},
-        reward={"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16},
     )
+    if variant_kind(VARIANT_REGISTRY[variant]) == "vlm":  # the model and views are the VLM reward's fields
+        base["reward"] = {"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16}
     for k, v in kw.items():
         base[k] = {**base[k], **v} if isinstance(v, dict) and isinstance(base.get(k), dict) else v
     return stage1_config(variant, **base)
@@ -75,7 +77,7 @@ def runs(tmp_path_factory, random_tiny_vlm):
     for name in VARIANTS:
         cfg = small(name, root / name, total_timesteps=smoke_steps(name))
         extra = [PhaseCheck()] if name == "rmtl" else []
-        out[name] = train_stage1(cfg, vlm=random_tiny_vlm if cfg.reward_kind == "vlm" else None, callbacks=extra)
+        out[name] = train_stage1(cfg, vlm=random_tiny_vlm if cfg.reward.kind == "vlm" else None, callbacks=extra)
         if extra:
             out["phase_check"] = extra[0]
     return out
@@ -104,7 +106,7 @@ def test_variant_trains_checkpoints_and_evaluates(runs, variant):
     progress = read_csv(d / "progress_000000000.csv")
     keys = set().union(*progress)
     assert {"time/env_steps_per_s", "curriculum/stage", "rollout/success_rate", "time/ms_per_step_simulation"} <= keys
-    kind = stage1_config(variant).reward_kind
+    kind = stage1_config(variant).reward.kind
     assert json.loads((d / "checkpoints" / f"step_{n:09d}" / "meta.json").read_text())["reward"]["kind"] == kind
     if kind == "dense":
         assert {"reward/reward", "reward/env"} <= keys and "reward/u" not in keys

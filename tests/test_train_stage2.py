@@ -19,12 +19,13 @@ MODEL = "rmtl-fetch-tiny@random"
 STEPS, FREEZE = 128, 64  # 4 rollouts of 2 envs x 16 steps; the first two PPO updates are frozen
 
 
-def small_stage1(variant, out, **kw):
+def small_stage1(variant, out, reward=None, **kw):
+    """``reward``: the run's reward section (default: the VLM reward at smoke size)."""
     return stage1_config(
         variant, n_envs=2, n_steps=16, batch_size=16, n_epochs=2, total_timesteps=32, checkpoint_every=32,
         eval_every=0, eval_episodes=1, progress_bar=False, torch_threads=1, output_dir=str(out), vec_env="dummy",
         env={"views": VIEWS, "resolution": 64, "max_episode_steps": 16},
-        reward={"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16}, **kw)
+        reward=reward or {"model": MODEL, "views": VIEWS, "resolution": 64, "batch_size": 16}, **kw)
 
 
 def small_stage2(worker, out, **kw):
@@ -42,7 +43,7 @@ def runs(tmp_path_factory, random_tiny_vlm):
 
     root = tmp_path_factory.mktemp("stage2")
     worker = train_stage1(small_stage1("rmtl", root / "worker"), vlm=random_tiny_vlm)
-    no_phase = train_stage1(small_stage1("no_phase_input", root / "no_phase", reward_kind="dense"))
+    no_phase = train_stage1(small_stage1("no_phase_input", root / "no_phase", reward={"kind": "dense"}))
     run = train_stage2(small_stage2(worker, root / "s2"), vlm=random_tiny_vlm)
     return {"root": root, "worker": worker, "no_phase": no_phase, "run": run}
 

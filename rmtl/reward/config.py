@@ -1,7 +1,10 @@
-"""The one config of the phased multi-view VLM reward (paper Table 1 defaults)."""
+"""The configs of the reward kinds: their base, tagged by ``kind``, and the phased multi-view
+VLM reward's (paper Table 1 defaults). The other kinds' configs live beside their kinds
+(rmtl.reward.kinds)."""
 
 from __future__ import annotations
 
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -13,9 +16,23 @@ from rmtl.reward.shaping import ShapingConfig
 from rmtl.vlm.spec import PRECISIONS, parse_spec
 
 
-class RewardConfig(Config):
+class RewardKindConfig(Config):
+    """Base of each reward kind's config. ``kind`` names the registered kind (rmtl.reward.kinds)
+    and picks the config class when a run config is read, so each kind holds only its own fields."""
+
+    kind: str
+
+    def shaping_config(self) -> ShapingConfig:
+        """The shaping of this kind's reward; a kind without shaping (the dense reference) gets the
+        default, which its shaper never applies."""
+        shaping = getattr(self, "shaping", None)
+        return shaping if isinstance(shaping, ShapingConfig) else ShapingConfig()
+
+
+class RewardConfig(RewardKindConfig):
     """Scorer model, projection, views, prompts, variants and shaping of the VLM reward."""
 
+    kind: Literal["vlm"] = "vlm"
     model: str = "PE-Core-bigG-14-448:meta"
     """Model spec (rmtl.vlm.spec): NAME:TAG, hf-hub:ORG/REPO, a local directory, ARCH:WEIGHTS or ARCH@random."""
     device: str | None = None

@@ -11,17 +11,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_validator
 
 from rmtl.config import Config, deep_merge
 from rmtl.default_model import DEFAULT_MODEL
 from rmtl.env.fetch_lift import EnvConfig
 from rmtl.errors import ConfigError
-from rmtl.reward.config import RewardConfig
+from rmtl.reward.config import RewardConfig, RewardKindConfig
+from rmtl.reward.kinds import DEFAULT_KIND, reward_kind_config
+from rmtl.reward.kinds.dense import DenseRewardConfig  # noqa: F401  (rmtl.train.DenseRewardConfig)
 from rmtl.tasks import DEFAULT_TASK, task_names
 from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
-from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig
-from rmtl.tasks.fetch_lift.oracle_progress import OracleProgressConfig
 from rmtl.train.variants import VARIANT_REGISTRY, VARIANTS, Variant, variant_names  # noqa: F401
 
 """Default scorer of real runs: the domain-trained tiny CLIP (see rmtl/vlm/registry.py)."""
@@ -89,17 +89,13 @@ class Stage1Config(Config):
     its own env, curriculum, phase rule, dense reference reward and (VLM variants) the goals of its
     micro-tasks (``env`` is pick-and-lift's)."""
     env: EnvConfig = EnvConfig()
-    reward_kind: str = "vlm"
-    """A registered reward kind (rmtl.reward.kinds): 'vlm', the phased multi-view VLM reward; 'oracle', the
-    same reward with a perfect state-reading scorer (diagnostic, no rendering); 'rule_only', the phase band
-    with u held at ``rule_only_u`` and no scorer (control, no rendering); 'dense', the hand-written
-    reference (no rendering, no shaping)."""
-    rule_only_u: float = Field(0.5, ge=0, le=1)
-    """The normalised score u the 'rule_only' kind holds in every micro-task."""
-    reward: RewardConfig = RewardConfig(model=DEFAULT_MODEL)
-    dense: DenseRewardConfig = DenseRewardConfig()
-    oracle: OracleProgressConfig = OracleProgressConfig()
-    """The oracle scorer's goal states and scales (reward_kind 'oracle' only)."""
+    reward: SerializeAsAny[RewardKindConfig] = RewardConfig(model=DEFAULT_MODEL)
+    """The reward: the config of the registered kind its ``kind`` names (rmtl.reward.kinds; default
+    'vlm'), with that kind's fields only. 'vlm' (RewardConfig), the phased multi-view VLM reward;
+    'oracle' (OracleRewardConfig), the same reward with a perfect state-reading scorer (diagnostic, no
+    rendering); 'rule_only' (RuleOnlyRewardConfig), the phase band with u held at ``u`` and no scorer
+    (control, no rendering); 'dense' (DenseRewardConfig), the hand-written reference (no rendering, no
+    shaping). Serialised as the kind's class (SerializeAsAny), so a saved config reloads to the same one."""
     cache: CacheConfig = CacheConfig()
     curriculum: bool = True
     """Reverse curriculum (paper stages); off trains on the final, fully random stage from the start."""
@@ -138,18 +134,23 @@ class Stage1Config(Config):
     @model_validator(mode="before")
     @classmethod
     def _model_renderer(cls, data: Any) -> Any:
-        """Render with the renderer the reward model was trained on, unless told otherwise."""
+        """Render with the renderer the reward model was trained on, unless told otherwise (a kind
+        without a model: the default model's); then read a config of the earlier reward layout."""
         from rmtl.default_model import DEFAULT_MODEL
         from rmtl.vlm.registry import with_declared_renderer
 
-        return with_declared_renderer(data, ("reward", "model"), ("env", "render"), DEFAULT_MODEL)
+        # The renderer first: an earlier-layout config names its model in ``reward`` whatever its kind.
+        data = with_declared_renderer(data, ("reward", "model"), ("env", "render"), DEFAULT_MODEL)
+        return upgrade_reward_layout(data)
+
+    @field_validator("reward", mode="before")
+    @classmethod
+    def _reward_kind(cls, v: Any) -> Any:
+        """A mapping becomes the config class of the kind it names (the field's type is only the base)."""
+        return reward_kind_config(v)
 
     @model_validator(mode="after")
     def _check(self) -> "Stage1Config":
-        from rmtl.reward.kinds import kind_names
-
-        if self.reward_kind not in kind_names():
-            raise ValueError(f"unknown reward kind {self.reward_kind!r}; known kinds: {', '.join(kind_names())}")
         if self.task not in task_names():
             raise ValueError(f"unknown task {self.task!r}; known tasks: {', '.join(task_names())}")
         if self.n_envs * self.n_steps < self.batch_size:
@@ -169,13 +170,85 @@ class Stage1Config(Config):
 
 ORACLE_VARIANTS = variant_names(reward_kind="oracle")
 
+EARLIER_REWARD_FIELDS = ("reward_kind", "rule_only_u", "oracle", "dense")
+"""Top-level Stage1Config fields of the reward layout before each kind had its own config: the
+kind's name, the rule-only kind's u, the oracle's progress config and the dense reference's
+config, beside a ``reward`` section that was always the VLM's. Saved run configs and checkpoint
+metas of that layout still load (:func:`upgrade_reward_layout`)."""
+
+
+def _section(value: Any) -> dict[str, Any]:
+    return value.model_dump() if isinstance(value, BaseModel) else dict(value or {})
+
+
+def reward_kind_of(data: Mapping[str, Any]) -> str:
+    """The reward kind a Stage-1 config (or its dump, either layout) names."""
+    if "reward_kind" in data:
+        return str(data["reward_kind"])
+    reward = data.get("reward")
+    if isinstance(reward, RewardKindConfig):
+        return reward.kind
+    return str(_section(reward).get("kind", DEFAULT_KIND))
+
+
+def upgrade_reward_layout(data: Any, default_kind: str | None = None) -> Any:
+    """Stage-1 config input with the earlier reward layout (:data:`EARLIER_REWARD_FIELDS`) in the
+    tagged one: ``reward`` becomes the section of the kind ``reward_kind`` named, holding what that
+    kind read then (oracle and rule-only: the VLM section's shaping, the dense section's
+    ``add_env_reward`` and their own field; dense: the dense section), so the reward is the same.
+    Input without those fields is returned as given. ``default_kind``: the kind of partial input
+    (overrides) that names none (else vlm)."""
+    if not isinstance(data, Mapping) or not any(k in data for k in EARLIER_REWARD_FIELDS):
+        return data
+    out = dict(data)
+    named = out.pop("reward_kind", None)
+    u, progress, dense = out.pop("rule_only_u", None), out.pop("oracle", None), _section(out.pop("dense", None))
+    reward = _section(out.get("reward"))
+    kind = str(named or reward.get("kind") or default_kind or DEFAULT_KIND)
+    same = reward.get("kind", DEFAULT_KIND) == kind
+    if kind == "dense":  # no shaping: the dense section alone
+        section = {**(reward if same else {}), **dense}
+    else:  # all of a section of this kind; of another (the VLM section), only the shaping the kinds shared
+        section = dict(reward) if same else {k: reward[k] for k in ("shaping",) if k in reward}
+    if kind in ("oracle", "rule_only"):
+        if "add_env_reward" in dense:  # these kinds added the env reward as the dense section said
+            section["add_env_reward"] = dense["add_env_reward"]
+        if kind == "oracle" and progress is not None:
+            section["progress"] = _section(progress)
+        if kind == "rule_only" and u is not None:
+            section["u"] = u
+    section["kind"] = kind
+    if kind != DEFAULT_KIND or "reward" in data:  # no section for the default kind: the field's default
+        out["reward"] = section
+    return out
+
+
+def merge_stage1(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A Stage-1 config dump (either layout) with ``overrides`` merged in (nested dicts merge).
+
+    A ``reward`` override of another kind than the dump's replaces the section (with that kind's
+    defaults) instead of merging into it: one kind's fields never reach another's config (the
+    shared ones, e.g. ``shaping``, come from the override alone)."""
+    data = upgrade_reward_layout(dict(data))
+    overrides = upgrade_reward_layout(dict(overrides), default_kind=reward_kind_of(data))
+    reward = overrides.get("reward")
+    kind = reward.kind if isinstance(reward, RewardKindConfig) else (
+        reward.get("kind") if isinstance(reward, Mapping) else None)
+    if kind is not None and kind != reward_kind_of(data):
+        # The new kind's defaults; the field default's for its kind (the VLM reward's model is the
+        # package default model, not RewardConfig's).
+        default = Stage1Config.model_fields["reward"].default
+        data = {**data, "reward": default.model_dump() if default.kind == kind else {}}
+    return deep_merge(data, overrides)
+
 
 def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] | None = None,
                   **overrides: Any) -> Stage1Config:
     """The config of a named variant: ``base`` (defaults if None), the variant's overrides, then ``overrides``.
 
     ``overrides`` are nested dicts for nested configs, e.g. ``reward={"views": [...]}``;
-    they are applied after the variant, so they win.
+    they are applied after the variant, so they win. A ``reward`` of another kind replaces the
+    section (:func:`merge_stage1`), e.g. ``reward={"kind": "oracle"}``.
     """
     if variant not in VARIANTS:
         raise ConfigError(f"unknown Stage-1 variant {variant!r}; choose from {', '.join(VARIANTS)}")
@@ -183,9 +256,9 @@ def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] 
         data = base.model_dump()
     else:
         data = Stage1Config.make(**dict(base or {})).model_dump()
-    data = deep_merge(data, VARIANTS[variant])
+    data = merge_stage1(data, VARIANTS[variant])
     data["variant"] = variant
-    data = deep_merge(data, overrides)
+    data = merge_stage1(data, overrides)
     return Stage1Config.make(**data)
 
 

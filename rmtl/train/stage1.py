@@ -95,9 +95,9 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         stats_cb = TrainStatsCallback(timings, stats_fn, phase_names=task.micro_tasks.names)
         eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
         meta: dict[str, Any] = {"variant": config.variant, "phase_input": config.phase_input,
-                                "reward_kind": config.reward_kind, "reward": env.reward_env.kind.describe(),
+                                "reward_kind": config.reward.kind, "reward": env.reward_env.kind.describe(),
                                 "config": config.model_dump(mode="json")}
-        if config.reward_kind == "vlm":  # the prompts its reward scores (its task's micro-tasks)
+        if config.reward.kind == "vlm":  # the prompts its reward scores (its task's micro-tasks)
             meta["reward_prompts"] = task_reward_config(config, task).prompts.model_dump(mode="json")
 
         def before_save(_: Path) -> None:

@@ -30,13 +30,12 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from rmtl.config import deep_merge
 from rmtl.errors import ConfigError
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.artifacts import load_torch_state
 from rmtl.train.bc_data import bc_dataset, run_bc
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
-from rmtl.train.config import Stage1Config, Stage2Config
+from rmtl.train.config import Stage1Config, Stage2Config, merge_stage1
 from rmtl.train.csv_log import read_csv
 from rmtl.train.evaluate import EvalResult, resolve_checkpoint
 from rmtl.train.manager.network import ManagerNet
@@ -63,10 +62,11 @@ def worker_stage1_config(config: Stage2Config) -> Stage1Config:
     meta = json.loads((ck / "meta.json").read_text()) if (ck / "meta.json").is_file() else {}
     if "config" not in meta:
         raise ConfigError(f"worker checkpoint {ck} has no meta.json with its Stage-1 config")
-    s1 = Stage1Config.make(**deep_merge(meta["config"], {**config.stage1, "progress_bar": False}))
+    # merge_stage1: the meta may hold the earlier reward layout, an override may switch the kind.
+    s1 = Stage1Config.make(**merge_stage1(meta["config"], {**config.stage1, "progress_bar": False}))
     if not s1.phase_input:
         raise ConfigError("Stage 2 needs a worker trained with the phase one-hot (phase_input: true)")
-    if s1.reward_kind == "vlm" and s1.reward.single_prompt:
+    if s1.reward.kind == "vlm" and s1.reward.single_prompt:
         # One goal, one phase: no micro-task for a manager to choose, no per-phase scores for its progress signal.
         raise ConfigError("Stage 2 needs a micro-task worker: a single-prompt worker has one phase and nothing to "
                           "choose (evaluate single-prompt runs with the rule, e.g. rmtl report --stage 2 --single-prompt)")

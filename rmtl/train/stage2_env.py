@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rmtl.reward.kinds.dense import DenseRewardConfig
 from rmtl.train.config import Stage1Config
 from rmtl.train.manager.progress import ProgressSignal
 from rmtl.train.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
@@ -19,7 +20,10 @@ def build_stage2_env(s1: Stage1Config, controller: ManagerController, **kwargs: 
     env = build_train_env(s1, phase_selector=controller.selector, hooks=hooks, **kwargs)
     if controller.progress is None:
         task = task_of(s1)
-        dense = (lambda states: task.dense_reward(states, s1.dense)) if task.dense_reward is not None else None
-        controller.progress = ProgressSignal(s1.n_envs, env.reward_env.kind.progress_source, s1.reward.shaping,
-                                             dense, num_phases=env.reward_env.kind.num_phases, rule=controller.rule)
+        # A dense run's progress is its own dense reward; any other run's the default reference.
+        weights = s1.reward if isinstance(s1.reward, DenseRewardConfig) else DenseRewardConfig()
+        dense = (lambda states: task.dense_reward(states, weights)) if task.dense_reward is not None else None
+        controller.progress = ProgressSignal(s1.n_envs, env.reward_env.kind.progress_source,
+                                             s1.reward.shaping_config(), dense,
+                                             num_phases=env.reward_env.kind.num_phases, rule=controller.rule)
     return env

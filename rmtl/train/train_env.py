@@ -4,7 +4,7 @@ The stack, innermost first::
 
     the task's env (TerminalFrames for kinds that render)  x n_envs, Dummy/SubprocVecEnv
     SimTimer                 times simulation
-    RewardVecEnv             the reward of ``config.reward_kind`` (rmtl.reward.kinds)
+    RewardVecEnv             the reward of the kind ``config.reward`` names (rmtl.reward.kinds)
     PhaseObservation         phase one-hot (unless phase_input is off)
     VecMonitor               episode returns/lengths
     VecNormalize             only with normalize_observations
@@ -72,19 +72,25 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
     """The VLM reward config of a run: ``config.reward`` with the prompts of its task's
     micro-tasks (pick-and-lift: as configured; another task: its micro-task spec's goals, one
     phase each, unless ``reward.prompts.micro_task_goals`` names goals of exactly its micro-tasks)."""
+    from rmtl.errors import ConfigError
+    from rmtl.reward.config import RewardConfig
     from rmtl.reward.prompts import PromptConfig
 
+    if not isinstance(config.reward, RewardConfig):
+        raise ConfigError(f"reward kind {config.reward.kind!r} has no VLM reward config (no prompts, no model)")
     task = task_of(config, task)
     return config.reward.replace(prompts=PromptConfig.for_micro_tasks(task.micro_tasks, config.reward.prompts))
 
 
 def build_reward_kind(config: Stage1Config, task: Task | None, *, vlm: Any = None, source: Any = None) -> Any:
-    """The run's reward kind (``config.reward_kind``, rmtl.reward.kinds), built by the kind from the run."""
+    """The run's reward kind (the one ``config.reward`` names, rmtl.reward.kinds), built by the kind
+    from the run and its own config (the VLM kind's with its task's prompts)."""
+    from rmtl.reward.config import RewardConfig
     from rmtl.reward.kinds import get_kind
 
     task = task_of(config, task)
-    return get_kind(config.reward_kind).from_run(config, task, reward=task_reward_config(config, task), vlm=vlm,
-                                                 source=source)
+    reward = task_reward_config(config, task) if isinstance(config.reward, RewardConfig) else config.reward
+    return get_kind(config.reward.kind).from_run(config, task, reward=reward, vlm=vlm, source=source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +138,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     task = task_of(config, task)
     rule = RulePhaseSelector(task.phases)
     timings = timings or Timings()
-    needs_frames = get_kind(config.reward_kind).needs_frames
+    needs_frames = get_kind(config.reward.kind).needs_frames
     make = functools.partial(_make_env, config.env, needs_frames, task)
     if config.vec_env == "workers":
         from rmtl.train.vec_env import ProcessGroupVecEnv
@@ -160,7 +166,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
                 source = VLMEmbeddingSource(vlm, config.reward.batch_size)
         timed = TimedSource(source, timings)
     kind = build_reward_kind(config, task, vlm=vlm, source=timed)
-    shaper = RewardShaper(config.n_envs, config.reward.shaping, num_phases=kind.num_phases)
+    shaper = RewardShaper(config.n_envs, config.reward.shaping_config(), num_phases=kind.num_phases)
     venv = reward_env = RewardVecEnv(venv, kind, phase_selector or rule, shaper)
     if config.phase_input:
         venv = PhaseObservation(venv, phase_selector or rule, len(task.micro_tasks.names))

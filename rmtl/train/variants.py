@@ -48,7 +48,12 @@ VARIANTS: dict[str, dict[str, Any]] = {name: v.overrides for name, v in VARIANT_
 
 def variant_names(*, role: str | None = None, analysis: str | None = None, reward_kind: str | None = None) -> tuple[str, ...]:
     """Variant names in file order, filtered by role, by an analysis that includes them by default,
-    or by reward kind (``vlm`` when the overrides name none)."""
+    or by reward kind (``reward.kind``; ``vlm`` when the overrides name none)."""
     return tuple(n for n, v in VARIANT_REGISTRY.items()
                  if (role is None or v.role == role) and (analysis is None or analysis in v.analyses)
-                 and (reward_kind is None or v.overrides.get("reward_kind", "vlm") == reward_kind))
+                 and (reward_kind is None or variant_kind(v) == reward_kind))
+
+
+def variant_kind(variant: Variant) -> str:
+    """The reward kind a variant trains (``overrides.reward.kind``; ``vlm`` when it names none)."""
+    return str((variant.overrides.get("reward") or {}).get("kind", "vlm"))

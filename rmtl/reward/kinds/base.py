@@ -48,6 +48,8 @@ class RewardKind(ABC):
     """One kind of reward. Subclasses register with :func:`rmtl.reward.kinds.register_kind`."""
 
     name: ClassVar[str]
+    config_class: ClassVar[Any] = None
+    """Its config class (a ``RewardKindConfig`` subclass), set by ``register_kind``."""
     needs_frames: ClassVar[bool] = False
     """Sub-envs must render the reward views (wrapped in TerminalFrames)."""
     progress_source: ClassVar[ProgressSource]
@@ -64,8 +66,9 @@ class RewardKind(ABC):
     @classmethod
     def from_run(cls, run: Any, task: Any, *, reward: Any, vlm: Any = None, source: Any = None) -> "RewardKind":
         """The kind of a Stage-1 run: ``run`` is its config (``rmtl.train.config.Stage1Config``),
-        ``task`` its task (``rmtl.task.Task``), ``reward`` its VLM reward config with the task's
-        prompts, ``vlm`` / ``source`` the loaded model and embedding source of a kind that renders."""
+        ``task`` its task (``rmtl.task.Task``), ``reward`` this kind's config (``run.reward``; the VLM
+        kind's with the task's prompts), ``vlm`` / ``source`` the loaded model and embedding source
+        of a kind that renders."""
         raise NotImplementedError(f"reward kind {cls.name!r} cannot be built from a run config")
 
     def bind(self, venv: Any) -> None:

@@ -7,14 +7,30 @@ is the VLM's contribution; a result it matches is the rule's.
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Literal
 
+import numpy as np
+from pydantic import Field
+
+from rmtl.reward.config import RewardKindConfig
 from rmtl.reward.kinds import register_kind
 from rmtl.reward.kinds.base import KindStep, RewardKind, shaped_terms
-from rmtl.reward.shaping import RewardShaper
+from rmtl.reward.shaping import RewardShaper, ShapingConfig
 
 
-@register_kind("rule_only")
+class RuleOnlyRewardConfig(RewardKindConfig):
+    """The rule-only control: the shaping of a held score, no scorer."""
+
+    kind: Literal["rule_only"] = "rule_only"
+    shaping: ShapingConfig = ShapingConfig()
+    """The shaping of the held score (as a VLM run's)."""
+    add_env_reward: bool = True
+    """Add the environment's own reward (the +1 success bonus) to the shaped reward."""
+    u: float = Field(0.5, ge=0, le=1)
+    """The normalised score u held in every micro-task."""
+
+
+@register_kind("rule_only", config=RuleOnlyRewardConfig)
 class RuleOnlyKind(RewardKind):
     progress_source = "rule_band"
 
@@ -24,8 +40,8 @@ class RuleOnlyKind(RewardKind):
         self.add_env_reward = add_env_reward
 
     @classmethod
-    def from_run(cls, run, task, *, reward, vlm=None, source=None) -> "RuleOnlyKind":
-        return cls(len(task.micro_tasks.names), run.rule_only_u, run.dense.add_env_reward)
+    def from_run(cls, run, task, *, reward: RuleOnlyRewardConfig, vlm=None, source=None) -> "RuleOnlyKind":
+        return cls(len(task.micro_tasks.names), reward.u, reward.add_env_reward)
 
     def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render) -> KindStep:
         out = shaper.shape_u(np.full(states.shape[0], self.u), phases)

@@ -29,7 +29,7 @@ def _resolution(config: RewardConfig, vlm: VLM | None, source: Any) -> int:
     return int(min(max(size, MIN_RESOLUTION), MAX_RESOLUTION))
 
 
-@register_kind("vlm")
+@register_kind("vlm", config=RewardConfig)
 class VLMKind(RewardKind):
     """Scores from pixels through ``source`` (render-and-embed, or a state cache) and ``scorer``.
 
@@ -50,7 +50,7 @@ class VLMKind(RewardKind):
         self.num_phases = int(band_phases) if band_phases else scorer.num_phases
 
     @classmethod
-    def from_run(cls, run, task, *, reward, vlm=None, source=None) -> "VLMKind":
+    def from_run(cls, run, task, *, reward: RewardConfig, vlm=None, source=None) -> "VLMKind":
         return cls.from_config(reward, vlm=vlm, source=source,
                                band_phases=len(task.micro_tasks.names) if reward.single_prompt_band else 0)
 

@@ -19,27 +19,11 @@ next micro-task, whose goal is further away. See docs/stage1.md, "Oracle-scored 
 from __future__ import annotations
 
 import numpy as np
-from pydantic import Field
 
-from rmtl.config import Config
 from rmtl.phases import ALIGN, APPROACH, GRASP, PHASES
+# The oracle kind's progress config: its goals and scales are this function's parameters (read below the tasks).
+from rmtl.reward.kinds.oracle import OracleProgressConfig
 from rmtl.tasks.fetch_lift.state import CUBE_POS, GRIPPER_POS, gripper_cube_distance, lift_height
-
-
-class OracleProgressConfig(Config):
-    """Goal states and length scales of the oracle progress (docs/stage1.md)."""
-
-    approach_height: float = Field(0.05, ge=0)
-    """Height (m) above the cube centre of the approach goal (the env's easy pose)."""
-    approach_scale: float = Field(0.5, gt=0)
-    """Distance (m) to the approach goal at which approach progress reaches 0 (about the largest
-    gripper-cube distance of a random start)."""
-    align_scale: float = Field(0.15, gt=0)
-    """Gripper-cube distance (m) at which align progress reaches 0 (the align bin's outer edge)."""
-    lift_target: float = Field(0.02, gt=0)
-    """Lift (m) at which grasp progress reaches 1 (the task's success lift)."""
-    grasp_distance: float = Field(0.04, gt=0)
-    """Gripper-cube distance (m) within which lift counts as grasp progress (the grasp bin)."""
 
 
 def oracle_progress(states: np.ndarray, config: OracleProgressConfig | None = None) -> np.ndarray:
@@ -55,3 +39,6 @@ def oracle_progress(states: np.ndarray, config: OracleProgressConfig | None = No
     out[:, ALIGN] = 1.0 - d / cfg.align_scale
     out[:, GRASP] = np.where(d <= cfg.grasp_distance, lift / cfg.lift_target, 0.0)
     return np.clip(out, 0.0, 1.0)
+
+
+__all__ = ["OracleProgressConfig", "oracle_progress"]
