@@ -136,6 +136,16 @@ class StoreRead:
         out = {f: self._take(f, idx, vidx if f == FRAMES else None) for f in fields}
         return {f: v[0] for f, v in out.items()} if squeeze else out
 
+    def require_chunks(self, fields: Sequence[str] | None = None) -> None:
+        """Check, without reading them, that the chunk files of every committed row of ``fields``
+        (default: every per-row field, ``frames`` included) exist: a command that imports torch
+        or open_clip before its first read fails at once on a damaged store, with the same
+        one-line StoreError a read would raise."""
+        fields = list(self._shapes()) if fields is None else list(fields)
+        for f in fields:
+            if self._rows:
+                self._require_chunks(f, self._arrays[f], slice(0, self._rows))
+
     def episodes(self) -> dict[int, np.ndarray]:
         """{episode id: its committed row indices in step order}."""
         cols = self.read(fields=["episode", "step"])
