@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))
 
     from rmtl.env.fetch_lift import EnvConfig
-    from rmtl.train.evaluate import checkpoint_task, load_checkpoint, resolve_checkpoint
+    from rmtl.train.evaluate import checkpoint_task, load_checkpoint
     from rmtl.train.manager_callback import load_manager
     from rmtl.train.run_dir import latest_checkpoint
     from rmtl.train.selector_eval import evaluate_selector
@@ -74,7 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                       "episode_success": ev.episode_success}
         print(f"{name}: {r}", flush=True)
 
-    s2 = resolve_checkpoint(args.stage2)
+    # The runs' final checkpoints: local checkpoints/ where the run was made, else the committed
+    # final/ (weights, normaliser and manager without optimiser state) on a fresh clone.
+    s2 = latest_checkpoint(args.stage2) or args.stage2 / "final"
     model, meta, norm = load_checkpoint(s2)
     env_cfg = EnvConfig.make(**meta["config"]["env"])
     w, _, wn = load_checkpoint(args.worker)
@@ -87,12 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         bc, _ = load_manager(args.stage2 / "manager_bc.pt")
         add("worker_manager_bc", args.stage2 / "manager_bc.pt",
             evaluate_selector(model, env_cfg, selector="manager", manager=bc, horizon=horizon, normalizer=norm, **kw))
-    # The control's final (760k) checkpoint: local checkpoints/ of the run (checkpoints are not committed;
-    # on a fresh clone its committed best/ stands in, and the arm is labelled so).
     rc = latest_checkpoint(args.rule_continued) if args.rule_continued.is_dir() else None
+    rc = rc or (args.rule_continued / "final" if (args.rule_continued / "final").is_dir() else None)
     rc_name = "rule_continued"
-    if rc is None and (args.rule_continued / "best").is_dir():
-        rc, rc_name = args.rule_continued / "best", "rule_continued_best"
     if rc is not None:
         m, _, n = load_checkpoint(rc)
         add(rc_name, rc, evaluate_selector(m, env_cfg, selector="rule", normalizer=n, **kw))
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         return {"a": a, "b": b, "difference": d, **sign_test(arms[a]["episode_success"], arms[b]["episode_success"])}
 
     vs_rule = compare("worker_manager", "worker_rule")
-    vs_cont = compare("worker_manager", "rule_continued") or compare("worker_manager", "rule_continued_best")
+    vs_cont = compare("worker_manager", "rule_continued")
     if vs_rule and vs_cont and all(c["difference"] >= MARGIN and c["p"] < ALPHA for c in (vs_rule, vs_cont)):
         verdict = "the manager helps"
     elif vs_rule and vs_rule["difference"] <= -MARGIN and vs_rule["p"] < ALPHA:
@@ -132,8 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     (HERE / "stage2.json").write_text(json.dumps(out, indent=1))
     labels = {"ppo_no_phase_input": "PPO without phase input", "worker_rule": "worker (560k) + rule",
               "stage2_worker_rule": "Stage-2 worker + rule", "worker_manager": "Stage-2 worker + manager",
-              "worker_manager_bc": "Stage-2 worker + BC-only manager", "rule_continued": "rule-continued (760k) + rule",
-              "rule_continued_best": "rule-continued (best on validation) + rule"}
+              "worker_manager_bc": "Stage-2 worker + BC-only manager", "rule_continued": "rule-continued (760k) + rule"}
     with (HERE / "stage2.csv").open("w", newline="") as f:
         wr = csv.writer(f)
         wr.writerow(["arm", "successes", "episodes", "success_rate", "ci_low", "ci_high", "step_agreement_rule",
