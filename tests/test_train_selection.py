@@ -60,6 +60,20 @@ def test_select_evaluates_every_checkpoint_and_tests_best_and_final(run):
     assert sel["last_periodic"]["first_step"] == rows[-5]["timesteps"]
 
 
+def test_a_selection_without_stamps_is_evaluated_again(run):
+    """A kept run's selection.json (written when it finished) has no checkpoint stamps; selecting
+    over its local checkpoints evaluates them again instead of failing or trusting it."""
+    sel = select_checkpoint(run, validation_episodes=3, test_episodes=4)
+    for v in sel["validation"]:
+        del v["stamp"]
+    for v in sel["test"].values():
+        v.pop("stamp", None)
+    (run / "selection.json").write_text(json.dumps(sel))
+    again = select_checkpoint(run, validation_episodes=3, test_episodes=4)
+    assert [v["checkpoint"] for v in again["validation"]] == STEPS and all("stamp" in v for v in again["validation"])
+    assert again["best"]["test"]["successes"] == sel["best"]["test"]["successes"]  # seeded: the same figures
+
+
 def test_best_is_the_highest_validation_rate_ties_to_the_later(run, monkeypatch):
     import rmtl.train.evaluate as ev
 

@@ -121,8 +121,12 @@ def select_checkpoint(run_dir: str | Path, validation_episodes: int = 100, test_
     same = old.get("params") == params
     cks = run_checkpoints(run)
     stamps = {ck.name: _stamp(ck) for ck in cks}
-    val_done = {v["checkpoint"]: v for v in old.get("validation", []) if same and stamps.get(v["checkpoint"]) == v["stamp"]}
-    test_done = {k: v for k, v in old.get("test", {}).items() if same and stamps.get(k) == v["stamp"]}
+    # Reuse an earlier evaluation only of the same checkpoint files: one without a stamp (written when a
+    # kept run finished, rmtl.train.committed) cannot be matched to them and is evaluated again.
+    val_done = {v["checkpoint"]: v for v in old.get("validation", [])
+                if same and v.get("stamp") is not None and stamps.get(v["checkpoint"]) == v["stamp"]}
+    test_done = {k: v for k, v in old.get("test", {}).items()
+                 if same and v.get("stamp") is not None and stamps.get(k) == v["stamp"]}
 
     def result(res: Any, name: str) -> dict[str, Any]:
         return {"checkpoint": name, "stamp": stamps[name], **{k: v for k, v in res.to_dict().items() if k != "checkpoint"}}
