@@ -111,10 +111,41 @@ def decide(sweep: dict[str, list[dict]]) -> str:
             f"{'stay' if keep_tm else 'leave the default'}; the drop penalty {'stays' if keep_drop else 'leaves the default'}")
 
 
+CLAIMS = (("the scorer's signal teaches beyond the rule's phase", "rule_only"),
+          ("the reverse curriculum helps", "oracle_no_curriculum"),
+          ("the phase input helps", "oracle_no_phase_input"))
+
+
+def decide_structure(rows: dict[str, list[dict]], a: str = "oracle_rmtl") -> list[str]:
+    """STRUCTURE_RULE.md for each claim: decided only when 3 seeds of both sides finished at 600k."""
+    def best(v: str) -> dict[int, float]:
+        return {int(r["run"].rsplit("_s", 1)[1]): r["best"] for r in rows.get(v, [])
+                if r["finished"] and r.get("best") is not None}
+
+    out = []
+    for claim, b in CLAIMS:
+        ra, rb = best(a), best(b)
+        have = f"{a} seeds {sorted(ra)}, {b} seeds {sorted(rb)} finished"
+        if not all(sd in ra and sd in rb for sd in SEEDS):
+            out.append(f"{claim} ({a} vs {b}): open ({have})")
+            continue
+        d = sum(ra.values()) / len(ra) - sum(rb.values()) / len(rb)
+        a_wins = sum(ra[sd] > rb[sd] for sd in SEEDS)
+        b_wins = sum(rb[sd] > ra[sd] for sd in SEEDS)
+        verdict = ("supported" if d >= 0.10 and a_wins >= 2 else
+                   "contradicted" if d <= -0.10 and b_wins >= 2 else "no difference shown")
+        out.append(f"{claim} ({a} vs {b}): {verdict} (d = {d:+.3f}; {a} better on {a_wins} of 3 seed pairs, "
+                   f"{b} on {b_wins})")
+    return out
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE.parents[1]))
     sweep = table(SWEEP, 300_000, "sweep")
-    table(STRUCTURE, 600_000, "structure")
+    structure = table(STRUCTURE, 600_000, "structure")
     decision = decide(sweep)
     (HERE / "decision.txt").write_text(decision + "\n")
     print(decision)
+    claims = decide_structure(structure)
+    (HERE / "structure_decision.txt").write_text("\n".join(claims) + "\n")
+    print("\n".join(claims))
