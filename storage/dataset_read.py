@@ -141,10 +141,10 @@ class StoreRead:
         (default: every per-row field, ``frames`` included) exist: a command that imports torch
         or open_clip before its first read fails at once on a damaged store, with the same
         one-line StoreError a read would raise."""
-        fields = list(self._shapes()) if fields is None else list(fields)
-        for f in fields:
-            if self._rows:
-                self._require_chunks(f, self._arrays[f], slice(0, self._rows))
+        if not self._rows:  # an empty store has no chunk to miss
+            return
+        for f in (list(self._shapes()) if fields is None else fields):
+            self._require_chunks(f, self._arrays[f], slice(0, self._rows))
 
     def episodes(self) -> dict[int, np.ndarray]:
         """{episode id: its committed row indices in step order}."""
