@@ -71,7 +71,7 @@ class Replay:
 
     def __init__(self, policy: str, n_envs: int, steps: int, views, resolution: int, seed: int):
         from pipeline.rollout import RolloutConfig
-        from rmtl.env import FetchPickAndLiftEnv
+        from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 
         self.cfg = RolloutConfig.make(episodes=1, policy=policy, views=views, resolution=resolution, seed=seed)
         self.envs = [FetchPickAndLiftEnv(views=views, resolution=resolution) for _ in range(n_envs)]
@@ -202,7 +202,7 @@ def main() -> None:
     import torch
 
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.reward.prompts import PromptConfig
+    from rmtl.tasks import get_task
     from rmtl.reward.scorer import PhasedScorer
     from rmtl.vlm import load_vlm
     from storage.cache import set_faiss_threads
@@ -215,7 +215,7 @@ def main() -> None:
 
     def scorer_for(store_path):
         with DatasetStore.open(store_path) as st:
-            return PhasedScorer(stored_text_embeddings(st, vlm.model_id, PromptConfig()), args.alpha, views)
+            return PhasedScorer(stored_text_embeddings(st, vlm.model_id, get_task().prompts()), args.alpha, views)
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="rmtl-bench-cache-") as tmp:

@@ -76,10 +76,10 @@ def main(argv=None) -> int:
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.env.render_settings import LEGACY_RENDERER_ID
-    from rmtl.phases import rule_phase
+    from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.provenance import run_record
     from rmtl.reward.projection import goal_baseline_scores
-    from rmtl.reward.prompts import PromptConfig
+    from rmtl.tasks import get_task
     from rmtl.reward.shaping import ShapingConfig
     from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance
     from storage.catalogue import StoreCatalogue
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     with DatasetStore.open(args.queries[0], "r") as q0:
         model_id = resolve_model_id(q0, args.model)
         renderer = q0.renderer_id or LEGACY_RENDERER_ID
-        text = stored_text_embeddings(q0, model_id, PromptConfig())
+        text = stored_text_embeddings(q0, model_id, get_task().prompts())
     cat = StoreCatalogue.open(args.atlas, model_id, renderer_id=renderer, legacy_renderer_id=LEGACY_RENDERER_ID)
     states, emb, episodes, offset = [], [], [], 0
     for path in args.queries:

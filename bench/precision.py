@@ -52,7 +52,9 @@ def main(argv=None) -> int:
     import rmtl  # noqa: F401
     from rmtl.provenance import run_record
     from rmtl.reward.projection import goal_baseline_scores
-    from rmtl.reward.prompts import PHASES, PromptConfig, embed_prompts
+    from rmtl.reward.prompts import embed_prompts
+    from rmtl.tasks import get_task
+    from rmtl.tasks.fetch_lift.phases import PHASES
     from rmtl.vlm import load_vlm
     from storage.dataset import DatasetStore
 
@@ -68,7 +70,7 @@ def main(argv=None) -> int:
     for name, vlm in (("fp32", ref), (low.precision, low)):
         torch.set_num_threads(cores)
         e = vlm.encode_images(flat, batch_size=64).reshape(len(rows), len(views), -1)
-        text = embed_prompts(vlm.encode_text, PromptConfig())
+        text = embed_prompts(vlm.encode_text, get_task().prompts())
         emb[name] = goal_baseline_scores(e, text.goals, text.baseline, 0.9)  # [N, V, K]
     d = np.abs(emb[low.precision] - emb["fp32"])
     agg = np.abs(emb[low.precision].mean(1) - emb["fp32"].mean(1))

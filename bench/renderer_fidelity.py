@@ -43,7 +43,7 @@ TOL_RANK_DROP = 0.01
 def render_ms(settings: dict, repeats: int = 5, n: int = 20) -> float:
     """Median ms per six-view render of one state (bench/render.py's frames_per_second)."""
     from render import frames_per_second  # bench/render.py: this folder is the script's path
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.env.cameras import VIEW_NAMES
 
     env = FetchPickAndLiftEnv(render=settings)
@@ -70,10 +70,10 @@ def main(argv=None) -> int:
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.phases import rule_phase
+    from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.provenance import data_dir, versions
     from rmtl.reward.projection import goal_baseline_scores
-    from rmtl.reward.prompts import PromptConfig
+    from rmtl.tasks import get_task
     from rmtl.tasks.fetch_lift.quality import QualityInputs, gate_report, reward_quality
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.vlm import load_vlm
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
         with DatasetStore.open(path, "r") as store:
             n = store.embedded_rows(vlm.model_id)
             cols = store.read(slice(0, n), fields=["state", "episode", "step"])
-            text = stored_text_embeddings(store, vlm.model_id, PromptConfig())
+            text = stored_text_embeddings(store, vlm.model_id, get_task().prompts())
             emb = store.embeddings(vlm.model_id, slice(0, n))
             q = reward_quality(QualityInputs(emb, cols["state"], cols["episode"], cols["step"], store.views),
                                text.goals, text.baseline, 0.9)

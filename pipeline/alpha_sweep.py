@@ -16,7 +16,7 @@ from pipeline.store_rows import StoreRows, active, load_rows, open_store, per_vi
 from pipeline.store_models import resolve_model_id
 from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES
+from rmtl.tasks.fetch_lift.phases import PHASES
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 
@@ -71,6 +71,7 @@ def alpha_sweep(
         model_id = resolve_model_id(st, model_id)
         rows = load_rows(st, model_id)
         text = text_embeddings(st, model_id, prompts)
+        record = prompts_record(st, prompts)
         pv = per_view_scores(st, model_id, text, alphas, rows.rows)  # [A, N, V, K]
         out = Path(out_dir) if out_dir is not None else default_out_dir(st)
         src = source_attrs(st, model_id)
@@ -93,7 +94,7 @@ def alpha_sweep(
         "lift": rows.lift.astype(np.float32), "scores": np.transpose(mean, (1, 0, 2)).astype(np.float32),
         "active": act.T.astype(np.float32),
     }, {**src, "analysis": "alpha_sweep", "alphas": list(alphas), "phases": list(PHASES),
-        "prompts": prompts_record(prompts), "summary": summary})
+        "prompts": record, "summary": summary})
     pngs: dict[str, str] = {}
     if plots:
         pngs["episode"] = str(plot_alpha_episode(out / "alpha_sweep_episode.png", alphas, act[:, ep_idx],

@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from pipeline.render import RenderResult
-from rmtl.phases import PHASES
+from rmtl.tasks.fetch_lift.phases import PHASES
 
 
 @dataclass(frozen=True)

@@ -114,8 +114,7 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
         texts = prompt_texts(prompts)
         table = dict(zip(texts, vlm.encode_text(texts)))
         store.set_text_embeddings(vlm.model_id, table)
-        for pset in config_prompt_sets(prompts) if prompts.micro_task_goals is None else ():
-            # the same texts, recorded per prompt set too (prompt sets name pick-and-lift's micro-tasks)
+        for pset in config_prompt_sets(prompts):  # the same texts, recorded per prompt set too
             rows = pset.rows()
             store.set_prompt_set_embeddings(vlm.model_id, pset.id, [r for r, _ in rows], [t for _, t in rows],
                                             np.stack([table[t] for _, t in rows]), pset.to_dict())

@@ -45,13 +45,14 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
     loaded VLM, or None: the store's only model, loaded from its recorded spec) and store
     them under the model's id and each set's id. The model must have image embeddings in
     the store (text embeddings of another model would score nothing)."""
-    from pipeline.store_models import resolve_model_id
+    from pipeline.store_models import resolve_model_id, store_prompts
     from rmtl.vlm import VLM, load_vlm
     from storage.dataset import DatasetStore
 
     if not prompt_sets:
         raise StoreError("no prompt sets to embed")
     with DatasetStore.open(store_path, "r") as st:  # check before a model loads or a lock is taken
+        prompt_sets = [store_prompts(st, s) for s in prompt_sets]  # each set for the store's task
         if isinstance(model, VLM):
             if model.model_id not in st.model_ids():
                 raise StoreError(f"{st.path} has no image embeddings of {model.model_id} (it has "

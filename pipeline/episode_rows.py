@@ -90,7 +90,7 @@ def read_episodes(st: Any, what: str, pset: PromptSet, model: str | None = None,
     """The episodes of the open store ``st`` with their rewards (module docstring); ``what``
     completes the error of a store without actions ("cannot <what>")."""
     from pipeline.return_ranking import shaped_rewards
-    from rmtl.phases import rule_phase
+    from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.reward.shaping import ShapingConfig
     from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance

@@ -155,7 +155,7 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
     from pipeline.episode_rows import BOUNDS, read_episodes
     from pipeline.store_models import store_task
     from pipeline.store_rows import open_store
-    from rmtl.env.fetch_lift import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.reward.prompt_sets import load_prompt_set
     from rmtl.reward.shaping import ShapingConfig
 

@@ -70,7 +70,7 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     from pipeline.episode_rows import read_episodes
     from pipeline.store_rows import open_store
     from rmtl import ENV_ID
-    from rmtl.env import EnvConfig
+    from rmtl.tasks.fetch_lift.env import EnvConfig
     from rmtl.reward.prompt_sets import load_prompt_set
     from rmtl.tasks.fetch_lift.state import CUBE_POS
 

@@ -16,7 +16,7 @@ from pipeline.store_rows import StoreRows, active, load_rows, open_store, per_vi
 from pipeline.store_models import resolve_model_id
 from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES
+from rmtl.tasks.fetch_lift.phases import PHASES
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 
@@ -66,6 +66,7 @@ def per_view_analysis(
         model_id = resolve_model_id(st, model_id)
         rows = load_rows(st, model_id)
         text = text_embeddings(st, model_id, prompts)
+        record = prompts_record(st, prompts)
         pv = per_view_scores(st, model_id, text, [alpha], rows.rows)[0]  # [N, V, K]
         views = list(st.views)
         out = Path(out_dir) if out_dir is not None else default_out_dir(st)
@@ -113,7 +114,7 @@ def per_view_analysis(
         "disagreement": disagreement.astype(np.float32), "switch_index": sw["index"].astype(np.int64),
         "switch_from": sw["from"].astype(np.int8), "switch_to": sw["to"].astype(np.int8), "switch_jump": sw["jump"],
     }, {**src, "analysis": "per_view", "alpha": float(alpha), "phases": list(PHASES),
-        "prompts": prompts_record(prompts), "summary": summary})
+        "prompts": record, "summary": summary})
     pngs: dict[str, str] = {}
     if plots:
         pngs["frame"] = str(plot_view_frame(out / "per_view_frame.png", views, per_view[frame_i], mean[frame_i],

@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 
 from pipeline.store_rows import StoreRows
-from rmtl.phases import PHASES
+from rmtl.tasks.fetch_lift.phases import PHASES
 
 
 PHASE_COLORS = ("#dbe9f6", "#fde7c8", "#dcefd6")

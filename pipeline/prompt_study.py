@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pipeline.store_models import store_prompts
 from rmtl.errors import ConfigError
 from rmtl.reward.prompt_sets import PromptSet
 
@@ -155,6 +156,7 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
         model_id = resolve_model_id(st, model)
         rows = load_rows(st, model_id)
         success_rows = st.read(fields=["success"])["success"][rows.rows]
+        sets = [store_prompts(st, s) for s in sets]  # each set for the store's task (in its order)
         texts = [(prompt_set_text(st, model_id, s), prompt_set_text(st, model_id, s, single_prompt=True)) for s in sets]
         # A set and its single goal share a baseline, so the single goal's score is one more
         # goal column (for a single-prompt set the same goal twice).

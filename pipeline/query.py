@@ -221,7 +221,7 @@ def run_queries(
     del emb
     result: dict[str, Any] = {
         **source, "task": task.name, "phases": list(rows.phase_names), "measure": rows.measure,
-        "alpha": float(alpha), "prompts": prompts_record(prompts), "policy": policy, "rows": len(rows),
+        "alpha": float(alpha), "prompts": prompts_record(st, prompts), "policy": policy, "rows": len(rows),
         "episodes": len(rows.episode_ids()),
         "correlation": correlation_query(mean, rows),
         "quality": quality,

@@ -51,7 +51,7 @@ def dask_client(workers: int, address: str | None = None):
 
 def renderer_profile(config: RolloutConfig) -> dict:
     """The renderer settings and id of a rollout config (the paper's domain, no shadows)."""
-    from rmtl.env.fetch_lift import EnvConfig
+    from rmtl.tasks.fetch_lift.env import EnvConfig
 
     return EnvConfig(render=config.render).render_profile()
 

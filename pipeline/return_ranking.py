@@ -40,6 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pipeline.store_models import store_prompts
 from rmtl.errors import ConfigError
 
 from rmtl.train.variants import variant_names
@@ -169,7 +170,7 @@ def variant_scores(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarr
     text = text_embeddings(store, model_id, reward.prompts, reward.single_prompt)
     per_view = per_view_scores(store, model_id, text, [reward.alpha], rows, views=reward.active_views)[0]
     active = Scores(per_view, per_view.mean(axis=1)).active(phases)
-    k = len(reward.prompts.goal_names) if reward.single_prompt_band else int(text.goals.shape[0])
+    k = len(store_prompts(store, reward.prompts).goal_names) if reward.single_prompt_band else int(text.goals.shape[0])
     return active.astype(np.float64), cfg, k
 
 

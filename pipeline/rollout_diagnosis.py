@@ -38,7 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES
+from rmtl.tasks.fetch_lift.phases import PHASES
 from rmtl.tasks.fetch_lift.quality import spearman
 
 

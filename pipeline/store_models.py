@@ -76,8 +76,5 @@ def store_prompts(store: Any, prompts: Any = None) -> Any:
 
     task = store_task(store)
     if isinstance(prompts, PromptSet):
-        if prompts.prompts.goal_names != task.micro_tasks.names:
-            raise ConfigError(f"prompt set {prompts.name} has goals of {list(prompts.prompts.goal_names)}; {store.path} "
-                              f"holds task {task.name} with micro-tasks {list(task.micro_tasks.names)}")
-        return prompts
+        return prompts.for_task(task.micro_tasks)
     return PromptConfig.for_micro_tasks(task.micro_tasks, prompts)

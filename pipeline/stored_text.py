@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from pipeline.store_models import spec_of
+from pipeline.store_models import spec_of, store_prompts
 from rmtl.errors import StoreError
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig, TextEmbeddings, embed_prompts
@@ -62,15 +62,19 @@ def stored_text_embeddings(store, model_id: str, prompts: PromptConfig, single_p
 
 def text_embeddings(store: Any, model_id: str, prompts: PromptConfig | PromptSet | None = None,
                     single_prompt: bool = False) -> TextEmbeddings:
-    """Stored text embeddings of a prompt config (default: the paper's) or a prompt set (its
-    own kind; ``single_prompt`` asks for its single goal)."""
+    """Stored text embeddings of a prompt config (default: the store's task's own prompts) or a
+    prompt set (its own kind; ``single_prompt`` asks for its single goal), taken for the store's
+    task (:func:`~pipeline.store_models.store_prompts`)."""
+    prompts = store_prompts(store, prompts)
     if isinstance(prompts, PromptSet):
         return prompt_set_text(store, model_id, prompts, True if single_prompt else None)
-    return stored_text_embeddings(store, model_id, prompts or PromptConfig(), single_prompt)
+    return stored_text_embeddings(store, model_id, prompts, single_prompt)
 
 
-def prompts_record(prompts: PromptConfig | PromptSet | None) -> dict[str, Any]:
-    """What an analysis dataset records of its prompts: the set (name, id, texts) or the config."""
+def prompts_record(store: Any, prompts: PromptConfig | PromptSet | None) -> dict[str, Any]:
+    """What an analysis dataset of a store records of its prompts: the set (name, id, texts) or the
+    config, as taken for the store's task."""
+    prompts = store_prompts(store, prompts)
     if isinstance(prompts, PromptSet):
         return prompts.to_dict()
-    return (prompts or PromptConfig()).model_dump(mode="json")
+    return prompts.model_dump(mode="json")

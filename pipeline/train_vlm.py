@@ -323,12 +323,13 @@ def evaluate(vlm, data: TrainingData, rows: np.ndarray, alpha: float = 0.9, batc
     """Reward-quality metrics of ``vlm`` on the given rows (all views), paper prompts;
     ``image_embeddings`` [len(rows), V, D] skips encoding the frames (locked image tower)."""
     from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
-    from rmtl.reward.prompts import PromptConfig, embed_prompts
+    from rmtl.reward.prompts import embed_prompts
+    from rmtl.tasks import get_task
 
     was_training = vlm.model.training
     vlm.model.eval()
     emb = image_embeddings if image_embeddings is not None else encode_rows(vlm, data, rows, batch_size)
-    text = embed_prompts(vlm.encode_text, PromptConfig())
+    text = embed_prompts(vlm.encode_text, get_task().prompts())
     if was_training:
         vlm.model.train()
     inputs = QualityInputs(emb, data.states[rows], data.episode[rows], data.step[rows], list(data.views))
@@ -432,7 +433,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     from tqdm import tqdm
 
     from rmtl.provenance import write_run_record
-    from rmtl.reward.prompts import PromptConfig
+    from rmtl.tasks import get_task
     from rmtl.vlm import load_vlm
     from rmtl.vlm.loader import select_precision
     from rmtl.tasks.fetch_lift.captions import sample_captions
@@ -521,7 +522,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         leaks = prompt_leaks(neutral_vocabulary(), evaluated_prompt_texts())
         if leaks:
             raise ValueError(f"neutral caption {leaks[0][0]!r} contains the evaluated prompt {leaks[0][1]!r}")
-    paper = PromptConfig()
+    paper = get_task().prompts()
     balance_texts = [paper.baseline[0], *(phrasings[0] for phrasings in paper.goals())]
 
     def encode_captions(captions: list[str]) -> torch.Tensor:

@@ -25,7 +25,7 @@ def _register_env() -> None:
     import gymnasium as gym
 
     if ENV_ID not in gym.registry:
-        gym.register(id=ENV_ID, entry_point="rmtl.env.fetch_lift:FetchPickAndLiftEnv")
+        gym.register(id=ENV_ID, entry_point="rmtl.tasks.fetch_lift.env:FetchPickAndLiftEnv")
 
 
 _register_env()

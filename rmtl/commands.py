@@ -57,8 +57,8 @@ class StoreVerifyConfig(Config):
 
 def env_preview(cfg: EnvPreviewConfig) -> None:
     """Write a labelled PNG montage of the camera views for one seeded reset."""
-    from rmtl.env import EnvConfig, FetchPickAndLiftEnv
-    from rmtl.env.fetch_lift import check_difficulty
+    from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import check_difficulty
     from rmtl.provenance import data_dir as resolve_data_dir
     from rmtl.viz import montage
 
@@ -83,7 +83,7 @@ def env_check(cfg: EnvCheckConfig) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.env.check import random_policy, success_rate
     from rmtl.tasks.fetch_lift.expert import expert_policy
 

@@ -15,6 +15,7 @@ import numpy as np
 from rmtl.env.curriculum import CurriculumStage
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import MicroTaskSpec
+from rmtl.reward.prompts import PromptConfig
 from storage.key_spec import KeySpec
 
 Policy = Callable[[Any], np.ndarray]
@@ -67,6 +68,11 @@ class Task:
         if s.shape[-1:] != (self.key_spec.state_dim,):
             raise ConfigError(f"phase rule needs states [N, {self.key_spec.state_dim}], got shape {s.shape}")
         return np.atleast_1d(self.micro_tasks.phase(self.phase_measure(s))).astype(np.int64)
+
+    def prompts(self, configured: PromptConfig | None = None) -> PromptConfig:
+        """``configured`` (default: none) resolved against this task's micro-tasks: what it leaves
+        unset is the task's own baseline, goals and single goal."""
+        return PromptConfig.for_micro_tasks(self.micro_tasks, configured)
 
     def store_description(self) -> dict[str, Any]:
         """``DatasetStore.create`` keywords describing this task's rows."""

@@ -14,7 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
 @pytest.fixture(scope="session")
 def small_env():
     """One pick-and-lift env rendering 2 views at 64 px (session-wide: building it costs ~1 s)."""
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 
     env = FetchPickAndLiftEnv(views=("wide_view", "close_up"), resolution=64)
     yield env

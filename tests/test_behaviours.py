@@ -26,7 +26,7 @@ does; test_starts_leave_the_cube_alone checks these do not)."""
 
 @pytest.fixture(scope="module")
 def env():
-    from rmtl.env.fetch_lift import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 
     e = FetchPickAndLiftEnv(visual_domain=False)
     yield e

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from rmtl.env import EnvConfig, FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
 from rmtl.env.check import random_policy, success_rate
 from rmtl.errors import ConfigError
-from rmtl.phases import rule_phase
+from rmtl.tasks.fetch_lift.phases import rule_phase
 from rmtl.tasks.fetch_lift.expert import expert_policy
 
 
@@ -141,7 +141,7 @@ def test_importing_open_clip_after_rendering_does_not_crash():
     import subprocess
     import sys
 
-    code = ("from rmtl.env import FetchPickAndLiftEnv\n"
+    code = ("from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv\n"
             "e = FetchPickAndLiftEnv(resolution=64, views=('front',)); e.reset(seed=0); e.render_views()\n"
             "import open_clip\nprint('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -153,7 +153,7 @@ def test_cached_observation_is_bit_identical_to_gymnasium_robotics():
     _get_obs (names looked up every step) must give exactly the same numbers."""
     import numpy as np
 
-    from rmtl.env.fetch_lift import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 
     env = FetchPickAndLiftEnv()
     try:

@@ -31,7 +31,7 @@ def _states(env, episodes: int, seed: int):
 
 
 def test_culling_is_byte_identical_over_many_states():
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 
     full = FetchPickAndLiftEnv(render={"cull_invisible": False, "mesh_reduction": 0.0})
     culled = FetchPickAndLiftEnv(render={"cull_invisible": True, "mesh_reduction": 0.0})
@@ -51,7 +51,7 @@ def test_culling_is_byte_identical_over_many_states():
 def test_shipped_culling_list_names_geoms_no_view_sees():
     """Re-probe a few episodes: every culled geom still owns no pixel (at 96 px)."""
     from rmtl.env.culling import shipped_culling
-    from rmtl.env.culling_probe import find_invisible_geoms
+    from rmtl.tasks.fetch_lift.culling_probe import find_invisible_geoms
 
     probe = find_invisible_geoms(episodes=3, resolution=96, every=5, seed=123)
     assert set(shipped_culling().geoms) <= set(probe.geoms)
@@ -59,7 +59,7 @@ def test_shipped_culling_list_names_geoms_no_view_sees():
 
 
 def test_lighter_meshes_reduce_faces_and_stay_close():
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.env.mesh_lod import mesh_faces
 
     full = FetchPickAndLiftEnv(render={"mesh_reduction": 0.0})
@@ -79,7 +79,7 @@ def test_lighter_meshes_reduce_faces_and_stay_close():
 
 
 def test_renderer_id_changes_with_pixels_not_with_culling():
-    from rmtl.env.fetch_lift import EnvConfig
+    from rmtl.tasks.fetch_lift.env import EnvConfig
     from rmtl.env.render_settings import LEGACY_RENDERER_ID
 
     full = {"mesh_reduction": 0.0}

@@ -58,7 +58,7 @@ def test_no_caption_contains_an_evaluated_prompt_text_in_any_letter_case():
 
 
 def test_the_leak_check_finds_a_prompt_inside_a_caption():
-    prompt = shipped_prompt_sets()[0].prompts.grasp[0]
+    prompt = shipped_prompt_sets()[0].prompts.goal("grasp")[0]
     assert leaks("foo, " + prompt.upper() + ", bar") == [prompt.lower()]
     assert leaks("the gripper is lifting the red cube 6 cm off the table") == []
 

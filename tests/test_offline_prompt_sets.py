@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from rmtl.cli import run
+from rmtl.tasks import get_task
 
 VIEWS = ("wide_view", "close_up")
 MODEL = "rmtl-fetch-tiny"
@@ -62,7 +63,7 @@ def sets_dir(tmp_path_factory):
 def no_image_model(monkeypatch):
     """Any image-tower call or render fails the test, and so does a frame read unless
     ``allow["frames"]`` (the per-view plot shows stored frames as thumbnails)."""
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.vlm.model import VLM
     from storage.dataset import DatasetStore
 
@@ -91,7 +92,7 @@ def test_a_new_prompt_set_is_answered_without_the_image_tower(store, sets_dir, t
     from storage.dataset import DatasetStore
 
     fresh = sets_dir / "fresh.yaml"
-    pset = load_prompt_set(fresh)
+    pset = load_prompt_set(fresh).for_task(get_task().micro_tasks)  # the single goal: the task's
     mid = parse_spec(MODEL).model_id
     with DatasetStore.open(store, "r") as st:
         with pytest.raises(Exception, match=r"rmtl embed-text --store .* --prompts .*fresh.yaml"):

@@ -24,7 +24,7 @@ def old(tmp_path):
 def test_old_store_reads_caches_and_appends(old):
     from pipeline.store_rows import load_rows
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.reward.prompts import PromptConfig
+    from rmtl.tasks import get_task
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
 
@@ -34,7 +34,7 @@ def test_old_store_reads_caches_and_appends(old):
         states, frames = (st.read(fields=["state", "frames"])[k] for k in ("state", "frames"))
         rows = load_rows(st, MODEL)
         assert len(rows) == len(st) and rows.phase.max() <= 2
-        text = stored_text_embeddings(st, MODEL, PromptConfig())
+        text = stored_text_embeddings(st, MODEL, get_task().prompts())
         assert text.goals.shape[0] == 3
         cache = StateCache.open(st, MODEL, persist=False)
         hit = cache.lookup(cache.state_keys(states[5:8], KEY_SPEC), radius=1e-6)

@@ -14,6 +14,7 @@ import pytest
 
 from rmtl.errors import StoreError
 from rmtl.tasks.fetch_lift.layout import store_description
+from rmtl.tasks import get_task
 
 MODEL = "synthetic-model"
 VIEWS = ("wide_view", "close_up")
@@ -28,16 +29,16 @@ def build_synthetic_store(path: Path, episodes: int = 3, dim: int = 16, seed: in
     from pipeline.bc_labels import bc_label_rows
     from pipeline.embed import prompt_texts
     from pipeline.rollout import RolloutConfig
-    from rmtl.phases import rule_phase
+    from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.reward.prompts import PromptConfig
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
 
     rows = bc_label_rows(RolloutConfig.make(episodes=episodes, stages=(4, 2, 0)), list(range(episodes)))
     rng = np.random.default_rng(seed)
-    texts = prompt_texts(PromptConfig())
+    texts = prompt_texts(get_task().prompts())
     text = {t: _unit(rng.normal(size=dim)).astype(np.float32) for t in texts}
-    goals = np.stack([text[PromptConfig().approach[0]], text[PromptConfig().align[0]], text[PromptConfig().grasp[0]]])
+    goals = np.stack([text[get_task().prompts().goal("approach")[0]], text[get_task().prompts().goal("align")[0]], text[get_task().prompts().goal("grasp")[0]]])
     dist = np.asarray(gripper_cube_distance(rows["state"]))
     phase = rule_phase(dist)
     n = len(dist)
@@ -60,7 +61,7 @@ def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_
     from pipeline.alpha_sweep import alpha_sweep, DEFAULT_ALPHAS
     from pipeline.analysis_dataset import read_dataset
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.phases import rule_phase
+    from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompts import PromptConfig
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
@@ -73,7 +74,7 @@ def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_
     assert arrays["active"].shape == (n, 11) and arrays["scores"].shape == (n, 11, 3)
     with DatasetStore.open(synth_store) as st:
         assert attrs["store_uuid"] == st.uuid and attrs["model_id"] == MODEL
-        text = stored_text_embeddings(st, MODEL, PromptConfig())
+        text = stored_text_embeddings(st, MODEL, get_task().prompts())
         rows = [0, n // 2, n - 1]
         emb = st.embeddings(MODEL, rows).astype(np.float32)
         state = st.read(rows, ["state"])["state"]
@@ -114,7 +115,7 @@ def test_per_view_analysis_dataset_is_consistent(synth_store, tmp_path):
 
 def test_bc_labels_store_resumes_without_duplicates(tmp_path):
     from pipeline.bc_labels import bc_labels
-    from rmtl.phases import rule_phase
+    from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.train.bc_data import read_bc_labels
     from storage.dataset import DatasetStore

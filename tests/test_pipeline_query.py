@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from rmtl.tasks.fetch_lift.layout import store_description
+from rmtl.tasks import get_task
 
 MODEL = "synthetic-model"
 VIEWS = ("wide_view", "close_up")
@@ -33,7 +34,7 @@ def store_path(tmp_path_factory) -> Path:
     rows = {k: np.concatenate([rows[k], dup[k]]) for k in rows}
     rng = np.random.default_rng(1)
     dim = 16
-    text = {t: _unit(rng.normal(size=dim)).astype(np.float32) for t in prompt_texts(PromptConfig())}
+    text = {t: _unit(rng.normal(size=dim)).astype(np.float32) for t in prompt_texts(get_task().prompts())}
     n = len(rows["episode"])
     emb = _unit(rng.normal(size=(n, len(VIEWS), dim)))
     first = rows["episode"] == 0

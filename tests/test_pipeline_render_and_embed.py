@@ -19,6 +19,7 @@ from rmtl.reward.prompts import PromptConfig
 from rmtl.tasks.fetch_lift.state import KEY_SPEC
 from storage.cache import StateCache
 from storage.dataset import DatasetStore
+from rmtl.tasks import get_task
 
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
@@ -72,7 +73,7 @@ def test_embed_copies_image_embeddings_of_a_model_with_the_same_image_tower(tmp_
                                    store.embeddings(first.model_id).astype(np.float32), atol=2e-3)
         assert store.embedding_info(result.model_id)["meta"]["image_embeddings_from"] == first.model_id
         ours, theirs = store.text_embeddings(result.model_id), store.text_embeddings(first.model_id)
-        assert not np.allclose(ours[PromptConfig().grasp[0]], theirs[PromptConfig().grasp[0]])  # its own text tower
+        assert not np.allclose(ours[get_task().prompts().goal("grasp")[0]], theirs[get_task().prompts().goal("grasp")[0]])  # its own text tower
     other = embed_store(path, MODEL, batch_size=16, progress=False)  # another image tower: encoded
     assert other.rows_copied == 0 and other.copied_from is None
 
@@ -94,7 +95,7 @@ def test_embed_resumes_and_stores_prompts(tmp_path):
         emb = store.embeddings(first.model_id)
         assert emb.shape == (store.num_rows, 2, first.embed_dim)
         assert np.allclose(np.linalg.norm(emb.astype(np.float32), axis=-1), 1, atol=2e-3)
-        text = stored_text_embeddings(store, first.model_id, PromptConfig())
+        text = stored_text_embeddings(store, first.model_id, get_task().prompts())
         assert text.goals.shape == (3, first.embed_dim)
 
 
@@ -166,4 +167,4 @@ def test_missing_prompt_embedding_is_a_store_error(tmp_path):
     result = embed_store(path, MODEL, batch_size=16, progress=False)
     with DatasetStore.open(path) as store:
         with pytest.raises(StoreError, match="has no text embedding of 'a never embedded goal'"):
-            stored_text_embeddings(store, result.model_id, PromptConfig(grasp="a never embedded goal"))
+            stored_text_embeddings(store, result.model_id, get_task().prompts(PromptConfig(grasp="a never embedded goal")))

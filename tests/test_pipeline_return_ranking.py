@@ -16,6 +16,7 @@ import pytest
 from pipeline.rollout import RolloutConfig, plan_episode, rollout_episodes
 from rmtl.env.cameras import VIEW_NAMES
 from rmtl.errors import ConfigError, StoreError
+from rmtl.tasks import get_task
 
 EPISODES = 6
 MODEL = "rmtl-fetch-tiny"
@@ -80,7 +81,7 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     """Recomputed here from the stored embeddings: reward steps only, rule phase, one env
     shaper fed the episodes in id order (bounds carried over from 0.45/0.70, history reset)."""
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.phases import rule_phase
+    from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.reward import PromptConfig, RewardShaper, ShapingConfig, score_embeddings
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
@@ -93,8 +94,8 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
         mid = parse_spec(MODEL).model_id
         cols = st.read(fields=["state", "episode", "step", "success"])
         emb = st.embeddings(mid)
-        multi = stored_text_embeddings(st, mid, PromptConfig())
-        single = stored_text_embeddings(st, mid, PromptConfig(), single_prompt=True)
+        multi = stored_text_embeddings(st, mid, get_task().prompts())
+        single = stored_text_embeddings(st, mid, get_task().prompts(), single_prompt=True)
     phase = rule_phase(gripper_cube_distance(cols["state"]))
     micro = score_embeddings(emb, multi, 0.9, stored_views=VIEW_NAMES).aggregate
     one = score_embeddings(emb, single, 0.9, views=("wide_view",), stored_views=VIEW_NAMES).aggregate[:, 0]

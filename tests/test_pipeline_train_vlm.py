@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+from rmtl.tasks import get_task
 
 from pipeline.rollout import RolloutConfig, rollout_episodes
 from pipeline.train_vlm import (
@@ -341,6 +342,6 @@ def test_the_fast_model_loads_by_name_and_scores_through_the_openclip_path():
     frames = np.random.default_rng(0).integers(0, 255, (4, 64, 64, 3), dtype=np.uint8)
     emb = vlm.encode_images(frames)
     assert emb.shape == (4, 128) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-4)
-    text = embed_prompts(vlm.encode_text, PromptConfig())
+    text = embed_prompts(vlm.encode_text, get_task().prompts())
     scores = goal_baseline_scores(emb, text.goals, text.baseline, 0.9)
     assert scores.shape[0] == 4 and np.all(np.isfinite(scores))

@@ -61,7 +61,7 @@ def _scorer(store, model_id):
     from rmtl.reward.prompts import PromptConfig
     from rmtl.reward.scorer import PhasedScorer
 
-    return PhasedScorer(stored_text_embeddings(store, model_id, PromptConfig()), 0.9, VIEWS)
+    return PhasedScorer(stored_text_embeddings(store, model_id, get_task().prompts()), 0.9, VIEWS)
 
 
 def test_stored_key_hits_its_row_and_gives_the_same_reward(built):
@@ -112,7 +112,7 @@ def test_far_key_is_a_miss_and_only_misses_are_rendered(built):
 
 def test_appended_misses_become_hits_and_persist(built, tmp_path):
     from rmtl.reward.cached_source import LIVE_EPISODE, env_renderer
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
 
@@ -146,13 +146,13 @@ def test_appended_misses_become_hits_and_persist(built, tmp_path):
 
 def test_reward_wrapper_runs_on_the_cached_source(built):
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
     from rmtl.reward.prompts import PromptConfig
 
     path, model_id, vlm = built
     with _source(path, vlm, radius=0.01) as src:
-        scorer = PhasedScorer(stored_text_embeddings(src.store, model_id, PromptConfig()), 0.9, VIEWS)
+        scorer = PhasedScorer(stored_text_embeddings(src.store, model_id, get_task().prompts()), 0.9, VIEWS)
         venv = make_reward_vec_env(2, RewardConfig.make(model=SPEC, views=VIEWS, resolution=64),
                                    env_fn=lambda: FetchPickAndLiftEnv(views=VIEWS, resolution=64),
                                    seed=0, vlm=vlm, source=src, scorer=scorer,

@@ -26,7 +26,7 @@ def test_yaml_round_trip(tmp_path):
     assert c.views == ("wide_view", "front")  # bank order
     back = RewardConfig.from_yaml(c.to_yaml(tmp_path / "reward.yaml"))
     assert back == c
-    assert back.prompts.grasp == ("a", "b") and back.shaping.band is False
+    assert back.prompts.micro_task_goals["grasp"] == ("a", "b") and back.shaping.band is False
 
 
 def test_single_view_variant():

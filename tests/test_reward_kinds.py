@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from rmtl.env import FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
-from rmtl.phases import rule_phase
+from rmtl.tasks.fetch_lift.phases import rule_phase
 from rmtl.reward import RewardShaper, RewardVecEnv, ShapingConfig
 from rmtl.reward.kinds import get_kind, kind_names, register_kind
 from rmtl.reward.kinds.base import KindStep, RewardKind
@@ -127,7 +127,7 @@ def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
     import json
     from pathlib import Path
 
-    from rmtl.env import EnvConfig
+    from rmtl.tasks.fetch_lift.env import EnvConfig
     from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
 
     views = ("wide_view", "close_up")
@@ -154,8 +154,9 @@ def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
         env.close()
         return out
 
-    cfg = RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64, shaping=earlier)
-    vlm = make_reward_vec_env(2, cfg, EnvConfig.make(max_episode_steps=6, views=views, resolution=64), seed=3,
+    cfg = RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64,
+                           shaping=earlier).for_micro_tasks(get_task().micro_tasks)
+    vlm = make_reward_vec_env(2, cfg, env_fn=lambda: FetchPickAndLiftEnv(EnvConfig.make(max_episode_steps=6, views=views, resolution=64)), seed=3,
                               source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder),
                               phase_selector=RULE)
     oracle = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), RULE,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rmtl.errors import ConfigError
-from rmtl.phases import ALIGN, APPROACH, GRASP
+from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, GRASP
 from rmtl.reward.phase import ExternalPhaseSelector, PhaseSelector, RulePhaseSelector
 from rmtl.tasks import get_task
 from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, STATE_DIM

@@ -11,6 +11,7 @@ from rmtl.reward.config import RewardConfig
 from rmtl.reward.projection import goal_baseline_scores
 from rmtl.reward.prompts import PromptConfig, embed_prompts
 from rmtl.reward.scorer import PhasedScorer, score_embeddings, select_views
+from rmtl.tasks import get_task
 
 D = 8
 
@@ -27,7 +28,7 @@ def emb():
 
 
 def test_view_mean_over_exactly_the_configured_views(emb):
-    text = embed_prompts(encoder, PromptConfig())
+    text = embed_prompts(encoder, get_task().prompts())
     views = ("front", "side", "close_up")
     s = score_embeddings(emb, text, 0.9, views=views, stored_views=VIEW_NAMES)
     idx = [VIEW_NAMES.index(v) for v in views]
@@ -39,15 +40,15 @@ def test_view_mean_over_exactly_the_configured_views(emb):
 
 
 def test_rescoring_for_any_alpha_needs_only_embeddings(emb):
-    text = embed_prompts(encoder, PromptConfig())
+    text = embed_prompts(encoder, get_task().prompts())
     a = score_embeddings(emb, text, 0.0).aggregate
     b = score_embeddings(emb, text, 1.0).aggregate
     assert not np.allclose(a, b)
 
 
 def test_single_view_variant_changes_only_the_views(emb):
-    full = PhasedScorer.from_config(RewardConfig(), encoder)
-    single = PhasedScorer.from_config(RewardConfig.make(single_view=True), encoder)
+    full = PhasedScorer.from_config(RewardConfig().for_micro_tasks(get_task().micro_tasks), encoder)
+    single = PhasedScorer.from_config(RewardConfig.make(single_view=True).for_micro_tasks(get_task().micro_tasks), encoder)
     assert single.views == ("wide_view",)
     np.testing.assert_allclose(single.text.goals, full.text.goals)
     s = single(emb, stored_views=VIEW_NAMES)
@@ -55,8 +56,8 @@ def test_single_view_variant_changes_only_the_views(emb):
 
 
 def test_single_prompt_variant_changes_only_the_goals(emb):
-    full = PhasedScorer.from_config(RewardConfig(), encoder)
-    single = PhasedScorer.from_config(RewardConfig.make(single_prompt=True), encoder)
+    full = PhasedScorer.from_config(RewardConfig().for_micro_tasks(get_task().micro_tasks), encoder)
+    single = PhasedScorer.from_config(RewardConfig.make(single_prompt=True).for_micro_tasks(get_task().micro_tasks), encoder)
     assert single.views == full.views and single.alpha == full.alpha
     np.testing.assert_allclose(single.text.baseline, full.text.baseline)
     assert single.num_phases == 1 and full.num_phases == 3
@@ -72,4 +73,4 @@ def test_view_errors(emb):
     with pytest.raises(ConfigError, match="not among"):
         select_views(emb[:, :2], ("wide_view", "front"), ("side",))
     with pytest.raises(ConfigError, match="views"):
-        score_embeddings(emb, embed_prompts(encoder, PromptConfig()), 0.9, stored_views=("wide_view",))
+        score_embeddings(emb, embed_prompts(encoder, get_task().prompts()), 0.9, stored_views=("wide_view",))

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from rmtl.env import EnvConfig, FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
-from rmtl.phases import rule_phase
+from rmtl.tasks.fetch_lift.phases import rule_phase
 from rmtl.reward import (
     PhasedScorer,
     RewardConfig,
@@ -31,7 +31,8 @@ ENV_CFG = EnvConfig.make(max_episode_steps=3, views=VIEWS, resolution=64)
 
 @pytest.fixture(scope="module")
 def config():
-    return RewardConfig.make(model=f"{TINY_NAME}@random", views=VIEWS, resolution=64, batch_size=3)
+    return RewardConfig.make(model=f"{TINY_NAME}@random", views=VIEWS, resolution=64,
+                            batch_size=3).for_micro_tasks(get_task().micro_tasks)
 
 
 class RecordingSource:
@@ -53,7 +54,7 @@ class RecordingSource:
 def test_end_to_end(config):
     vlm = tiny_vlm(seed=0)
     source = RecordingSource(VLMEmbeddingSource(vlm, config.batch_size))
-    env = make_reward_vec_env(2, config, ENV_CFG, seed=0, vlm=vlm, source=source,
+    env = make_reward_vec_env(2, config, env_fn=lambda: FetchPickAndLiftEnv(ENV_CFG), seed=0, vlm=vlm, source=source,
                               phase_selector=RULE)
     try:
         env.reset()
@@ -101,8 +102,8 @@ def test_custom_source_needs_no_model(config):
             ConstantSource.calls += 1
             return np.tile(encoder(["x"] * 2)[None], (len(states), 1, 1))
 
-    scorer = PhasedScorer(embed_prompts(encoder, PromptConfig()), config.alpha, VIEWS)
-    env = make_reward_vec_env(2, config.replace(model="PE-Core-bigG-14-448:meta"), ENV_CFG, source=ConstantSource(),
+    scorer = PhasedScorer(embed_prompts(encoder, get_task().prompts()), config.alpha, VIEWS)
+    env = make_reward_vec_env(2, config.replace(model="PE-Core-bigG-14-448:meta"), env_fn=lambda: FetchPickAndLiftEnv(ENV_CFG), source=ConstantSource(),
                               scorer=scorer, phase_selector=RULE)
     try:
         env.reset()
@@ -145,7 +146,7 @@ class FixedPhases:
 
 
 def _rewards(config, scorer, selector, steps=8):
-    env = make_reward_vec_env(2, config, ENV_CFG, seed=0, source=SequenceSource(len(VIEWS)), scorer=scorer,
+    env = make_reward_vec_env(2, config, env_fn=lambda: FetchPickAndLiftEnv(ENV_CFG), seed=0, source=SequenceSource(len(VIEWS)), scorer=scorer,
                               phase_selector=selector)
     try:
         env.reset()

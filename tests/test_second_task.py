@@ -274,7 +274,7 @@ def test_second_task_trains_on_its_vlm_reward(task, tmp_path, random_tiny_vlm):
     assert meta["num_timesteps"] == 32 and model.observation_space["phase"].shape == (2,)
     goals = meta["reward_prompts"]["micro_task_goals"]  # the prompts the reward scored, recorded with the run
     assert list(goals) == ["approach", "touch"] and goals["touch"] == list(task.micro_tasks.goals["touch"])
-    with pytest.raises(ConfigError, match="micro-tasks are"):  # goals of other micro-tasks are refused in one line
+    with pytest.raises(ConfigError, match="'grasp', which is not a micro-task of the task"):  # goals of other micro-tasks are refused in one line
         train_stage1(cfg.replace(output_dir=str(tmp_path / "bad"), reward={
             **cfg.reward.model_dump(), "prompts": {"micro_task_goals": {"approach": "x", "grasp": "y"}}}),
             vlm=random_tiny_vlm)

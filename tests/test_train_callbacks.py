@@ -8,9 +8,10 @@ import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from rmtl.config import parse_overrides
-from rmtl.env import FetchPickAndLiftEnv, ReverseCurriculum
+from rmtl.env import ReverseCurriculum
+from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
-from rmtl.phases import rule_phase
+from rmtl.tasks.fetch_lift.phases import rule_phase
 from rmtl.reward import RewardVecEnv
 from rmtl.reward.kinds import get_kind
 from rmtl.reward.phase import RulePhaseSelector

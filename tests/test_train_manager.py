@@ -11,7 +11,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from rmtl.micro_tasks import phase_one_hot
-from rmtl.phases import GRASP, PHASES, rule_phase
+from rmtl.tasks.fetch_lift.phases import GRASP, PHASES, rule_phase
 from rmtl.reward import RewardVecEnv
 from rmtl.reward.kinds.base import KindStep, RewardKind
 from rmtl.reward.phase import RulePhaseSelector

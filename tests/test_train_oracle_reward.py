@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rmtl.phases import ALIGN, APPROACH, GRASP
+from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, GRASP
 from rmtl.reward.shaping import ShapingConfig
 from rmtl.tasks.fetch_lift.oracle_progress import OracleProgressConfig, oracle_progress
 from rmtl.tasks.fetch_lift.state import CUBE_POS, CUBE_REL_POS, CUBE_REST_HEIGHT, GRIPPER_POS, STATE_DIM

@@ -125,7 +125,7 @@ def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
     from rmtl.train.manager_callback import load_manager
     from rmtl.train.selector_eval import evaluate_selector
 
-    from rmtl.env.fetch_lift import EnvConfig
+    from rmtl.tasks.fetch_lift.env import EnvConfig
 
     model, meta, _ = load_checkpoint(runs["run"])
     net, horizon = load_manager(runs["run"])

@@ -6,12 +6,12 @@ import functools
 
 import numpy as np
 
-from rmtl.env.fetch_lift import EnvConfig
+from rmtl.tasks.fetch_lift.env import EnvConfig
 
 
 def _make(cfg):
     from rmtl.reward.terminal_frames import TerminalFrames
-    from rmtl.env import FetchPickAndLiftEnv
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 
     return TerminalFrames(FetchPickAndLiftEnv(cfg))
 

@@ -11,6 +11,7 @@ from rmtl.tasks.fetch_lift.captions import (
     situation_ids,
 )
 from rmtl.tasks.fetch_lift.state import CUBE_REST_HEIGHT, STATE_DIM
+from rmtl.tasks import get_task
 
 
 def make_state(rel, fingers=0.05, lift=0.0):
@@ -38,16 +39,16 @@ def test_situations_from_geometry():
 
 
 def test_paper_prompts_caption_their_target_situations():
-    paper = PromptConfig()
+    paper = get_task().prompts()
     for phase, situation in PROMPT_SITUATION.items():
-        assert getattr(paper, phase)[0] in SITUATIONS[situation]
+        assert paper.goal(phase)[0] in SITUATIONS[situation]
 
 
 def test_sampled_captions_are_from_the_situation_or_distance_or_baseline():
     rng = np.random.default_rng(0)
     states = np.stack([make_state([0.3, 0, 0])] * 200)
     caps = sample_captions(states, rng, CaptionConfig(graded_rates=(0.0, 0.0)))
-    allowed = set(SITUATIONS["far"]) | {PromptConfig().baseline[0], "a robot gripper about 30 centimetres from a red cube"}
+    allowed = set(SITUATIONS["far"]) | {get_task().prompts().baseline[0], "a robot gripper about 30 centimetres from a red cube"}
     assert set(caps) <= allowed and len(set(caps)) == len(allowed)
 
 
@@ -74,7 +75,7 @@ def test_sampled_graded_prompt_frequency_matches_its_probability():
     state = make_state([0.2, 0, 0])
     caps = sample_captions(np.stack([state] * 4000), rng)
     expected = (1 - 0.1) * graded_prompt_probabilities(state[None])[0, 0]
-    got = np.mean([c == PromptConfig().approach[0] for c in caps])
+    got = np.mean([c == get_task().prompts().goal("approach")[0] for c in caps])
     assert abs(got - expected) < 0.02
 
 
@@ -90,14 +91,14 @@ def test_full_band_grades_the_align_prompt_over_the_approach_target_too():
 
 def test_target_prompt_rate_sets_the_paper_prompt_share_on_target_states():
     rng = np.random.default_rng(2)
-    paper = PromptConfig()
+    paper = get_task().prompts()
     lifting = np.stack([make_state([0, 0, 0.005], fingers=0.024, lift=0.05)] * 4000)
     for rate in (0.2, 0.8):
         caps = sample_captions(lifting, rng, CaptionConfig(target_prompt_rate=rate))
-        got = np.mean([c == paper.grasp[0] for c in caps])
+        got = np.mean([c == paper.goal("grasp")[0] for c in caps])
         assert abs(got - (1 - 0.1) * rate) < 0.025
         assert set(caps) <= set(SITUATIONS["lifting"]) | {paper.baseline[0]}
-    uniform = np.mean([c == paper.grasp[0] for c in sample_captions(lifting, rng, CaptionConfig(target_prompt_rate=None))])
+    uniform = np.mean([c == paper.goal("grasp")[0] for c in sample_captions(lifting, rng, CaptionConfig(target_prompt_rate=None))])
     assert abs(uniform - 0.9 / len(SITUATIONS["lifting"])) < 0.025
 
 
@@ -128,9 +129,9 @@ def _own_leaks(captions, prompts):
 def test_neutral_training_captions_contain_none_of_the_evaluated_prompt_texts():
     from rmtl.tasks.fetch_lift.captions import evaluated_prompt_texts, neutral_vocabulary, prompt_leaks
 
-    paper = PromptConfig()
+    paper = get_task().prompts()
     prompts = evaluated_prompt_texts()
-    assert set(prompts) == {paper.baseline[0], paper.approach[0], paper.align[0], paper.grasp[0], paper.single[0]}
+    assert set(prompts) == {paper.baseline[0], paper.goal("approach")[0], paper.goal("align")[0], paper.goal("grasp")[0], paper.single[0]}
     rng = np.random.default_rng(0)
     # Every situation, and many random states around the cube (all situations, all distances).
     targets = [make_state([0, 0, 0.005], fingers=0.024, lift=0.05), make_state([0, 0, 0.005], fingers=0.024),
@@ -150,7 +151,7 @@ def test_neutral_training_captions_contain_none_of_the_evaluated_prompt_texts():
     assert set(caps) <= set(vocabulary) and len(set(caps)) > 20
     # The same check catches the graded recipe, which trains on the prompts, and any letter case.
     graded = sample_captions(states, np.random.default_rng(0), CaptionConfig())
-    assert _own_leaks(graded, prompts)[0] == {paper.baseline[0], paper.approach[0], paper.align[0], paper.grasp[0]}
+    assert _own_leaks(graded, prompts)[0] == {paper.baseline[0], paper.goal("approach")[0], paper.goal("align")[0], paper.goal("grasp")[0]}
     assert prompt_leaks(["Seen: " + paper.single[0].upper() + "."], prompts) != []
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from rmtl.errors import ModelLoadError
+from rmtl.tasks import get_task
 
 
 def _minilm(texts):
@@ -50,8 +51,8 @@ def test_lit_loads_by_name_with_the_packaged_text_tower_frozen_and_scores_throug
     frames = np.random.default_rng(0).integers(0, 255, (4, 64, 64, 3), dtype=np.uint8)
     emb = vlm.encode_images(frames)
     assert emb.shape == (4, 384) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-4)
-    prompts = PromptConfig()
-    texts = [prompts.baseline[0], prompts.approach[0], prompts.align[0], prompts.grasp[0]]
+    prompts = get_task().prompts()
+    texts = [prompts.baseline[0], prompts.goal("approach")[0], prompts.goal("align")[0], prompts.goal("grasp")[0]]
     # the text tower is the pretrained sentence encoder itself, weights from the package
     np.testing.assert_allclose(vlm.encode_text(texts), _minilm(texts), atol=2e-5)
     t = embed_prompts(vlm.encode_text, prompts)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rmtl.env import FetchPickAndLiftEnv
-from rmtl.phases import PHASES, rule_phase
+from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.phases import PHASES, rule_phase
 from rmtl.provenance import write_run_record
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> dict:
     from pipeline.store_rows import active, load_rows, open_store, per_view_scores
     from pipeline.stored_text import text_embeddings
     from rmtl.default_model import DEFAULT_MODEL
-    from rmtl.phases import PHASES
+    from rmtl.tasks.fetch_lift.phases import PHASES
     from rmtl.reward.shaping import RewardShaper, ShapingConfig
     from rmtl.vlm.spec import parse_spec
 

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
 
-    from rmtl.env.fetch_lift import EnvConfig
+    from rmtl.tasks.fetch_lift.env import EnvConfig
     from rmtl.train.evaluate import checkpoint_task, load_checkpoint
     from rmtl.train.manager_callback import load_manager
     from rmtl.train.run_dir import latest_checkpoint

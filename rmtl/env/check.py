@@ -1,14 +1,14 @@
-"""Success rates of simple policies on the task: the solvability check of the task definition."""
+"""Success rates of simple policies on a task's env: the solvability check of the task definition."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
 
+import gymnasium as gym
 import numpy as np
 
 from rmtl.env.episode import run_episode
-from rmtl.env.fetch_lift import FetchPickAndLiftEnv
 
 Policy = Callable[[dict], np.ndarray]
 
@@ -36,7 +36,7 @@ class SuccessRate:
         return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def success_rate(env: FetchPickAndLiftEnv, policy: Policy, name: str, episodes: int, difficulty: float,
+def success_rate(env: gym.Env, policy: Policy, name: str, episodes: int, difficulty: float,
                  seed: int = 0) -> SuccessRate:
     """Run ``episodes`` seeded episodes (seeds seed, seed+1, ...) at a fixed difficulty."""
     successes, lengths = 0, []
@@ -47,6 +47,6 @@ def success_rate(env: FetchPickAndLiftEnv, policy: Policy, name: str, episodes: 
     return SuccessRate(name, difficulty, episodes, successes, float(np.mean(lengths)) if lengths else 0.0)
 
 
-def random_policy(env: FetchPickAndLiftEnv, seed: int = 0) -> Policy:
+def random_policy(env: gym.Env, seed: int = 0) -> Policy:
     rng = np.random.default_rng(seed)
     return lambda obs: rng.uniform(-1.0, 1.0, size=env.action_space.shape).astype(np.float32)

@@ -1,10 +1,10 @@
 """Exact culling: geoms that no camera of the bank ever shows are left out of rendering.
 
-:func:`rmtl.env.culling_probe.find_invisible_geoms` renders segmentation images (geom id per pixel) of every
+:func:`rmtl.tasks.fetch_lift.culling_probe.find_invisible_geoms` renders segmentation images (geom id per pixel) of every
 bank view over many states (random actions from every curriculum difficulty, so the arm
 reaches all over the workspace) and returns the geoms that never own a pixel. The list
 the renderer uses ships as data (``rmtl/env/assets/culled_geoms.json``), written by
-``python -m rmtl.env.culling_probe`` with the probe's settings; it holds for frames up to the
+``python -m rmtl.tasks.fetch_lift.culling_probe`` with the probe's settings; it holds for frames up to the
 probe's resolution (a geom can show up as a sliver at a larger size), so the renderer
 culls nothing above it. Culling only ever applies without shadows and reflections: an
 unseen geom can still cast a shadow or appear in a reflection.
@@ -63,7 +63,7 @@ def geom_ids(model, labels: Sequence[str]) -> np.ndarray:
     missing = [lab for lab in labels if lab not in table]
     if missing:
         raise ConfigError(f"culling list names geoms this model lacks ({', '.join(missing)}); "
-                          "regenerate it with `python -m rmtl.env.culling_probe`")
+                          "regenerate it with `python -m rmtl.tasks.fetch_lift.culling_probe`")
     return np.asarray([table[lab] for lab in labels], dtype=np.int64)
 
 

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from rmtl.config import Config
 from rmtl.env.cameras import SINGLE_VIEW, VIEW_NAMES, Resolution, ViewNames
 from rmtl.errors import RmtlError
+from rmtl.micro_tasks import MicroTaskSpec
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.shaping import ShapingConfig
 from rmtl.vlm.spec import PRECISIONS, parse_spec
@@ -50,6 +51,8 @@ class RewardConfig(RewardKindConfig):
     batch_size: int = Field(64, ge=1)
     """Images per model call."""
     prompts: PromptConfig = PromptConfig()
+    """Baseline, micro-task goals and single goal; what is unset is the task's own
+    (:meth:`for_micro_tasks` fills it in, and a reward scores only filled-in prompts)."""
     single_prompt: bool = False
     """Single-prompt baseline: the global goal prompt as the only goal (one phase, no phase index)."""
     single_prompt_band: bool = False
@@ -80,6 +83,11 @@ class RewardConfig(RewardKindConfig):
         if self.single_prompt_band and not self.single_prompt:
             raise ValueError("single_prompt_band needs single_prompt: true (a micro-task reward has the band already)")
         return self
+
+    def for_micro_tasks(self, spec: MicroTaskSpec) -> RewardConfig:
+        """This config with its prompts resolved against a task's micro-tasks
+        (:meth:`PromptConfig.for_micro_tasks`): the config a reward of that task scores with."""
+        return self.replace(prompts=PromptConfig.for_micro_tasks(spec, self.prompts))
 
     @property
     def active_views(self) -> tuple[str, ...]:

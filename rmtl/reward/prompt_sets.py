@@ -6,7 +6,7 @@ A prompt-set file (docs/reward.md, "Prompt sets")::
     description: App. A verbatim  # optional
     single_prompt: false          # optional; true: the single goal is the only goal (one phase)
     baseline: a robot gripper and a red cube on a table
-    goals:                        # one per micro-task (approach, align, grasp); not with single_prompt
+    goals:                        # one per micro-task of the task, in task order; not with single_prompt
       approach: ...
       align: ...
       grasp: ...
@@ -24,21 +24,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
 import yaml
 
 from rmtl.errors import ConfigError
-from rmtl.phases import PHASES
+from rmtl.micro_tasks import MicroTaskSpec
 from rmtl.reward.prompts import PromptConfig
 
 PROMPT_SETS_DIR = Path(__file__).resolve().parent / "prompt_sets"
 """The prompt sets shipped with rmtl (package data)."""
 
-ROLES: tuple[str, ...] = ("baseline", *PHASES, "single")
-"""Every role a text can have, in storage order."""
 
 _KEYS = ("name", "description", "single_prompt", "baseline", "goals", "single", "paraphrases")
 
@@ -55,29 +53,41 @@ class PromptSet:
 
     @property
     def roles(self) -> tuple[str, ...]:
-        """The roles its reward uses: baseline and single for a single-prompt set, else all."""
-        return ("baseline", "single") if self.single_prompt else ROLES
+        """The roles its reward uses, in storage order: baseline and single for a single-prompt set,
+        else baseline, each micro-task's goal (task order) and single (when the set gives one)."""
+        single = ("single",) if self.prompts.single is not None else ()
+        return ("baseline", *single) if self.single_prompt else ("baseline", *self.prompts.goal_names, *single)
 
     def rows(self) -> list[tuple[str, str]]:
         """(role, phrasing) of every text in storage order (a text may appear under two roles)."""
-        return [(role, text) for role in self.roles for text in getattr(self.prompts, role)]
+        return [(role, text) for role in self.roles for text in self.prompts.texts(role)]
 
     @property
     def id(self) -> str:
         """Content hash: the texts of :attr:`roles` and ``single_prompt`` (not name or description)."""
         content = {"single_prompt": self.single_prompt,
-                   "roles": {role: list(getattr(self.prompts, role)) for role in self.roles}}
+                   "roles": {role: list(self.prompts.texts(role)) for role in self.roles}}
         blob = json.dumps(content, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
+    def for_task(self, spec: MicroTaskSpec) -> PromptSet:
+        """This set for a task whose micro-tasks are ``spec``: a micro-task set must name a goal for
+        each of them (one line otherwise) and comes out in task order, with the task's single goal
+        if it gives none (so its id is the one it had when that default was the paper's); a
+        single-prompt set as it is."""
+        if self.single_prompt:
+            return self
+        prompts = PromptConfig.for_micro_tasks(spec, self.prompts, complete=True, origin=f"prompt set {self.source or self.name}")
+        return replace(self, prompts=prompts)
+
     @property
     def num_goals(self) -> int:
-        return 1 if self.single_prompt else len(PHASES)
+        return 1 if self.single_prompt else len(self.prompts.goal_names)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe record (store attributes, reports): name, id, kind and every role's phrasings."""
         return {"name": self.name, "id": self.id, "single_prompt": self.single_prompt,
-                "description": self.description, **{r: list(getattr(self.prompts, r)) for r in self.roles}}
+                "description": self.description, **{r: list(self.prompts.texts(r)) for r in self.roles}}
 
 
 def _text(value: Any, where: str, origin: str) -> str:
@@ -108,18 +118,11 @@ def parse_prompt_set(data: Any, origin: str = "<mapping>", name: str | None = No
         if "single" not in data:
             raise ConfigError(f"prompt set {origin} is single_prompt but has no single goal")
     else:
-        if not isinstance(goals, Mapping):
-            raise ConfigError(f"prompt set {origin} has no goals mapping; give one goal per micro-task "
-                              f"({', '.join(PHASES)}), or single_prompt: true with a single goal")
-        extra = [k for k in goals if k not in PHASES]
-        if extra:
-            raise ConfigError(f"prompt set {origin}: goals has {extra[0]!r}, which is not a micro-task "
-                              f"({', '.join(PHASES)})")
-        for task in PHASES:
-            if task not in goals:
-                raise ConfigError(f"prompt set {origin} misses a goal for the micro-task {task!r} "
-                                  f"(every micro-task needs one: {', '.join(PHASES)})")
-            texts[task] = [_text(goals[task], f"goals.{task}", origin)]
+        if not isinstance(goals, Mapping) or not goals:
+            raise ConfigError(f"prompt set {origin} has no goals mapping; give one goal per micro-task of the task "
+                              f"(pick-and-lift: approach, align, grasp), or single_prompt: true with a single goal")
+        for task in goals:  # which names a task needs is checked where the set meets one (for_task)
+            texts[str(task)] = [_text(goals[task], f"goals.{task}", origin)]
     if "single" in data:
         texts["single"] = [_text(data["single"], "single", origin)]
     paraphrases = data.get("paraphrases") or {}
@@ -127,14 +130,15 @@ def parse_prompt_set(data: Any, origin: str = "<mapping>", name: str | None = No
         raise ConfigError(f"prompt set {origin}: paraphrases must map a role to a list of texts")
     for role, more in paraphrases.items():
         if role not in texts:
-            used = [r for r in ROLES if r in texts]
+            used = list(texts)
             raise ConfigError(f"prompt set {origin}: paraphrases of {role!r}, which this set does not give "
                               f"(it has {', '.join(used)})")
         more = [more] if isinstance(more, str) else more
         if not isinstance(more, list) or not more:
             raise ConfigError(f"prompt set {origin}: paraphrases.{role} must be a non-empty list of texts")
         texts[role] += [_text(t, f"paraphrases.{role}", origin) for t in more]
-    prompts = PromptConfig.make(**texts)
+    prompts = PromptConfig.make(baseline=texts.pop("baseline"), single=texts.pop("single", None),
+                                micro_task_goals=texts or None)
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise ConfigError(f"prompt set {origin}: description must be a text")
@@ -187,13 +191,13 @@ def shipped_prompt_sets() -> list[PromptSet]:
 
 
 def config_prompt_sets(prompts: PromptConfig) -> tuple[PromptSet, PromptSet]:
-    """The micro-task set and the single-prompt set of a PromptConfig: ``paper`` and ``single``
-    for the defaults (the shipped files' ids), else ``custom`` and ``custom-single``."""
-    default = prompts == PromptConfig()
+    """The micro-task set and the single-prompt set of a resolved PromptConfig: ``paper`` and
+    ``single`` for the paper's texts (the shipped files' ids), else ``custom`` and ``custom-single``."""
+    default = prompts == load_prompt_set(PROMPT_SETS_DIR / "paper.yaml").prompts
     return (PromptSet("paper" if default else "custom", prompts, False),
             PromptSet("single" if default else "custom-single", prompts, True))
 
 
 def default_prompt_sets() -> list[PromptSet]:
-    """The paper's micro-task set and the single-prompt set (their texts are PromptConfig's defaults)."""
+    """The paper's micro-task set and the single-prompt set (their texts are pick-and-lift's micro-task spec's)."""
     return [load_prompt_set(PROMPT_SETS_DIR / "paper.yaml"), load_prompt_set(PROMPT_SETS_DIR / "single.yaml")]

@@ -38,19 +38,17 @@ def vlm_reward_env(venv: VecEnv, config: RewardConfig | None = None, *, phase_se
 def make_reward_vec_env(
     num_envs: int,
     config: RewardConfig | None = None,
-    env_config: Any = None,
     *,
+    env_fn: Callable[[], gym.Env],
     vec_env_cls: type[VecEnv] = DummyVecEnv,
     seed: int | None = None,
-    env_fn: Callable[[], gym.Env] | None = None,
     **wrapper_kwargs: Any,
 ) -> RewardVecEnv:
-    """N FetchPickAndLiftEnv (or ``env_fn()``) each in TerminalFrames, vectorised, with the VLM reward."""
-    from rmtl.env import FetchPickAndLiftEnv
+    """N ``env_fn()`` (e.g. ``lambda: task.make_env(env_config)``) each in TerminalFrames, vectorised,
+    with the VLM reward."""
 
     def make() -> gym.Env:
-        env = env_fn() if env_fn is not None else FetchPickAndLiftEnv(env_config)
-        return TerminalFrames(env)
+        return TerminalFrames(env_fn())
 
     venv = vec_env_cls([make for _ in range(int(num_envs))])
     if seed is not None:

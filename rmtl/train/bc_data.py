@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rmtl.env.episode import run_episode
-from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import Stage1Config, Stage2Config
 from rmtl.train.evaluate import load_checkpoint

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_va
 
 from rmtl.config import Config, deep_merge
 from rmtl.default_model import DEFAULT_MODEL
-from rmtl.env.fetch_lift import EnvConfig
+from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardConfig, RewardKindConfig
 from rmtl.reward.kinds import DEFAULT_KIND, reward_kind_config

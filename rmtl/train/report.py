@@ -312,7 +312,7 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
     """
     from matplotlib.figure import Figure
 
-    from rmtl.env.fetch_lift import EnvConfig
+    from rmtl.tasks.fetch_lift.env import EnvConfig
     from rmtl.train.evaluate import checkpoint_task, load_checkpoint, resolve_checkpoint
     from rmtl.train.manager_callback import load_manager
     from rmtl.train.selector_eval import evaluate_selector

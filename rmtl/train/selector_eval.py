@@ -9,7 +9,7 @@ import numpy as np
 
 from rmtl.env.check import SuccessRate
 from rmtl.env.episode import run_episode
-from rmtl.env.fetch_lift import EnvConfig, FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import phase_one_hot
 from rmtl.reward.phase import RulePhaseSelector

@@ -17,7 +17,7 @@ import functools
 from typing import Any, Callable
 
 from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
-from rmtl.env.fetch_lift import EnvConfig
+from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.task import Task
 from rmtl.train.config import Stage1Config
 from rmtl.train.timing import SimTimer, TimedSource, Timings
@@ -69,17 +69,15 @@ def cache_source(config: Stage1Config, vlm: Any, task: Task) -> Any:
 
 
 def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
-    """The VLM reward config of a run: ``config.reward`` with the prompts of its task's
-    micro-tasks (pick-and-lift: as configured; another task: its micro-task spec's goals, one
-    phase each, unless ``reward.prompts.micro_task_goals`` names goals of exactly its micro-tasks)."""
+    """The VLM reward config of a run: ``config.reward`` with its prompts resolved against its
+    task's micro-tasks (the configured texts; what they leave unset, the task's own)."""
     from rmtl.errors import ConfigError
     from rmtl.reward.config import RewardConfig
-    from rmtl.reward.prompts import PromptConfig
 
     if not isinstance(config.reward, RewardConfig):
         raise ConfigError(f"reward kind {config.reward.kind!r} has no VLM reward config (no prompts, no model)")
     task = task_of(config, task)
-    return config.reward.replace(prompts=PromptConfig.for_micro_tasks(task.micro_tasks, config.reward.prompts))
+    return config.reward.for_micro_tasks(task.micro_tasks)
 
 
 def build_reward_kind(config: Stage1Config, task: Task | None, *, vlm: Any = None, source: Any = None) -> Any:

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 from scipy.stats import spearmanr
 
-from rmtl.phases import ALIGN, APPROACH, rule_phase
+from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, rule_phase
 from rmtl.tasks.fetch_lift.state import gripper_cube_distance
 from storage.dataset import DatasetStore
 

@@ -54,13 +54,12 @@ from typing import Sequence
 
 import numpy as np
 
-from rmtl.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE
 from rmtl.reward.prompts import PromptConfig
+from rmtl.tasks.fetch_lift.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE, MICRO_TASKS
 from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, FINGER_WIDTHS, lift_height
 
-_PAPER = PromptConfig()
-APPROACH_PROMPT, ALIGN_PROMPT, GRASP_PROMPT = _PAPER.approach[0], _PAPER.align[0], _PAPER.grasp[0]
-BASELINE_PROMPT = _PAPER.baseline[0]
+APPROACH_PROMPT, ALIGN_PROMPT, GRASP_PROMPT = (MICRO_TASKS.goals[n][0] for n in ("approach", "align", "grasp"))
+BASELINE_PROMPT = MICRO_TASKS.baseline[0]
 
 SITUATIONS: dict[str, tuple[str, ...]] = {
     "lifting": (
@@ -214,9 +213,9 @@ def distance_caption(distance_m: float) -> str:
 
 def evaluated_prompt_texts(prompts: PromptConfig | None = None) -> tuple[str, ...]:
     """Every phrasing of every prompt a reward is evaluated with: baseline, approach, align,
-    grasp and the single prompt (default: the paper's)."""
-    p = prompts or _PAPER
-    return tuple(dict.fromkeys(t for name in ("baseline", "approach", "align", "grasp", "single") for t in getattr(p, name)))
+    grasp and the single prompt (``prompts`` as configured; what they leave unset is the paper's)."""
+    p = PromptConfig.for_micro_tasks(MICRO_TASKS, prompts)
+    return tuple(dict.fromkeys(t for role in ("baseline", *p.goal_names, "single") for t in p.texts(role)))
 
 
 def neutral_vocabulary(max_distance_m: float = 3.0) -> tuple[str, ...]:

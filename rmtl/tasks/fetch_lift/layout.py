@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmtl.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE, PHASES
+from rmtl.tasks.fetch_lift.phases import ALIGN_MAX_DISTANCE, GRASP_MAX_DISTANCE, PHASES
 from rmtl.tasks.fetch_lift.state import (
     CUBE_POS, CUBE_REL_POS, CUBE_ROT, CUBE_VELP, CUBE_VELR, FINGER_VEL, FINGER_WIDTHS, GRIPPER_POS,
     GRIPPER_VELP, KEY_FIELDS, KEY_SPEC, ROTATION_SCALE, STATE_DIM,

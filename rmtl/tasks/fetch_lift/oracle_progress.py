@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rmtl.phases import ALIGN, APPROACH, GRASP, PHASES
+from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, GRASP, PHASES
 # The oracle kind's progress config: its goals and scales are this function's parameters (read below the tasks).
 from rmtl.reward.kinds.oracle import OracleProgressConfig
 from rmtl.tasks.fetch_lift.state import CUBE_POS, GRIPPER_POS, gripper_cube_distance, lift_height

@@ -15,7 +15,7 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import rankdata, spearmanr
 
-from rmtl.phases import ALIGN, APPROACH, GRASP, PHASES, rule_phase
+from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, GRASP, PHASES, rule_phase
 from rmtl.reward.projection import goal_baseline_scores
 from rmtl.tasks.fetch_lift.captions import PROMPT_SITUATION, SITUATION_NAMES, situation_ids
 from rmtl.tasks.fetch_lift.state import gripper_cube_distance, lift_height

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from rmtl.env.cameras import CAMERA_BANK
-from rmtl.phases import MICRO_TASKS
+from rmtl.tasks.fetch_lift.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
 from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
@@ -19,7 +19,7 @@ from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance
 
 
 def _make_env(config: Any = None, **overrides: Any) -> Any:
-    from rmtl.env.fetch_lift import FetchPickAndLiftEnv  # lazy: MuJoCo only when an env is made
+    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv  # lazy: MuJoCo only when an env is made
 
     return FetchPickAndLiftEnv(config, **overrides)
 

@@ -1,5 +1,5 @@
 """The culling probe: finds the geoms no bank camera ever shows and writes the shipped list
-(``python -m rmtl.env.culling_probe``; the list and its use: rmtl.env.culling)."""
+(``python -m rmtl.tasks.fetch_lift.culling_probe``; the list and its use: rmtl.env.culling)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 from rmtl.env.cameras import CAMERA_BANK, _preload_triton, free_camera, resolve_views
 from rmtl.env.culling import CULLED_GEOMS_FILE, CullingProbe, geom_label
 from rmtl.env.episode import run_episode
-from rmtl.env.fetch_lift import FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 
 
 def find_invisible_geoms(episodes: int = 60, resolution: int = 224, every: int = 2, seed: int = 0,

@@ -25,7 +25,7 @@ from rmtl.env.render_settings import RenderSettings
 from rmtl.env.visual_domain import apply_visual_domain, hide_markers
 from rmtl.errors import ConfigError
 from rmtl.interrupts import deferred_sigint
-from rmtl.phases import rule_phase
+from rmtl.tasks.fetch_lift.phases import rule_phase
 
 BASE_ENV_ID = "FetchPickAndPlace-v4"
 

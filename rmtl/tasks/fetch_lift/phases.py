@@ -1,7 +1,6 @@
 """The pick-and-lift micro-tasks (phases) and the distance rule that selects one (definition:
-docs/reward.md, "Phase selection"), read from the task's spec,
-``rmtl/tasks/fetch_lift/micro_tasks.yaml`` (read as a data file: this module sits below the
-task package and imports none of it).
+docs/reward.md, "Phase selection"), read from the task's spec ``micro_tasks.yaml`` beside this
+module.
 
 Task order matters: the phase offset of the reward shaping uses the index.
 """
@@ -14,7 +13,7 @@ import numpy as np
 
 from rmtl.micro_tasks import MicroTaskSpec
 
-MICRO_TASKS = MicroTaskSpec.from_yaml(Path(__file__).parent / "tasks" / "fetch_lift" / "micro_tasks.yaml")
+MICRO_TASKS = MicroTaskSpec.from_yaml(Path(__file__).with_name("micro_tasks.yaml"))
 """Names, prompts and phase rule of the pick-and-lift micro-tasks."""
 
 PHASES: tuple[str, ...] = MICRO_TASKS.names
