@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
-from rmtl.env.cameras import VIEW_NAMES
+from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
 from rmtl.provenance import run_record
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 
 import rmtl  # noqa: F401
-from rmtl.env import VIEW_NAMES, FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
+from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 from rmtl.provenance import run_record
 from rmtl.tasks.fetch_lift.expert import ScriptedExpert
 

@@ -44,7 +44,7 @@ def render_ms(settings: dict, repeats: int = 5, n: int = 20) -> float:
     """Median ms per six-view render of one state (bench/render.py's frames_per_second)."""
     from render import frames_per_second  # bench/render.py: this folder is the script's path
     from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
-    from rmtl.env.cameras import VIEW_NAMES
+    from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
 
     env = FetchPickAndLiftEnv(render=settings)
     env.reset(seed=3, options={"difficulty": 0.5})

@@ -25,9 +25,10 @@ import numpy as np
 import torch
 from PIL import Image
 
-from rmtl.env.cameras import VIEW_NAMES
+from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
 from rmtl.provenance import run_record
 from rmtl.reward import PhasedScorer, RewardConfig, VLMEmbeddingSource
+from rmtl.tasks import get_task
 from rmtl.vlm import load_vlm
 
 
@@ -48,7 +49,7 @@ def bench_model(spec: str, batch: int, views: int, resolution: int | None, repea
     vlm = load_vlm(spec, device=device)
     res = resolution or vlm.image_size
     view_names = VIEW_NAMES[:views]
-    config = RewardConfig.make(model=spec, views=view_names, batch_size=batch)
+    config = get_task().reward_config(RewardConfig.make(model=spec, views=view_names, batch_size=batch))
     scorer = PhasedScorer.from_config(config, vlm.encode_text)
     source = VLMEmbeddingSource(vlm, batch)
     n_states = max(1, batch // views)

@@ -78,6 +78,7 @@ def bench_cache_pairs(variant: str, args: argparse.Namespace, model_spec: str, v
 
 def bench_one(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> dict:
     from rmtl.train import stage1_config
+    from rmtl.tasks import get_task
     from rmtl.train.stage1 import train_stage1
 
     overrides: dict = {
@@ -100,7 +101,7 @@ def bench_one(variant: str, args: argparse.Namespace, model_spec: str, vlm) -> d
         overrides["output_dir"] = str(Path(tmp) / variant)
         cfg = stage1_config(variant, **overrides)
         resolution = (cfg.reward.resolution or (vlm.image_size if vlm is not None else 96)) if vlm_run else None
-        views = cfg.reward.active_views if vlm_run else ()
+        views = get_task(cfg.task).reward_config(cfg.reward).active_views if vlm_run else ()
         t0 = time.perf_counter()
         run = train_stage1(cfg, resume=False, vlm=vlm if vlm_run else None,
                            callbacks=[_warmup_callback(views, resolution)])

@@ -30,7 +30,7 @@ from pipeline.render_and_embed import DEFAULT_MODEL, RenderAndEmbedConfig, Steps
 from rmtl.errors import USER_ERRORS
 
 FLOW_NAME = "render-and-embed"
-_D = {k: f.default for k, f in RenderAndEmbedConfig.model_fields.items()}
+_D = dict(RenderAndEmbedConfig())  # the defaults as a config resolves them (views: the task's whole camera bank)
 
 
 def retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:

@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from rmtl.config import MAX_EPISODES, Config
 from rmtl.default_model import DEFAULT_MODEL
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
 from rmtl.provenance import data_dir
-from rmtl.tasks import DEFAULT_TASK
+from rmtl.tasks import DEFAULT_TASK, task_views
 
 
 class RenderAndEmbedConfig(Config):
@@ -47,7 +47,7 @@ class RenderAndEmbedConfig(Config):
     """Checkpoint policies: deterministic actions (False: sampled, as in training)."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Curriculum stages episodes cycle through."""
-    views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
+    views: ViewNames = ("all",)
     """Camera views to render."""
     resolution: Resolution | None = None
     """Frame size in px; None uses the model's input size."""
@@ -67,6 +67,11 @@ class RenderAndEmbedConfig(Config):
     """Projection alpha of the quality summary."""
     render: RenderSettings = RenderSettings()
     """Renderer settings (culling, mesh simplification, anti-aliasing; rmtl.env.render_settings)."""
+
+    @field_validator("views", mode="after")
+    @classmethod
+    def _bank_views(cls, v: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        return task_views(v, info.data.get("task", DEFAULT_TASK))  # the task's camera bank, in bank order
 
     @model_validator(mode="before")
     @classmethod

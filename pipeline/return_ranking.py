@@ -40,7 +40,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.store_models import store_prompts
+from pipeline.store_models import store_task
 from rmtl.errors import ConfigError
 
 from rmtl.train.variants import variant_names
@@ -162,7 +162,7 @@ def variant_scores(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarr
     cfg = stage1_config(variant)
     if cfg.reward.kind != "vlm":
         raise ConfigError(f"variant {variant!r} has no VLM reward to {purpose} (the dense reward is a reference row)")
-    reward = cfg.reward
+    reward = store_task(store).reward_config(cfg.reward)  # prompts and views of the store's task
     missing = [v for v in reward.active_views if v not in store.views]
     if missing:
         raise ConfigError(f"variant {variant!r} scores views {list(reward.active_views)}, but {store.path} "
@@ -170,7 +170,7 @@ def variant_scores(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarr
     text = text_embeddings(store, model_id, reward.prompts, reward.single_prompt)
     per_view = per_view_scores(store, model_id, text, [reward.alpha], rows, views=reward.active_views)[0]
     active = Scores(per_view, per_view.mean(axis=1)).active(phases)
-    k = len(store_prompts(store, reward.prompts).goal_names) if reward.single_prompt_band else int(text.goals.shape[0])
+    k = len(reward.prompts.goal_names) if reward.single_prompt_band else int(text.goals.shape[0])
     return active.astype(np.float64), cfg, k
 
 

@@ -27,7 +27,7 @@ from rmtl.config import MAX_EPISODES, Config
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
 from rmtl.env.episode import run_episode
-from rmtl.tasks import DEFAULT_TASK, Task, get_task
+from rmtl.tasks import DEFAULT_TASK, Task, get_task, task_views
 
 POLICIES = ("expert", "random")
 BEHAVIOUR = "behaviour:"
@@ -58,7 +58,7 @@ class RolloutConfig(Config):
     """Checkpoint policies: the deterministic mean action (False: sampled, as in training)."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
     """Curriculum stages the episodes cycle through; u ~ U[d_min, d_max] of the stage."""
-    views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
+    views: ViewNames = ("all",)
     """Camera views rendered for every step."""
     resolution: Resolution = 96
     """Square frame size in pixels."""
@@ -68,6 +68,11 @@ class RolloutConfig(Config):
     """Also store the reset state (step 0) of each episode."""
     render: RenderSettings = RenderSettings()
     """Renderer settings (culling, mesh simplification, anti-aliasing); a store keeps one renderer."""
+
+    @field_validator("views", mode="after")
+    @classmethod
+    def _bank_views(cls, v: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        return task_views(v, info.data.get("task", DEFAULT_TASK))  # the task's camera bank, in bank order
 
     @field_validator("task")
     @classmethod

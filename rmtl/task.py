@@ -15,6 +15,7 @@ import numpy as np
 from rmtl.env.curriculum import CurriculumStage
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import MicroTaskSpec
+from rmtl.reward.config import RewardConfig
 from rmtl.reward.prompts import PromptConfig
 from storage.key_spec import KeySpec
 
@@ -68,6 +69,11 @@ class Task:
         if s.shape[-1:] != (self.key_spec.state_dim,):
             raise ConfigError(f"phase rule needs states [N, {self.key_spec.state_dim}], got shape {s.shape}")
         return np.atleast_1d(self.micro_tasks.phase(self.phase_measure(s))).astype(np.int64)
+
+    def reward_config(self, config: RewardConfig) -> RewardConfig:
+        """A VLM reward config resolved against this task: its prompts against the micro-tasks, its
+        views against the camera bank (:meth:`RewardConfig.for_task`)."""
+        return config.for_task(self.micro_tasks, tuple(self.camera_bank))
 
     def prompts(self, configured: PromptConfig | None = None) -> PromptConfig:
         """``configured`` (default: none) resolved against this task's micro-tasks: what it leaves

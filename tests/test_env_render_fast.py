@@ -159,15 +159,16 @@ def test_culling_stops_above_the_probe_resolution(small_env):
     import mujoco
 
     from rmtl.env.cameras import CameraBankRenderer
+    from rmtl.tasks.fetch_lift.cameras import CAMERA_BANK
 
     small_env.reset(seed=0, options={"difficulty": 0.0})
     model, data = small_env.model, small_env.data
     cube = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "object0")
     group = int(model.geom_group[cube])
     try:
-        plain = CameraBankRenderer(model, data, shadows=False, reflections=False)
+        plain = CameraBankRenderer(model, data, CAMERA_BANK, shadows=False, reflections=False)
         full64, full96 = plain.render(["close_up"], 64), plain.render(["close_up"], 96)  # before culling moves the cube's group
-        culled = CameraBankRenderer(model, data, shadows=False, reflections=False, culled=[cube], cull_max_resolution=64)
+        culled = CameraBankRenderer(model, data, CAMERA_BANK, shadows=False, reflections=False, culled=[cube], cull_max_resolution=64)
         assert not np.array_equal(full64, culled.render(["close_up"], 64))  # the cube is culled up to 64 px
         np.testing.assert_array_equal(full96, culled.render(["close_up"], 96))
     finally:

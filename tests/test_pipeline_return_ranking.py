@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pipeline.rollout import RolloutConfig, plan_episode, rollout_episodes
-from rmtl.env.cameras import VIEW_NAMES
+from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
 from rmtl.errors import ConfigError, StoreError
 from rmtl.tasks import get_task
 

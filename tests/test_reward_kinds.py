@@ -154,8 +154,8 @@ def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
         env.close()
         return out
 
-    cfg = RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64,
-                           shaping=earlier).for_micro_tasks(get_task().micro_tasks)
+    cfg = get_task().reward_config(RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64,
+                                                     shaping=earlier))
     vlm = make_reward_vec_env(2, cfg, env_fn=lambda: FetchPickAndLiftEnv(EnvConfig.make(max_episode_steps=6, views=views, resolution=64)), seed=3,
                               source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder),
                               phase_selector=RULE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rmtl.env.cameras import VIEW_NAMES
+from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardConfig
 from rmtl.reward.projection import goal_baseline_scores
@@ -47,8 +47,8 @@ def test_rescoring_for_any_alpha_needs_only_embeddings(emb):
 
 
 def test_single_view_variant_changes_only_the_views(emb):
-    full = PhasedScorer.from_config(RewardConfig().for_micro_tasks(get_task().micro_tasks), encoder)
-    single = PhasedScorer.from_config(RewardConfig.make(single_view=True).for_micro_tasks(get_task().micro_tasks), encoder)
+    full = PhasedScorer.from_config(get_task().reward_config(RewardConfig()), encoder)
+    single = PhasedScorer.from_config(get_task().reward_config(RewardConfig.make(single_view=True)), encoder)
     assert single.views == ("wide_view",)
     np.testing.assert_allclose(single.text.goals, full.text.goals)
     s = single(emb, stored_views=VIEW_NAMES)
@@ -56,8 +56,8 @@ def test_single_view_variant_changes_only_the_views(emb):
 
 
 def test_single_prompt_variant_changes_only_the_goals(emb):
-    full = PhasedScorer.from_config(RewardConfig().for_micro_tasks(get_task().micro_tasks), encoder)
-    single = PhasedScorer.from_config(RewardConfig.make(single_prompt=True).for_micro_tasks(get_task().micro_tasks), encoder)
+    full = PhasedScorer.from_config(get_task().reward_config(RewardConfig()), encoder)
+    single = PhasedScorer.from_config(get_task().reward_config(RewardConfig.make(single_prompt=True)), encoder)
     assert single.views == full.views and single.alpha == full.alpha
     np.testing.assert_allclose(single.text.baseline, full.text.baseline)
     assert single.num_phases == 1 and full.num_phases == 3

@@ -31,8 +31,8 @@ ENV_CFG = EnvConfig.make(max_episode_steps=3, views=VIEWS, resolution=64)
 
 @pytest.fixture(scope="module")
 def config():
-    return RewardConfig.make(model=f"{TINY_NAME}@random", views=VIEWS, resolution=64,
-                            batch_size=3).for_micro_tasks(get_task().micro_tasks)
+    return get_task().reward_config(RewardConfig.make(model=f"{TINY_NAME}@random", views=VIEWS, resolution=64,
+                                                      batch_size=3))
 
 
 class RecordingSource:

@@ -129,7 +129,7 @@ def reach_task(spec_path: Path) -> Task:
         action_dim=2, micro_tasks=micro, phase_measure=distance, expert=expert,
         dense_reward=lambda states, config=None: -distance(states).astype(np.float32),
         curriculum_stages=(CurriculumStage(0.0, 0.0, 0.3, 0.5, 2), CurriculumStage(1.0, 0.7, 1.0, None, 0)),
-        camera_bank={"top": "fixed overhead camera"},
+        camera_bank={v: "the fixed overhead camera" for v in VIEWS},  # the env renders one camera under each name
     )
 
 

@@ -61,12 +61,12 @@ def test_table1_defaults_and_variants():
     assert (c.learning_rate, c.gamma, c.gae_lambda, c.clip_range) == (3e-4, 0.95, 0.95, 0.2)
     assert (c.ent_coef, c.vf_coef, c.max_grad_norm) == (0.01, 0.5, 0.5)
     assert c.net_arch_pi == c.net_arch_vf == (256, 256)
-    assert c.reward.alpha == 0.9 and len(c.reward.active_views) == 6 and c.curriculum and c.phase_input
+    assert c.reward.alpha == 0.9 and len(get_task().reward_config(c.reward).active_views) == 6 and c.curriculum and c.phase_input
     assert FINAL_STAGE_RANGE == (0.75, 1.0)
     for name in VARIANTS:
         v = stage1_config(name)
         assert v.variant == name
-    assert stage1_config("single_prompt_single_view").reward.active_views == ("wide_view",)
+    assert get_task().reward_config(stage1_config("single_prompt_single_view").reward).active_views == ("wide_view",)
     assert stage1_config("single_prompt_multi_view").reward.single_prompt
     assert stage1_config("dense_reference").reward.kind == "dense"
     assert not stage1_config("no_phase_input").phase_input

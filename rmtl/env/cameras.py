@@ -1,18 +1,17 @@
-"""The six-camera bank of the paper (App. A) rendered offscreen with MuJoCo free cameras."""
+"""A camera bank (named MuJoCo free cameras) rendered offscreen, and the view-name and
+resolution config types. The bank itself is a task's: pick-and-lift's six cameras of the
+paper (App. A) are in ``rmtl.tasks.fetch_lift.cameras``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Iterable, Sequence
+from typing import Annotated, Iterable, Mapping, Sequence
 
 from pydantic import AfterValidator, BeforeValidator
 
 import numpy as np
 
 from rmtl.errors import ConfigError
-
-LOOKAT = (1.3, 0.75, 0.42)
-"""Point every camera of the bank looks at (table centre, cube height)."""
 
 MIN_RESOLUTION = 64
 MAX_RESOLUTION = 720
@@ -26,42 +25,35 @@ class CameraSpec:
     azimuth: float
     elevation: float
     distance: float
-    lookat: tuple[float, float, float] = LOOKAT
+    lookat: tuple[float, float, float]
 
 
-CAMERA_BANK: dict[str, CameraSpec] = {
-    c.name: c
-    for c in (
-        CameraSpec("wide_view", 132, -14, 1.5),
-        CameraSpec("front", 180, -20, 1.1),
-        CameraSpec("front_side", 45, -30, 1.2),
-        CameraSpec("isometric", 225, -35, 1.1),
-        CameraSpec("side", 90, -15, 1.2),
-        CameraSpec("close_up", 135, -25, 0.8),
-    )
-}
-VIEW_NAMES: tuple[str, ...] = tuple(CAMERA_BANK)
-"""All view names in bank order; stores and scorers keep this order."""
-
-SINGLE_VIEW = "wide_view"
-"""The view used by single-view ablations."""
+def resolve_views(views: Iterable[str] | str | None, bank: Sequence[str]) -> tuple[str, ...]:
+    """Validate view names against a bank's (None or 'all' means the whole bank), keeping bank order."""
+    bank = tuple(bank)
+    names = _parse_views(views)
+    if names == ("all",):
+        return bank
+    unknown = [v for v in names if v not in bank]
+    if unknown:
+        raise ConfigError(f"unknown camera view {unknown[0]!r}; choose from {', '.join(bank)}")
+    return tuple(v for v in bank if v in names)
 
 
-def resolve_views(views: Iterable[str] | str | None) -> tuple[str, ...]:
-    """Validate view names (None or 'all' means the whole bank), keeping bank order."""
+def _parse_views(views: Iterable[str] | str | None) -> tuple[str, ...]:
+    """View names as given (a comma list accepted; None is 'all'), non-empty and without repeats."""
     if views is None or views == "all":
-        return VIEW_NAMES
+        return ("all",)
     if isinstance(views, str):
         views = [v.strip() for v in views.split(",") if v.strip()]
-    views = list(views)
-    if not views:
-        raise ConfigError(f"no camera views given; choose from {', '.join(VIEW_NAMES)}")
-    unknown = [v for v in views if v not in CAMERA_BANK]
-    if unknown:
-        raise ConfigError(f"unknown camera view {unknown[0]!r}; choose from {', '.join(VIEW_NAMES)}")
-    if len(set(views)) != len(views):
-        raise ConfigError(f"camera views repeat: {views}")
-    return tuple(v for v in VIEW_NAMES if v in views)
+    names = tuple(views)
+    if not names:
+        raise ConfigError("no camera views given; name them, or 'all' for every camera of the bank")
+    if any(not isinstance(v, str) for v in names):
+        raise ConfigError(f"camera views are names, got {list(names)}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"camera views repeat: {list(names)}")
+    return names
 
 
 def check_resolution(resolution: int) -> int:
@@ -90,7 +82,7 @@ def _preload_triton() -> None:
 
 def _view_field(v) -> tuple[str, ...]:
     try:
-        return resolve_views(v)
+        return _parse_views(v)
     except ConfigError as err:  # pydantic reports ValueError as a field error
         raise ValueError(str(err)) from None
 
@@ -103,7 +95,8 @@ def _resolution_field(v: int) -> int:
 
 
 ViewNames = Annotated[tuple[str, ...], BeforeValidator(_view_field)]
-"""Config field type: validated camera view names in bank order ('all' or a comma list accepted)."""
+"""Config field type: camera view names ('all' or a comma list accepted), non-empty and without
+repeats; the config that knows its bank checks them against it (:func:`resolve_views`)."""
 Resolution = Annotated[int, AfterValidator(_resolution_field)]
 """Config field type: a validated square frame size in pixels."""
 
@@ -120,7 +113,7 @@ def free_camera(spec: CameraSpec):
 
 
 class CameraBankRenderer:
-    """Renders named free cameras of one MuJoCo model to uint8 [V, H, W, 3].
+    """Renders the named free cameras of a bank (name -> CameraSpec) of one MuJoCo model to uint8 [V, H, W, 3].
 
     One ``mujoco.Renderer`` per resolution is created lazily and reused; the model's
     offscreen buffer is enlarged first when a frame is larger than it (MuJoCo's default
@@ -133,7 +126,7 @@ class CameraBankRenderer:
     state (rmtl.env.mesh_lod); 0 renders the simulation's own model.
     """
 
-    def __init__(self, model, data, shadows: bool = True, reflections: bool = True,
+    def __init__(self, model, data, bank: Mapping[str, CameraSpec], shadows: bool = True, reflections: bool = True,
                  culled: Sequence[int] = (), cull_max_resolution: int = MAX_RESOLUTION,
                  mesh_reduction: float = 0.0):
         import mujoco
@@ -165,7 +158,7 @@ class CameraBankRenderer:
             self._all_groups.geomgroup[CULL_GROUP] = 1
             self._culling.geomgroup[CULL_GROUP] = 0
         self._renderers: dict[int, object] = {}
-        self._cameras: dict[str, object] = {spec.name: free_camera(spec) for spec in CAMERA_BANK.values()}
+        self._cameras: dict[str, object] = {name: free_camera(spec) for name, spec in bank.items()}
 
     def _renderer(self, resolution: int):
         r = self._renderers.get(resolution)

@@ -32,7 +32,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from rmtl.env.cameras import resolve_views
 from rmtl.errors import ConfigError, StoreError
 from rmtl.reward.source import FrameRenderer, VLMEmbeddingSource
 from storage.cache import HitRate
@@ -93,7 +92,7 @@ class LiveStats:
 
 def env_renderer(envs: Sequence[Any], views: Sequence[str], resolution: int) -> FrameRenderer:
     """A FrameRenderer over a list of envs with ``render_views`` (env i renders its current state)."""
-    names = resolve_views(views)
+    names = tuple(views)  # the env checks them against its camera bank
 
     def render(indices: np.ndarray) -> np.ndarray:
         idx = [int(i) for i in np.asarray(indices).reshape(-1)]

@@ -4,13 +4,13 @@ VLM reward's (paper Table 1 defaults). The other kinds' configs live beside thei
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Sequence
 
 from pydantic import Field, field_validator, model_validator
 
 from rmtl.config import Config
-from rmtl.env.cameras import SINGLE_VIEW, VIEW_NAMES, Resolution, ViewNames
-from rmtl.errors import RmtlError
+from rmtl.env.cameras import Resolution, ViewNames, resolve_views
+from rmtl.errors import ConfigError, RmtlError
 from rmtl.micro_tasks import MicroTaskSpec
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.shaping import ShapingConfig
@@ -42,17 +42,19 @@ class RewardConfig(RewardKindConfig):
     """fp32, amp_bf16, bf16, fp16 or amp; None: amp_bf16 on CUDA, bf16 on a CPU with native bf16, else fp32."""
     alpha: float = Field(0.9, ge=0, le=1)
     """Projection mix: 0 is cosine similarity, 1 projects onto the goal-baseline direction only."""
-    views: ViewNames = VIEW_NAMES
-    """Camera views averaged into the score (bank order)."""
+    views: ViewNames | None = None
+    """Camera views averaged into the score, names of the task's camera bank (None: all of them;
+    :meth:`for_task` puts them in bank order)."""
     single_view: bool = False
-    """Single-view ablation: score wide_view only, whatever views says."""
+    """Single-view ablation: score the bank's first view alone (pick-and-lift: wide_view), whatever
+    views says."""
     resolution: Resolution | None = None
     """Render resolution (px); None: the model's input size."""
     batch_size: int = Field(64, ge=1)
     """Images per model call."""
     prompts: PromptConfig = PromptConfig()
     """Baseline, micro-task goals and single goal; what is unset is the task's own
-    (:meth:`for_micro_tasks` fills it in, and a reward scores only filled-in prompts)."""
+    (:meth:`for_task` fills it in, and a reward scores only filled-in prompts)."""
     single_prompt: bool = False
     """Single-prompt baseline: the global goal prompt as the only goal (one phase, no phase index)."""
     single_prompt_band: bool = False
@@ -84,12 +86,19 @@ class RewardConfig(RewardKindConfig):
             raise ValueError("single_prompt_band needs single_prompt: true (a micro-task reward has the band already)")
         return self
 
-    def for_micro_tasks(self, spec: MicroTaskSpec) -> RewardConfig:
-        """This config with its prompts resolved against a task's micro-tasks
-        (:meth:`PromptConfig.for_micro_tasks`): the config a reward of that task scores with."""
-        return self.replace(prompts=PromptConfig.for_micro_tasks(spec, self.prompts))
+    def for_task(self, micro_tasks: MicroTaskSpec, camera_views: Sequence[str]) -> RewardConfig:
+        """This config resolved against a task (``task.reward_config(config)`` calls it): prompts
+        against its micro-tasks (:meth:`PromptConfig.for_micro_tasks`), views against its camera
+        bank's names (bank order; the first alone with single_view). The config a reward of that
+        task scores with; resolving it again changes nothing."""
+        bank = tuple(camera_views)
+        views = bank[:1] if self.single_view else resolve_views(self.views, bank)
+        return self.replace(prompts=PromptConfig.for_micro_tasks(micro_tasks, self.prompts), views=views)
 
     @property
     def active_views(self) -> tuple[str, ...]:
-        """The views actually rendered and averaged (wide_view alone for single_view)."""
-        return (SINGLE_VIEW,) if self.single_view else self.views
+        """The views actually rendered and averaged (of a resolved config, :meth:`for_task`)."""
+        if self.views is None or (self.single_view and len(self.views) != 1):
+            raise ConfigError("this reward config leaves its views to the task; resolve it against the task first "
+                              "(task.reward_config(config))")
+        return self.views

@@ -11,7 +11,6 @@ from typing import Sequence
 
 import numpy as np
 
-from rmtl.env.cameras import VIEW_NAMES, resolve_views
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardConfig
 from rmtl.reward.projection import goal_baseline_scores
@@ -60,17 +59,15 @@ def score_embeddings(
 ) -> Scores:
     """Score embeddings [N, V, D] for every phase; the mean runs over exactly ``views``.
 
-    ``stored_views`` names the view axis of ``embeddings`` (default: ``views``, or the
-    whole bank); ``views`` picks and orders the views to score (default: all stored).
+    ``stored_views`` names the view axis of ``embeddings`` (default: ``views``); ``views``
+    picks and orders the views to score (default: all stored).
     """
     emb = np.asarray(embeddings)
     if emb.ndim != 3:
         raise ConfigError(f"embeddings must be [N, V, D], got shape {emb.shape}")
-    if stored_views is None:
-        stored_views = tuple(views) if views is not None else VIEW_NAMES[: emb.shape[1]]
     if views is not None:
-        emb = select_views(emb, stored_views, views)
-    elif emb.shape[1] != len(stored_views):
+        emb = select_views(emb, tuple(stored_views) if stored_views is not None else tuple(views), views)
+    elif stored_views is not None and emb.shape[1] != len(stored_views):
         raise ConfigError(f"embeddings have {emb.shape[1]} views but {len(stored_views)} view names were given")
     per_view = goal_baseline_scores(emb, text.goals, text.baseline, alpha)
     return Scores(per_view, per_view.mean(axis=1))
@@ -79,12 +76,14 @@ def score_embeddings(
 class PhasedScorer:
     """Fixed text embeddings, alpha and views: embeddings [N, V, D] -> :class:`Scores`."""
 
-    def __init__(self, text: TextEmbeddings, alpha: float = 0.9, views: Sequence[str] = VIEW_NAMES):
+    def __init__(self, text: TextEmbeddings, alpha: float, views: Sequence[str]):
         if not 0.0 <= alpha <= 1.0:
             raise ConfigError(f"alpha must be in [0, 1], got {alpha}")
         self.text = text
         self.alpha = float(alpha)
-        self.views = resolve_views(views)
+        self.views = tuple(views)
+        if not self.views or len(set(self.views)) != len(self.views):
+            raise ConfigError(f"a scorer needs distinct view names, got {list(self.views)}")
 
     @classmethod
     def from_config(cls, config: RewardConfig, encode_text: TextEncoder) -> "PhasedScorer":

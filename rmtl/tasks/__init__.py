@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from rmtl.tasks.registry import DEFAULT_TASK, get_task, register_task, task_names
+from rmtl.tasks.registry import DEFAULT_TASK, get_task, register_task, task_names, task_views
 from rmtl.task import Task
 
-__all__ = ["DEFAULT_TASK", "Task", "get_task", "register_task", "task_names"]
+__all__ = ["DEFAULT_TASK", "Task", "get_task", "register_task", "task_names", "task_views"]

@@ -34,6 +34,17 @@ def task_names() -> list[str]:
     return sorted(_FACTORIES)
 
 
+def task_views(views, name: str = DEFAULT_TASK) -> tuple[str, ...]:
+    """Camera view names checked against task ``name``'s camera bank, in bank order (None or 'all':
+    every camera); a ValueError naming the bank's views otherwise (config validators report it)."""
+    from rmtl.env.cameras import resolve_views
+
+    try:
+        return resolve_views(views, tuple(get_task(name).camera_bank))
+    except ConfigError as err:
+        raise ValueError(str(err)) from None
+
+
 def get_task(name: str = DEFAULT_TASK) -> Task:
     """The task registered as ``name`` (one line naming the known tasks if there is none)."""
     if name not in _FACTORIES:

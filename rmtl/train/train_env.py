@@ -53,31 +53,32 @@ def cache_source(config: Stage1Config, vlm: Any, task: Task) -> Any:
     from rmtl.reward.cached_source import CachedEmbeddingSource
 
     c = config.cache
+    reward = task_reward_config(config, task)
     if c.atlas:
         from rmtl.reward.scorer import PhasedScorer
 
-        scorer = PhasedScorer.from_config(task_reward_config(config, task), vlm.encode_text)
+        scorer = PhasedScorer.from_config(reward, vlm.encode_text)
         overlay = c.overlay or str(config.run_dir() / "overlay.zarr")
         return CachedEmbeddingSource.open_catalogue(
-            c.atlas, vlm, overlay, radius=c.radius, views=config.reward.active_views,
+            c.atlas, vlm, overlay, radius=c.radius, views=reward.active_views,
             renderer_id=config.env.render_profile()["renderer_id"], batch_size=config.reward.batch_size,
             audit_every=c.audit_every, audit_scorer=lambda e: scorer(e).aggregate, key_spec=task.key_spec,
             phase_labels=task.phases)
-    return CachedEmbeddingSource.open(c.store, vlm, radius=c.radius, views=config.reward.active_views,
+    return CachedEmbeddingSource.open(c.store, vlm, radius=c.radius, views=reward.active_views,
                                       append=c.grow, batch_size=config.reward.batch_size, save_every=c.persist_every,
                                       key_spec=task.key_spec, phase_labels=task.phases)
 
 
 def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
-    """The VLM reward config of a run: ``config.reward`` with its prompts resolved against its
-    task's micro-tasks (the configured texts; what they leave unset, the task's own)."""
+    """The VLM reward config of a run: ``config.reward`` resolved against its task (prompts: the
+    configured texts, what they leave unset the task's own; views: names of its camera bank)."""
     from rmtl.errors import ConfigError
     from rmtl.reward.config import RewardConfig
 
     if not isinstance(config.reward, RewardConfig):
         raise ConfigError(f"reward kind {config.reward.kind!r} has no VLM reward config (no prompts, no model)")
     task = task_of(config, task)
-    return config.reward.for_micro_tasks(task.micro_tasks)
+    return task.reward_config(config.reward)
 
 
 def build_reward_kind(config: Stage1Config, task: Task | None, *, vlm: Any = None, source: Any = None) -> Any:

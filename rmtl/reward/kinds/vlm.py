@@ -12,7 +12,7 @@ from rmtl.reward.kinds import register_kind
 from rmtl.reward.kinds.base import KindStep, RewardKind, shaped_terms
 from rmtl.reward.scorer import PhasedScorer
 from rmtl.reward.shaping import RewardShaper
-from rmtl.env.cameras import MAX_RESOLUTION, MIN_RESOLUTION, resolve_views
+from rmtl.env.cameras import MAX_RESOLUTION, MIN_RESOLUTION
 from rmtl.reward.config import RewardConfig
 from rmtl.reward.source import EmbeddingSource, VLMEmbeddingSource
 
@@ -65,7 +65,7 @@ class VLMKind(RewardKind):
             from rmtl.vlm.loader import load_vlm
 
             vlm = load_vlm(config.model, config.device, config.precision)
-        views = resolve_views(config.active_views)
+        views = config.active_views
         source = source if source is not None else VLMEmbeddingSource(vlm, config.batch_size)
         scorer = scorer if scorer is not None else PhasedScorer.from_config(config, vlm.encode_text)
         if tuple(scorer.views) != views:

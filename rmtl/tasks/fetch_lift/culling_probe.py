@@ -10,7 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
-from rmtl.env.cameras import CAMERA_BANK, _preload_triton, free_camera, resolve_views
+from rmtl.env.cameras import _preload_triton, free_camera
+from rmtl.tasks.fetch_lift.cameras import CAMERA_BANK, fetch_views
 from rmtl.env.culling import CULLED_GEOMS_FILE, CullingProbe, geom_label
 from rmtl.env.episode import run_episode
 from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
@@ -26,7 +27,7 @@ def find_invisible_geoms(episodes: int = 60, resolution: int = 224, every: int =
     """
     import mujoco
 
-    names = resolve_views(views)
+    names = fetch_views(views)
     _preload_triton()
     env = FetchPickAndLiftEnv(render={"cull_invisible": False})
     model, data = env.model, env.data

@@ -16,15 +16,16 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 import rmtl  # noqa: F401  (sets MUJOCO_GL before mujoco is imported)
 from rmtl.config import Config
-from rmtl.env.cameras import CameraBankRenderer, Resolution, ViewNames, check_resolution, resolve_views
+from rmtl.env.cameras import CameraBankRenderer, Resolution, ViewNames, check_resolution
 from rmtl.env.render_settings import RenderSettings
 from rmtl.env.visual_domain import apply_visual_domain, hide_markers
 from rmtl.errors import ConfigError
 from rmtl.interrupts import deferred_sigint
+from rmtl.tasks.fetch_lift.cameras import CAMERA_BANK, VIEW_NAMES, fetch_views
 from rmtl.tasks.fetch_lift.phases import rule_phase
 
 BASE_ENV_ID = "FetchPickAndPlace-v4"
@@ -53,8 +54,8 @@ class EnvConfig(Config):
     """Difficulty u used when reset gets none (1 = fully random start)."""
     visual_domain: bool = True
     """Apply the paper's visual domain (red cube, wood table, grey background)."""
-    views: ViewNames = ("wide_view", "front", "front_side", "isometric", "side", "close_up")
-    """Views rendered by render_views() when none are named."""
+    views: ViewNames = VIEW_NAMES
+    """Views rendered by render_views() when none are named (names of the bank, kept in bank order)."""
     resolution: Resolution = 224
     """Square frame size (px) rendered when none is given."""
     shadows: bool = False
@@ -67,6 +68,14 @@ class EnvConfig(Config):
     def render_profile(self) -> dict[str, Any]:
         """The renderer's settings and id, as stores and state caches record them."""
         return self.render.profile(self.visual_domain, self.shadows, self.reflections)
+
+    @field_validator("views", mode="after")
+    @classmethod
+    def _bank_views(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        try:
+            return fetch_views(v)
+        except ConfigError as err:  # pydantic reports ValueError as a field error
+            raise ValueError(str(err)) from None
 
     @model_validator(mode="after")
     def _box(self) -> "EnvConfig":
@@ -195,7 +204,7 @@ class FetchPickAndLiftEnv(gym.Env):
 
     def render_views(self, views: Sequence[str] | str | None = None, resolution: int | None = None) -> np.ndarray:
         """Render named camera-bank views of the current state: uint8 [V, H, W, 3]."""
-        names = self.config.views if views is None else resolve_views(views)
+        names = self.config.views if views is None else fetch_views(views)
         res = self.config.resolution if resolution is None else check_resolution(resolution)
         with deferred_sigint():  # Ctrl-C never unwinds out of a GL call (rmtl.interrupts)
             return self._render_views(names, res)
@@ -211,7 +220,7 @@ class FetchPickAndLiftEnv(gym.Env):
                 probe = shipped_culling()
                 culled, max_res = geom_ids(self.model, probe.geoms), probe.resolution
             self._cameras = CameraBankRenderer(
-                self.model, self.data, shadows=self.config.shadows, reflections=self.config.reflections,
+                self.model, self.data, CAMERA_BANK, shadows=self.config.shadows, reflections=self.config.reflections,
                 culled=culled, cull_max_resolution=max_res, mesh_reduction=settings.mesh_reduction,
             )
         return self._cameras.render(names, res)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from rmtl.env.cameras import CAMERA_BANK
+from rmtl.tasks.fetch_lift.cameras import CAMERA_BANK
 from rmtl.tasks.fetch_lift.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
