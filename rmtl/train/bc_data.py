@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rmtl.env.episode import run_episode
-from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import Stage1Config, Stage2Config
 from rmtl.train.evaluate import load_checkpoint
@@ -50,7 +50,7 @@ def worker_rule_rollouts(checkpoint: str | Path, episodes: int, *, seed: int = 0
     rule = RulePhaseSelector(task.phases)
     cols: dict[str, list] = {k: [] for k in ("state", "phase_rule", "episode", "step", "success")}
     model.set_random_seed(seed)
-    env = FetchPickAndLiftEnv(env_config)
+    env = task.make_env(env_config)
     try:
         for ep in range(int(episodes)):
             st = task.curriculum_stages[stages[ep % len(stages)]]

@@ -9,7 +9,8 @@ import numpy as np
 
 from rmtl.env.check import SuccessRate
 from rmtl.env.episode import run_episode
-from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
+from rmtl.task import Task
+from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import phase_one_hot
 from rmtl.reward.phase import RulePhaseSelector
@@ -42,13 +43,16 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
                       selector: str = "rule", manager: ManagerNet | None = None, horizon: int = 3,
                       normalizer: Any = None, deterministic: bool = True, traces: int = 0,
                       difficulty_range: tuple[float, float] = FINAL_STAGE_RANGE,
-                      env: FetchPickAndLiftEnv | None = None) -> SelectorEval:
+                      env: Any = None, task: Task | None = None) -> SelectorEval:
     """Seeded random-start episodes (as :func:`rmtl.train.evaluate.evaluate_policy_success`) with the
     phase one-hot from ``selector``: 'rule' (the distance rule every step), 'manager' (the greedy
     manager every ``horizon`` steps and at the episode start) or 'none' (a worker without phase input).
-    The first ``traces`` episodes keep their per-step active phase, rule phase and distance."""
+    The first ``traces`` episodes keep their per-step active phase, rule phase and the rule's
+    measure (pick-and-lift: gripper-cube distance). ``task``: whose env and rule (default: the
+    default task)."""
     from rmtl.tasks import get_task
-    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
+
+    task = task or get_task()
 
     if selector not in ("rule", "manager", "none"):
         raise ConfigError(f"selector must be rule, manager or none, got {selector!r}")
@@ -57,8 +61,8 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
     phase_input = PHASE_KEY in getattr(model.observation_space, "spaces", {})
     num_phases = model.observation_space[PHASE_KEY].shape[0] if phase_input else 0  # the K the worker saw
     own = env is None
-    env = env or FetchPickAndLiftEnv(env_config)
-    rule = RulePhaseSelector(get_task("fetch_lift").phases)  # the rule of the env evaluated here
+    env = env or task.make_env(env_config)
+    rule = RulePhaseSelector(task.phases)  # the rule of the env evaluated here
     successes, lengths, episode_success = 0, [], []
     phase_steps, rule_steps = [0] * num_phases, [0] * num_phases
     count = {"agree": 0, "total": 0, "d_agree": 0, "d_total": 0}
@@ -88,7 +92,7 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
                 if ep < traces:
                     tr["phase"].append(phase)
                     tr["rule"].append(r)
-                    tr["distance"].append(float(gripper_cube_distance(s)))
+                    tr["distance"].append(float(np.asarray(task.phase_measure(s[None])).reshape(-1)[0]))
                 o = dict(obs)
                 if phase_input:
                     o[PHASE_KEY] = phase_one_hot(phase, num_phases)
