@@ -149,3 +149,28 @@ def test_each_kind_of_the_earlier_reward_layout_reads_as_its_own_config():
     vlm = Stage1Config.make(reward_kind="vlm", oracle={"align_scale": 0.3}, reward=vlm_fields)
     assert vlm.reward.kind == "vlm" and vlm.reward.alpha == 0.5 and "oracle" not in vlm.model_dump()
     assert Stage1Config.make(reward_kind="vlm").reward.model == DEFAULT_MODEL  # no section: the field's default
+
+
+EARLIER_VLM_CONFIG = Path(__file__).parent / "data" / "stage1_vlm_run_config_prompts_spelled_out.yaml"
+"""The config.yaml of results/reward_vlm/rmtl-fetch-fast/round2/learner_rmtl_r1_s0, written before prompts
+and views were left to the task: the paper's prompts as ``reward.prompts.approach/align/grasp`` and the
+six views spelled out."""
+
+
+def test_a_vlm_run_with_prompts_and_views_spelled_out_resumes_under_the_task_default(tmp_path):
+    import yaml
+
+    from rmtl.tasks import get_task
+    from rmtl.train.config import EARLIER_REWARD_FIELDS, Stage1Config, stage1_config
+    from rmtl.train.run_dir import config_differences
+    from rmtl.train.stage1 import RESUME_FREE_FIELDS
+
+    saved = yaml.safe_load(EARLIER_VLM_CONFIG.read_text())
+    assert "approach" in saved["reward"]["prompts"] and len(saved["reward"]["views"]) == 6
+    given = {k: v for k, v in saved.items() if k not in {"variant", "reward", *EARLIER_REWARD_FIELDS}}
+    new = stage1_config(saved["variant"], **given, reward={"model": saved["reward"]["model"]})
+    assert new.reward.prompts.micro_task_goals is None and new.reward.views is None  # the task's own
+    assert config_differences(saved, new, RESUME_FREE_FIELDS) == ["reward"]  # unresolved, it reads as another config
+    resolved = new.replace(reward=get_task().reward_config(new.reward))  # as train_stage1 resolves it first
+    assert config_differences(saved, resolved, RESUME_FREE_FIELDS) == []
+    assert Stage1Config.make(**saved).reward.prompts.micro_task_goals["grasp"] == resolved.reward.prompts.goal("grasp")

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rmtl.reward.config import RewardConfig
 from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
 from rmtl.train.config import Stage1Config
@@ -70,11 +71,15 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
 
     if config.torch_threads:
         torch.set_num_threads(int(config.torch_threads))
+    task = task_of(config, task)
+    if isinstance(config.reward, RewardConfig):
+        # The texts and views the reward scores, spelled out: config.yaml records them, and a run
+        # saved with them written out (or in the earlier layout) resumes under the same config.
+        config = config.replace(reward=task.reward_config(config.reward))
     run_dir = config.run_dir()
     ck, meta_prev = open_run(run_dir, config, resume=resume, free_fields=RESUME_FREE_FIELDS, logs=LOGS)
 
     timings = Timings()
-    task = task_of(config, task)
     env = build_train_env(config, vlm=vlm, source=source, source_factory=source_factory, timings=timings, task=task)
     with RunSession(run_dir, config, env, ck, meta_prev, logs=LOGS, verbose=verbose) as session:
         curriculum_cb = CurriculumCallback(make_curriculum(config, task.curriculum_stages), run_dir / "curriculum.csv",
