@@ -16,7 +16,6 @@ from pipeline.store_rows import StoreRows, active, load_rows, open_store, per_vi
 from pipeline.store_models import resolve_model_id
 from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
-from rmtl.tasks.fetch_lift.phases import PHASES
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 
@@ -93,11 +92,11 @@ def alpha_sweep(
         "phase": rows.phase.astype(np.int8), "distance": rows.distance.astype(np.float32),
         "lift": rows.lift.astype(np.float32), "scores": np.transpose(mean, (1, 0, 2)).astype(np.float32),
         "active": act.T.astype(np.float32),
-    }, {**src, "analysis": "alpha_sweep", "alphas": list(alphas), "phases": list(PHASES),
+    }, {**src, "analysis": "alpha_sweep", "alphas": list(alphas), "phases": list(rows.phase_names),
         "prompts": record, "summary": summary})
     pngs: dict[str, str] = {}
     if plots:
         pngs["episode"] = str(plot_alpha_episode(out / "alpha_sweep_episode.png", alphas, act[:, ep_idx],
-                                                 rows.step[ep_idx], rows.phase[ep_idx], episode))
+                                                 rows.step[ep_idx], rows.phase[ep_idx], episode, rows.phase_names))
         pngs["state"] = str(plot_alpha_state(out / "alpha_sweep_state.png", alphas, act, rows.distance, rows.lift, bins))
     return AlphaSweepResult(str(ds), pngs, alphas, int(episode), summary)

@@ -10,7 +10,6 @@ from typing import Any, Sequence
 import numpy as np
 
 from pipeline.render import RenderResult
-from rmtl.tasks.fetch_lift.phases import PHASES
 
 
 @dataclass(frozen=True)
@@ -78,7 +77,7 @@ def bc_labels(
                            kind="bc_labels")
     with DatasetStore.open(path, "r") as store:
         labels = store.read(fields=["phase_rule"])["phase_rule"]
-    counts = {name: int((labels == k).sum()) for k, name in enumerate(PHASES)}
+    counts = {name: int((labels == k).sum()) for k, name in enumerate(config.the_task().micro_tasks.names)}
     exported = None
     if minari is not None:
         from pipeline.minari_export import export_minari

@@ -16,7 +16,6 @@ from pipeline.store_rows import StoreRows, active, load_rows, open_store, per_vi
 from pipeline.store_models import resolve_model_id
 from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
-from rmtl.tasks.fetch_lift.phases import PHASES
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 
@@ -92,7 +91,7 @@ def per_view_analysis(
     by_kind = {}
     for a, b in sorted(set(zip(sw["from"].tolist(), sw["to"].tolist()))):
         m = (sw["from"] == a) & (sw["to"] == b)
-        by_kind[f"{PHASES[a]}->{PHASES[b]}"] = {"count": int(m.sum()), "mean_jump": float(sw["jump"][m].mean())}
+        by_kind[f"{rows.phase_names[a]}->{rows.phase_names[b]}"] = {"count": int(m.sum()), "mean_jump": float(sw["jump"][m].mean())}
     summary = {
         "alpha": float(alpha), "rows": len(rows), "episodes": len(rows.episode_ids()),
         "step_variation": {"mean": var_mean, **var_view},
@@ -113,12 +112,12 @@ def per_view_analysis(
         "per_view": per_view.astype(np.float32), "mean": mean.astype(np.float32),
         "disagreement": disagreement.astype(np.float32), "switch_index": sw["index"].astype(np.int64),
         "switch_from": sw["from"].astype(np.int8), "switch_to": sw["to"].astype(np.int8), "switch_jump": sw["jump"],
-    }, {**src, "analysis": "per_view", "alpha": float(alpha), "phases": list(PHASES),
+    }, {**src, "analysis": "per_view", "alpha": float(alpha), "phases": list(rows.phase_names),
         "prompts": record, "summary": summary})
     pngs: dict[str, str] = {}
     if plots:
         pngs["frame"] = str(plot_view_frame(out / "per_view_frame.png", views, per_view[frame_i], mean[frame_i],
-                                            int(rows.rows[frame_i]), PHASES[int(rows.phase[frame_i])], thumbs))
+                                            int(rows.rows[frame_i]), rows.phase_names[int(rows.phase[frame_i])], thumbs))
         eps = list(episodes) if episodes is not None else rows.episode_ids()[:2]
         missing = [e for e in eps if e not in rows.episode_ids()]
         if missing:

@@ -9,7 +9,6 @@ from typing import Sequence
 import numpy as np
 
 from pipeline.store_rows import StoreRows
-from rmtl.tasks.fetch_lift.phases import PHASES
 
 
 PHASE_COLORS = ("#dbe9f6", "#fde7c8", "#dcefd6")
@@ -24,8 +23,8 @@ def figure(w: float, h: float, nrows: int = 1, ncols: int = 1, **kw):
     return fig, axes
 
 
-def shade_phases(ax, steps: np.ndarray, phase: np.ndarray, labels: bool = True) -> None:
-    """Background spans of the rule phase along an episode."""
+def shade_phases(ax, steps: np.ndarray, phase: np.ndarray, names: Sequence[str] = (), labels: bool = True) -> None:
+    """Background spans of the rule phase along an episode, labelled with the micro-task ``names``."""
     if len(steps) == 0:
         return
     seen: set[int] = set()
@@ -36,7 +35,7 @@ def shade_phases(ax, steps: np.ndarray, phase: np.ndarray, labels: bool = True) 
             lo = steps[start] - 0.5
             hi = steps[i - 1] + 0.5
             ax.axvspan(lo, hi, color=PHASE_COLORS[p], lw=0, zorder=0,
-                       label=PHASES[p] if labels and p not in seen else None)
+                       label=(names[p] if p < len(names) else f"phase {p}") if labels and p not in seen else None)
             seen.add(p)
             start = i
 
@@ -79,12 +78,12 @@ def rescale(active_scores: np.ndarray, lo_q: float = 1.0, hi_q: float = 99.0) ->
 
 
 def plot_alpha_episode(path: Path, alphas: Sequence[float], act: np.ndarray, steps: np.ndarray, phase: np.ndarray,
-                       episode: int) -> Path:
+                       episode: int, phase_names: Sequence[str] = ()) -> Path:
     """Fig. 10: active-micro-task score along one episode, one curve per alpha (raw scale)."""
     cmap, norm = alpha_colors(alphas)
     fig, axes = figure(8, 4)
     ax = axes[0, 0]
-    shade_phases(ax, steps, phase)
+    shade_phases(ax, steps, phase, phase_names)
     for i, a in enumerate(alphas):
         ax.plot(steps, act[i], color=cmap(norm(a)), lw=1.5)
     ax.set_xlabel("step")
@@ -161,7 +160,7 @@ def plot_view_episodes(path: Path, views: Sequence[str], per_view: np.ndarray, m
     for ax, e in zip(axes[:, 0], episodes):
         idx = rows.episode_index(e)
         st = rows.step[idx]
-        shade_phases(ax, st, rows.phase[idx], labels=False)
+        shade_phases(ax, st, rows.phase[idx], rows.phase_names, labels=False)
         for i, v in enumerate(views):
             ax.plot(st, per_view[idx, i], color=cmap(i), lw=1, alpha=0.8, label=v)
         ax.plot(st, mean[idx], color="k", lw=2.5, label="mean")

@@ -360,7 +360,7 @@ def plot_flatness(path: Path, single: np.ndarray, micro: np.ndarray, rows: Store
     e = max(eps, key=lambda r: (r["steps"], -r["episode"]))["episode"]
     idx = rows.episode_index(e)
     st = rows.step[idx]
-    shade_phases(ax, st, rows.phase[idx])
+    shade_phases(ax, st, rows.phase[idx], rows.phase_names)
     ax.plot(st, single[idx] - single[idx].mean(), color="#7f7f7f", lw=2, label="single prompt")
     ax.plot(st, micro[idx] - micro[idx].mean(), color="#d62728", lw=2, label="micro-task (active)")
     ax.set_xlabel("step")
