@@ -1,0 +1,193 @@
+"""Round 4 of the prompt-neutral stand-in on one GPU machine: render, train, gate, time.
+
+One prepared script for a short GPU lease (ROUND4.md says what it decides). Stages, each
+logged with its wall time, each writing what it has to ``--out`` before the next starts:
+
+1. render every training and held-out family of ROUND4.md into its own store, one process
+   per store on ``--workers`` cores (the same jobs `rmtl render-and-embed` runs, without Prefect);
+2. train `rmtl-fetch-fast`'s architecture from random weights on the training stores
+   (compositional captions, no prompt-based loss or selection) for ``--train-budget-s``;
+3. embed the held-out stores with the trained model and compute the registered gates (gates.py);
+4. time Stage-1 RMTL with the pixel reward on this machine (bench/train_fast_path.py).
+
+    python results/reward_vlm/rmtl-fetch-fast/round4_gpu.py --out OUT --stores DIR --pixel DIR
+
+``--smoke`` shrinks every family to one or two episodes and training to a few steps, to check
+the script end to end on a CPU before the lease.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[2]
+RENDER = {"msaa_samples": 0}
+"""The model's renderer (rmtl/vlm/model_configs/renderers.yaml): the package renderer without anti-aliasing."""
+STAGES = (0, 1, 2, 3, 4)
+SWEEP_TRAIN = ("oracle_sweep_level_only_s0", "oracle_sweep_level_only_s1", "oracle_sweep_trend_momentum_s0",
+               "oracle_sweep_trend_momentum_s2", "oracle_sweep_trend_momentum_drop_s0",
+               "oracle_sweep_trend_momentum_drop_s2")
+SWEEP_HELDOUT = ("oracle_sweep_trend_momentum_s1", "oracle_sweep_level_only_s2", "oracle_sweep_trend_momentum_drop_s1")
+STRUCTURAL = tuple(f"{v}_s{s}" for v in ("oracle_rmtl", "rule_only", "oracle_no_curriculum", "oracle_no_phase_input")
+                   for s in range(3)) + ("oracle_rmtl_s0_rule_continued",)
+BEHAVIOURS_TRAIN = ("hover_0.03", "hover_0.15", "sit_at_cube", "grasp_and_drop", "closed_jaw_approach", "wander")
+BEHAVIOURS_HELDOUT = ("hover_0.08", "push", "touch_and_leave")
+
+
+def jobs(policies: Path, pixel: Path | None, smoke: bool) -> list[tuple[str, dict]]:
+    """(store name, render-and-embed parameters) of every family of ROUND4.md."""
+    n = (lambda k: min(k, 2)) if smoke else (lambda k: k)
+    runs = policies / "runs"
+    out: list[tuple[str, dict]] = []
+    # --- training families ---
+    out.append(("train_expert", dict(episodes=24 if smoke else 320, noise_levels=(0.15, 0.3, 0.6, 1.0), seed=0)))
+    out.append(("train_random", dict(episodes=n(80), policy="random", seed=1000)))
+    for b in BEHAVIOURS_TRAIN:
+        out.append((f"train_b_{b}", dict(episodes=n(32), policy=f"behaviour:{b}", seed=2000)))
+    for r in SWEEP_TRAIN:
+        out.append((f"train_p_{r}", dict(episodes=n(12), policy=str(runs / r / "best/model.zip"), seed=3000)))
+        out.append((f"train_pd_{r}", dict(episodes=n(12), policy=str(runs / r / "best/model.zip"), seed=3500,
+                                          deterministic=True)))
+    for r in STRUCTURAL:
+        out.append((f"train_s_{r}", dict(episodes=n(24), policy=str(runs / r / "best/model.zip"), seed=5000)))
+    out.append(("train_p_stage2_worker", dict(episodes=n(24), policy=str(policies / "stage2_worker/model.zip"),
+                                              seed=4000)))
+    for ck in sorted(pixel.glob("*/model.zip")) if pixel else ():
+        out.append((f"train_c_pixel_{ck.parent.name}", dict(episodes=n(12), policy=str(ck), seed=6000)))
+    # --- held-out families: exactly render_data.sh's ---
+    for b in BEHAVIOURS_HELDOUT:
+        out.append((f"heldout_b_{b}", dict(episodes=n(12), policy=f"behaviour:{b}", seed=900000)))
+    for r in SWEEP_HELDOUT:
+        out.append((f"heldout_p_{r}", dict(episodes=n(12), policy=str(runs / r / "best/model.zip"), seed=910000)))
+    out.append(("heldout_expert", dict(episodes=n(24), noise_levels=(0.3, 1.0), seed=920000)))
+    for b in BEHAVIOURS_TRAIN:
+        out.append((f"heldout_b_{b}", dict(episodes=n(8), policy=f"behaviour:{b}", seed=930000)))
+    out.append(("heldout_expert_clean", dict(episodes=n(24), noise_std=0.0, seed=940000)))
+    return out
+
+
+def render_job(path: str, params: dict) -> dict:
+    """Render one family into its store (frames at the model's 64 px, its renderer)."""
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    import torch
+
+    torch.set_num_threads(1)
+    from pipeline.render import render_to_store
+    from pipeline.render_and_embed import RenderAndEmbedConfig, rollout_config
+
+    t = time.perf_counter()
+    cfg = RenderAndEmbedConfig(store=path, model="rmtl-fetch-fast@random", render=RENDER, stages=STAGES,
+                               **params)
+    res = render_to_store(path, rollout_config(cfg, 64), workers=1, progress=False)
+    return {"store": path, "rows": res.rows, "episodes": res.episodes_rendered, "seconds": time.perf_counter() - t}
+
+
+def stage_render(a, status: dict) -> None:
+    todo = jobs(a.policies, a.pixel, a.smoke)
+    a.stores.mkdir(parents=True, exist_ok=True)
+    done = []
+    with ProcessPoolExecutor(a.workers) as pool:
+        futs = {pool.submit(render_job, str(a.stores / f"{name}.zarr"), p): name for name, p in todo}
+        for f in as_completed(futs):
+            r = f.result()
+            done.append(r)
+            log(f"rendered {futs[f]}: {r['episodes']} episodes, {r['rows']} rows, {r['seconds']:.0f} s")
+    status["render"] = {"families": sorted(done, key=lambda r: r["store"]),
+                        "rows": sum(r["rows"] for r in done), "episodes": sum(r["episodes"] for r in done)}
+
+
+def stage_train(a, status: dict) -> None:
+    from pipeline.train_vlm import TrainVLMConfig, train_from_options
+
+    cfg = TrainVLMConfig.make(model="rmtl-fetch-fast", captions="compositional", baseline_balance=0,
+                              keep_best=False, steps=a.train_steps, time_budget_s=a.train_budget_s,
+                              batch_size=a.batch_size, lr=1e-3, warmup_steps=300, eval_every=a.eval_every,
+                              checkpoint_every=10**6, soft_sigma=0.03, seed=0, device=a.device,
+                              frame_cache_gb=a.frame_cache_gb)
+    stores = sorted(str(p) for p in a.stores.glob("train_*.zarr"))
+    train_from_options(cfg, store=stores, out=a.model_dir)
+    status["train"] = {"stores": len(stores), "config": cfg.model_dump(mode="json")}
+
+
+def stage_gate(a, status: dict) -> None:
+    from pipeline.embed import embed_store
+    from rmtl.vlm import load_vlm
+
+    vlm = load_vlm(str(a.model_dir), device=a.device)
+    held = sorted(str(p) for p in a.stores.glob("heldout_*.zarr"))
+    for s in held:
+        embed_store(s, vlm, batch_size=512, progress=False)
+    subprocess.run([sys.executable, str(HERE / "gates.py"), "--model", str(a.model_dir), "--round", str(a.round),
+                    "--store", *held], check=True, cwd=ROOT)
+    status["gate"] = json.loads((HERE / f"gates_round{a.round}.json").read_text())["gates"]
+
+
+def stage_bench(a, status: dict) -> None:
+    out = a.out / "train_fast_path_gpu.json"
+    cmd = [sys.executable, str(ROOT / "bench/train_fast_path.py"), "--paths", "fast", "new", "--repeats", "1",
+           "--model", "rmtl-fetch-tiny@random", "--new-model", str(a.model_dir), "--out", str(out)]
+    subprocess.run(cmd, check=True, cwd=ROOT, timeout=a.bench_timeout_s)
+    status["bench"] = json.loads(out.read_text()).get("env_steps_per_s_median")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--stores", type=Path, required=True)
+    ap.add_argument("--policies", type=Path, default=ROOT / "results/oracle_structure",
+                    help="holds runs/<run>/best/model.zip and stage2_worker/model.zip")
+    ap.add_argument("--pixel", type=Path, default=None,
+                    help="policy-only checkpoints <step>/model.zip of the round's own pixel-reward learner")
+    ap.add_argument("--model-dir", type=Path, default=None)
+    ap.add_argument("--round", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--train-steps", type=int, default=30000)
+    ap.add_argument("--train-budget-s", type=float, default=210.0)
+    ap.add_argument("--batch-size", type=int, default=512)
+    ap.add_argument("--eval-every", type=int, default=1000)
+    ap.add_argument("--frame-cache-gb", type=float, default=24.0)
+    ap.add_argument("--bench-timeout-s", type=float, default=150.0)
+    ap.add_argument("--stages", nargs="+", default=["render", "train", "gate", "bench"])
+    ap.add_argument("--smoke", action="store_true")
+    a = ap.parse_args(argv)
+    a.out.mkdir(parents=True, exist_ok=True)
+    a.model_dir = a.model_dir or a.out / "model"
+    status: dict = {"argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": {}}
+    ok = True
+    for name in a.stages:
+        t = time.perf_counter()
+        log(f"stage {name}")
+        try:
+            globals()[f"stage_{name}"](a, status)
+        except Exception:  # noqa: BLE001  (each stage reports and the next still runs)
+            ok = False
+            status.setdefault("errors", {})[name] = traceback.format_exc()[-4000:]
+            log(f"stage {name} failed:\n{status['errors'][name]}")
+        status["seconds"][name] = round(time.perf_counter() - t, 1)
+        (a.out / "status.json").write_text(json.dumps(status, indent=1, default=str))
+        log(f"stage {name}: {status['seconds'][name]} s")
+        if name in ("render", "train") and not ok:
+            break  # the later stages need its output
+    for f in HERE.glob(f"*round{a.round}.*"):
+        shutil.copy2(f, a.out / f.name)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    raise SystemExit(main())
