@@ -50,7 +50,9 @@ def jobs(policies: Path, pixel: Path | None, smoke: bool) -> list[tuple[str, dic
     runs = policies / "runs"
     out: list[tuple[str, dict]] = []
     # --- training families ---
-    out.append(("train_expert", dict(episodes=24 if smoke else 320, noise_levels=(0.15, 0.3, 0.6, 1.0), seed=0)))
+    for k in range(4):  # 4 stores of 80 (seeds 0-319): a multiple of 5 stages x 4 noise levels each
+        out.append((f"train_expert_{k}", dict(episodes=24 if smoke else 80, noise_levels=(0.15, 0.3, 0.6, 1.0),
+                                              seed=80 * k)))
     out.append(("train_random", dict(episodes=n(80), policy="random", seed=1000)))
     for b in BEHAVIOURS_TRAIN:
         out.append((f"train_b_{b}", dict(episodes=n(32), policy=f"behaviour:{b}", seed=2000)))
