@@ -1,4 +1,4 @@
-"""Round 4 of the prompt-neutral stand-in on one GPU machine: render, train, gate, time.
+"""Round 4 of the prompt-neutral stand-in: render, train, gate, time (a GPU machine, or the CPUs).
 
 One prepared script for a short GPU lease (ROUND4.md says what it decides). Stages, each
 logged with its wall time, each writing what it has to ``--out`` before the next starts:
