@@ -4,6 +4,7 @@
 # end at smoke size (a fault shows in seconds), then at full size; pack what it wrote into $OUT.
 #   .dev/whl:   the wheels the image lacks (mujoco, gymnasium-robotics, open_clip_torch, zarr, ...)
 #   .dev/pixel: policy-only copies of the pixel-reward learner's checkpoints
+# round4_gpu_payload.sh builds both and lists the files to leave out of the call (64 MiB limit).
 # Usage: round4_gpu.sh OUT_DIR [TRAIN_BUDGET_S]
 set -u
 out=$1; budget=${2:-170}
