@@ -2,7 +2,7 @@
 # Builds what round4_gpu.sh carries to the GPU machine, from the repo root, on a machine where
 # pip and apt can download: .gl/ (the GL loaders) and .dev/ (the wheels the machine's image
 # lacks, for its Python 3.12, and policy-only copies of the pixel learner's checkpoints).
-# Both folders must be ignored (.git/info/exclude). What travels is limited to 64 MiB, so the
+# Both folders are ignored (.gitignore). What travels is limited to 64 MiB, so the
 # call also needs a tree without the shipped weights and the results it does not read: the
 # files listed by `round4_gpu_payload.sh --prune-list` (remove them for the call, then
 # `git checkout -- .`). Measured: 17.8 MB of tree + 42.1 MB of .dev + 0.4 MB of .gl.
