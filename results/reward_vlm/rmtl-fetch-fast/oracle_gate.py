@@ -1,0 +1,85 @@
+"""Can any scorer pass the registered return gate? The gate of GATES.md (item 4) with the oracle
+scorer in place of a VLM, on the same held-out stores, computed as gates.py computes it.
+
+    python results/reward_vlm/rmtl-fetch-fast/oracle_gate.py --model MODEL --store STORES/heldout_*.zarr
+
+The stores must hold ``MODEL``'s embeddings only because the store's reward steps are read
+through them (pipeline.return_ranking.reward_steps); the scores here come from the state alone.
+The oracle's score of the active micro-task is ``0.45 + 0.25 * progress`` (the oracle kind's,
+on the shaper's initial bounds), shaped like gates.py's RMTL row on bounds adapted to all the
+held-out states at once. Writes oracle_gate.json / .md beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def main(argv=None) -> int:
+    sys.path.insert(0, str(HERE.parents[2]))
+    sys.path.insert(0, str(HERE))
+    from gates import ADDENDUM_FAMILIES, THRESHOLDS, family
+
+    from pipeline.behaviour_returns import discounted_returns, family_table, rule_only_rewards
+    from pipeline.return_ranking import reward_steps, shaped_rewards
+    from pipeline.store_models import resolve_model_id
+    from rmtl.reward.shaping import ShapingConfig
+    from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+    from rmtl.tasks.fetch_lift.quality import roc_auc
+    from storage.dataset import DatasetStore
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--store", nargs="+", required=True)
+    a = ap.parse_args(argv)
+    fams, active, phases, eps, success = [], [], [], [], []
+    for path in sorted(a.store):
+        with DatasetStore.open(path, "r") as st:
+            steps = reward_steps(st, resolve_model_id(st, a.model))
+        prog = oracle_progress(steps.state.astype(np.float64))
+        base = sum(len(x) for x in active)
+        active.append(0.45 + 0.25 * prog[np.arange(len(steps.phase)), steps.phase])
+        phases.append(steps.phase)
+        eps += [idx + base for idx in steps.episodes]
+        success.append(steps.success)
+        fams += [family(path)] * len(steps.episodes)
+    phase, success = np.concatenate(phases), np.concatenate(success)
+    rewards = {"oracle (RMTL shaping)": shaped_rewards(np.concatenate(active), phase, eps, ShapingConfig(), 3,
+                                                       "adapted"),
+               "rule-only": rule_only_rewards(phase, eps, 3)}
+    table = family_table({lab: discounted_returns(r, eps, success) for lab, r in rewards.items()}, fams)
+    out = {"stores": sorted(a.store), "battery": table}
+    for lab, t in table.items():
+        degenerate = {f: v[0] for f, v in t.items()
+                      if f != "expert" and f not in ADDENDUM_FAMILIES and not f.startswith("oracle")}
+        registered = ~np.isin(np.array(fams), ADDENDUM_FAMILIES)
+        ret = np.array([rewards[lab][idx].sum() for idx in eps])[registered]
+        ok = success[registered]
+        out[lab] = {"beaten_by": sorted(f for f, v in degenerate.items() if v >= t["expert"][0]),
+                    "clean_expert_beaten_by": sorted(f for f, v in degenerate.items() if v >= t["expert_clean"][0]),
+                    "success_auc": roc_auc(ret[ok], ret[~ok]), "success_auc_threshold": THRESHOLDS["success_auc"]}
+    (HERE / "oracle_gate.json").write_text(json.dumps(out, indent=1, default=float))
+    labs = list(table)
+    lines = ["# The registered return gate with the oracle scorer (held-out stores of the gates)", "",
+             "| family | " + " | ".join(labs) + " |", "|---|" + "---|" * len(labs)]
+    for f in next(iter(table.values())):
+        lines.append(f"| {f} | " + " | ".join(f"{table[lab][f][0]:.2f} ± {table[lab][f][1]:.2f}" for lab in labs) + " |")
+    lines.append("")
+    for lab in labs:
+        o = out[lab]
+        lines.append(f"- **{lab}**: noisy expert beaten by {', '.join(o['beaten_by']) or 'none'}; noise-free expert "
+                     f"beaten by {', '.join(o['clean_expert_beaten_by']) or 'none'}; success AUC {o['success_auc']:.3f}")
+    (HERE / "oracle_gate.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
