@@ -55,6 +55,7 @@ def main(argv=None) -> None:
     sys.path.insert(0, str(HERE.parents[1]))
     from pipeline.behaviour_returns import discounted_returns, family_table, plot_family_returns, rule_only_rewards
     from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.kinds.oracle import OracleKind
     from rmtl.reward.shaping import ShapingConfig
     from rmtl.tasks import get_task
     from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
@@ -74,8 +75,9 @@ def main(argv=None) -> None:
     starts = np.cumsum([0] + lengths)
     episodes = [np.arange(starts[i], starts[i + 1]) for i in range(len(lengths))]
     phases = task.phases(states)
-    prog = oracle_progress(states)
-    active = 0.45 + 0.25 * prog[np.arange(len(states)), phases]
+    initial = ShapingConfig()  # the oracle kind's scores, on the shaper's initial bounds
+    scores = OracleKind(oracle_progress, 3, initial.initial_low, initial.initial_high).scores(states)
+    active = scores[np.arange(len(states)), phases]
     rewards = {}
     shapings = {
         "oracle: band, level only (a)": ShapingConfig(trend=False, momentum=False, drop_penalty=False),

@@ -38,6 +38,28 @@ def family(path: str) -> str:
     return name.removeprefix("heldout_").removeprefix("b_").removeprefix("p_")
 
 
+def degenerate_families(returns: dict) -> list[str]:
+    """The scripted degenerate behaviours among one reward's battery families (not the experts,
+    not the learner policies)."""
+    return [f for f in returns if f != "expert" and f not in ADDENDUM_FAMILIES and not f.startswith("oracle")]
+
+
+def beaten_by(returns: dict, expert: str = "expert") -> list[str]:
+    """Degenerate behaviours paid at least ``expert``'s mean return under one reward."""
+    ref = returns.get(expert, [np.nan])[0]
+    return sorted(f for f in degenerate_families(returns) if returns[f][0] >= ref)
+
+
+def success_auc(rewards: np.ndarray, episodes, families, success: np.ndarray) -> float | None:
+    """AUC of the undiscounted shaped return, successful vs failed episodes of the registered families."""
+    from rmtl.tasks.fetch_lift.quality import roc_auc
+
+    ret = np.array([rewards[idx].sum() for idx in episodes])
+    registered = ~np.isin(np.array(families), ADDENDUM_FAMILIES)
+    ok, ret = success[registered], ret[registered]
+    return roc_auc(ret[ok], ret[~ok]) if ok.any() and (~ok).any() else None
+
+
 def quality(emb, states, episodes, steps, views, text, alpha=0.9):
     from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
 
@@ -68,7 +90,6 @@ def main(argv=None) -> int:
     from pipeline.stored_text import text_embeddings
     from rmtl.reward.prompts import PromptConfig
     from rmtl.reward.shaping import ShapingConfig
-    from rmtl.tasks.fetch_lift.quality import roc_auc
     from storage.dataset import DatasetStore
 
     ap = argparse.ArgumentParser()
@@ -127,27 +148,20 @@ def main(argv=None) -> int:
     fams = list(dict.fromkeys(battery["family"]))
     returns = {lab: discounted_returns(r, eps, success) for lab, r in rewards.items()}
     table = family_table(returns, battery["family"])
-    undiscounted = np.array([rewards["RMTL (default)"][idx].sum() for idx in eps])
-    registered = ~np.isin(np.array(battery["family"]), ADDENDUM_FAMILIES)
-    ok, ret = success[registered], undiscounted[registered]
-    success_auc = roc_auc(ret[ok], ret[~ok]) if ok.any() and (~ok).any() else None
-    expert = table["RMTL (default)"].get("expert", [np.nan])[0]
-    degenerate = {f: v[0] for f, v in table["RMTL (default)"].items()
-                  if f != "expert" and f not in ADDENDUM_FAMILIES and not f.startswith("oracle")}
-    beaten = sorted(f for f, v in degenerate.items() if v >= expert)
+    auc = success_auc(rewards["RMTL (default)"], eps, battery["family"], success)
+    beaten = beaten_by(table["RMTL (default)"])
     clean = table["RMTL (default)"].get("expert_clean", [np.nan])[0]
-    addendum = {lab: sorted(f for f in degenerate if table[lab][f][0] >= table[lab].get("expert_clean", [np.nan])[0])
-                for lab in table} if "expert_clean" in fams else {}
+    addendum = {lab: beaten_by(table[lab], "expert_clean") for lab in table} if "expert_clean" in fams else {}
     gates = {
         "approach_spearman": overall["approach_spearman"] >= THRESHOLDS["approach_spearman"],
         "align_spearman": overall["align_spearman"] >= THRESHOLDS["align_spearman"],
         "grasp_auc": overall["grasp_auc"] >= THRESHOLDS["grasp_auc"],
         "right_prompt_accuracy": overall["right_prompt_accuracy"] >= THRESHOLDS["right_prompt_accuracy"],
         "expert_beats_every_degenerate": not beaten,
-        "success_auc": success_auc is not None and success_auc >= THRESHOLDS["success_auc"],
+        "success_auc": auc is not None and auc >= THRESHOLDS["success_auc"],
     }
     result = {"model": a.model, "model_id": model_id, "round": a.round, "stores": sorted(a.store),
-              "pooled": overall, "families": per_family, "battery": table, "success_auc": success_auc,
+              "pooled": overall, "families": per_family, "battery": table, "success_auc": auc,
               "episodes": int(len(eps)), "successes": int(success.sum()), "beaten_by": beaten,
               "gates": gates, "passes": all(gates.values()), "thresholds": THRESHOLDS,
               "addendum_clean_expert_beaten_by": addendum, "clean_expert_return": clean}

@@ -5,9 +5,8 @@ scorer in place of a VLM, on the same held-out stores, computed as gates.py comp
 
 The stores must hold ``MODEL``'s embeddings only because the store's reward steps are read
 through them (pipeline.return_ranking.reward_steps); the scores here come from the state alone.
-The oracle's score of the active micro-task is ``0.45 + 0.25 * progress`` (the oracle kind's,
-on the shaper's initial bounds), shaped like gates.py's RMTL row on bounds adapted to all the
-held-out states at once. Writes oracle_gate.json / .md beside this file.
+The scores are the oracle reward kind's (its progress on the scale of the shaper's initial
+bounds), shaped like gates.py's RMTL row on bounds adapted to all the held-out states at once. Writes oracle_gate.json / .md beside this file.
 """
 
 from __future__ import annotations
@@ -25,46 +24,43 @@ HERE = Path(__file__).resolve().parent
 def main(argv=None) -> int:
     sys.path.insert(0, str(HERE.parents[2]))
     sys.path.insert(0, str(HERE))
-    from gates import ADDENDUM_FAMILIES, THRESHOLDS, family
+    from gates import THRESHOLDS, beaten_by, family, success_auc
 
     from pipeline.behaviour_returns import discounted_returns, family_table, rule_only_rewards
     from pipeline.return_ranking import reward_steps, shaped_rewards
     from pipeline.store_models import resolve_model_id
+    from rmtl.reward.kinds.oracle import OracleKind
     from rmtl.reward.shaping import ShapingConfig
     from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
-    from rmtl.tasks.fetch_lift.quality import roc_auc
     from storage.dataset import DatasetStore
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--store", nargs="+", required=True)
     a = ap.parse_args(argv)
+    shaping = ShapingConfig()
+    oracle = OracleKind(oracle_progress, 3, shaping.initial_low, shaping.initial_high)
     fams, active, phases, eps, success = [], [], [], [], []
     for path in sorted(a.store):
         with DatasetStore.open(path, "r") as st:
             steps = reward_steps(st, resolve_model_id(st, a.model))
-        prog = oracle_progress(steps.state.astype(np.float64))
+        scores = oracle.scores(steps.state.astype(np.float64))
         base = sum(len(x) for x in active)
-        active.append(0.45 + 0.25 * prog[np.arange(len(steps.phase)), steps.phase])
+        active.append(scores[np.arange(len(steps.phase)), steps.phase])
         phases.append(steps.phase)
         eps += [idx + base for idx in steps.episodes]
         success.append(steps.success)
         fams += [family(path)] * len(steps.episodes)
     phase, success = np.concatenate(phases), np.concatenate(success)
-    rewards = {"oracle (RMTL shaping)": shaped_rewards(np.concatenate(active), phase, eps, ShapingConfig(), 3,
+    rewards = {"oracle (RMTL shaping)": shaped_rewards(np.concatenate(active), phase, eps, shaping, 3,
                                                        "adapted"),
                "rule-only": rule_only_rewards(phase, eps, 3)}
     table = family_table({lab: discounted_returns(r, eps, success) for lab, r in rewards.items()}, fams)
     out = {"stores": sorted(a.store), "battery": table}
     for lab, t in table.items():
-        degenerate = {f: v[0] for f, v in t.items()
-                      if f != "expert" and f not in ADDENDUM_FAMILIES and not f.startswith("oracle")}
-        registered = ~np.isin(np.array(fams), ADDENDUM_FAMILIES)
-        ret = np.array([rewards[lab][idx].sum() for idx in eps])[registered]
-        ok = success[registered]
-        out[lab] = {"beaten_by": sorted(f for f, v in degenerate.items() if v >= t["expert"][0]),
-                    "clean_expert_beaten_by": sorted(f for f, v in degenerate.items() if v >= t["expert_clean"][0]),
-                    "success_auc": roc_auc(ret[ok], ret[~ok]), "success_auc_threshold": THRESHOLDS["success_auc"]}
+        out[lab] = {"beaten_by": beaten_by(t), "clean_expert_beaten_by": beaten_by(t, "expert_clean"),
+                    "success_auc": success_auc(rewards[lab], eps, fams, success),
+                    "success_auc_threshold": THRESHOLDS["success_auc"]}
     (HERE / "oracle_gate.json").write_text(json.dumps(out, indent=1, default=float))
     labs = list(table)
     lines = ["# The registered return gate with the oracle scorer (held-out stores of the gates)", "",
