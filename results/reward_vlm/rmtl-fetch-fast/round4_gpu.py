@@ -12,8 +12,9 @@ logged with its wall time, each writing what it has to ``--out`` before the next
 
     python results/reward_vlm/rmtl-fetch-fast/round4_gpu.py --out OUT --stores DIR --pixel DIR
 
-``--smoke`` shrinks every family to one or two episodes and training to a few steps, to check
-the script end to end on a CPU before the lease.
+``--smoke`` shrinks every family to at most two episodes (the four expert stores to 24 each,
+so that training has held-out expert episodes) and training to a few steps, to check the
+script end to end on a CPU before the lease.
 """
 
 from __future__ import annotations
