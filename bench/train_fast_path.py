@@ -9,7 +9,10 @@ Paths (the same RMTL config, the shipped model; only the machinery differs):
 - ``fast_atlas``: ``fast`` plus the warm atlas catalogue (``--atlas``) at ``--radius``,
   misses appended to a fresh overlay by the background writer;
 - ``new``: ``fast`` with the CPU stand-in (``--new-model``, default ``rmtl-fetch-fast``: a
-  64 px ConvNeXt tower) on its own renderer (no anti-aliasing, frames at its 64 px input).
+  64 px ConvNeXt tower) on its own renderer (no anti-aliasing, frames at its 64 px input),
+  with the reward settings ``--new-reward`` (default: the tower through ``torch.compile``,
+  all 96 frames of a step in one model call). ``--fast-reward`` gives the other paths
+  settings of their own (default none), e.g. the new path's, to see what they are worth there.
 
 Each repeat runs every path once (alternating, so load drifts hit all alike) for
 ``--rollouts`` PPO iterations of 16 envs x 40 steps after a warm-up; medians over repeats.
@@ -53,7 +56,8 @@ def run_path(name: str, args, vlms: dict) -> dict:
         "eval_every": 0, "eval_episodes": 1, "progress_bar": False, "seed": args.seed,
         "vec_env": "workers" if fast else "dummy",
         "env": {"render": render},
-        "reward": {"model": args.new_model if name == "new" else args.model, "precision": vlm.precision},
+        "reward": {"model": args.new_model if name == "new" else args.model, "precision": vlm.precision,
+                   **json.loads(args.new_reward if name == "new" else args.fast_reward)},
     }
     with tempfile.TemporaryDirectory() as tmp:
         if name == "fast_atlas":
@@ -74,13 +78,19 @@ def run_path(name: str, args, vlms: dict) -> dict:
             "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()},
             "cache_stats": summary.get("cache_stats"), "wall_seconds": round(wall, 1),
             "render": over["env"]["render"], "model": vlm.model_id, "resolution": vlm.image_size,
-            "precision": vlm.precision, "vec_env": over["vec_env"]}
+            "precision": vlm.precision, "compiled": bool(getattr(vlm, "compiled", False)),
+            "reward_settings": {k: v for k, v in over["reward"].items() if k not in ("model", "precision")},
+            "vec_env": over["vec_env"]}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="rmtl-fetch-tiny")
     ap.add_argument("--new-model", default="rmtl-fetch-fast", help="the CPU stand-in of the 'new' path")
+    ap.add_argument("--new-reward", default='{"compile": true, "batch_size": 96}',
+                    help="reward settings of the 'new' path (JSON; RewardConfig fields)")
+    ap.add_argument("--fast-reward", default="{}", help="reward settings of the other paths (JSON), e.g. to time "
+                    "the fast path with the new path's settings")
     ap.add_argument("--render", default=None, help="render settings of the fast path (JSON; default: the package's)")
     ap.add_argument("--atlas", nargs="*", default=[])
     ap.add_argument("--radius", type=float, default=0.02)
@@ -102,10 +112,12 @@ def main(argv=None) -> int:
 
         args.render = json.dumps(RenderSettings().model_dump())
     paths = args.paths or (["today", "fast"] + (["fast_atlas"] if args.atlas else []) + ["new"])
-    vlms = {"today": load_vlm(args.model, precision="fp32"), "fast": load_vlm(args.model)}
+    fast_compiled = bool(json.loads(args.fast_reward).get("compile", False))
+    vlms = {"today": load_vlm(args.model, precision="fp32", compile=fast_compiled),
+            "fast": load_vlm(args.model, compile=fast_compiled)}
     vlms["fast_atlas"] = vlms["fast"]
     if "new" in paths:
-        vlms["new"] = load_vlm(args.new_model)
+        vlms["new"] = load_vlm(args.new_model, compile=bool(json.loads(args.new_reward).get("compile", False)))
     runs = []
     for rep in range(args.repeats):
         for name in paths:

@@ -31,7 +31,7 @@ class RenderResult:
 @contextlib.contextmanager
 def dask_client(workers: int, address: str | None = None):
     """A Dask client on ``address`` (an existing cluster), or on a LocalCluster of
-    ``workers`` single-threaded processes; None when workers <= 1 and no address."""
+    ``workers`` single-threaded processes (rasterising in their own thread); None when workers <= 1 and no address."""
     if address is None and workers <= 1:
         yield None
         return
@@ -43,8 +43,10 @@ def dask_client(workers: int, address: str | None = None):
         return
     import logging
 
+    from rmtl.env.threads import worker_thread_env
+
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.WARNING) as cluster:
+                      silence_logs=logging.WARNING, env=worker_thread_env(1)) as cluster:
         with Client(cluster) as client:
             yield client
 

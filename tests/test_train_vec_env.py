@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import gymnasium as gym
 import numpy as np
 
 from rmtl.tasks.fetch_lift.env import EnvConfig
@@ -53,4 +54,37 @@ def test_workers_match_dummy_vec_env():
         assert all(par.env_is_wrapped(type(ref.envs[0])))
     finally:
         ref.close()
+        par.close()
+
+
+class _EnvironmentProbe(gym.Env):
+    """A minimal env whose method reports the worker's environment variables."""
+
+    def __init__(self):
+        self.observation_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+        self.action_space = gym.spaces.Box(-1, 1, (1,), np.float32)
+        self.render_mode = None
+
+    def reset(self, seed=None, options=None):
+        return np.zeros(1, np.float32), {}
+
+    def variable(self, name):
+        import os
+
+        return os.environ.get(name)
+
+
+def test_worker_thread_pools_and_rasteriser():
+    from rmtl.env.threads import worker_thread_env
+    from rmtl.train.vec_env import ProcessGroupVecEnv
+
+    # the rasteriser's helper threads are the worker's threads less the one that calls it
+    assert worker_thread_env(1)["LP_NUM_THREADS"] == "0"
+    assert worker_thread_env(3) == {"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "3", "OPENBLAS_NUM_THREADS": "3",
+                                    "LP_NUM_THREADS": "2"}
+    par = ProcessGroupVecEnv([_EnvironmentProbe] * 2, workers=2, threads_per_worker=1)
+    try:
+        assert par.env_method("variable", "LP_NUM_THREADS") == ["0", "0"]
+        assert par.env_method("variable", "OMP_NUM_THREADS") == ["1", "1"]
+    finally:
         par.close()

@@ -52,6 +52,11 @@ class RewardConfig(RewardKindConfig):
     """Render resolution (px); None: the model's input size."""
     batch_size: int = Field(64, ge=1)
     """Images per model call."""
+    compile: bool = False
+    """Run the image tower through ``torch.compile`` (inductor: a C++ compiler on CPU; a few
+    seconds of compilation per process). Same weights and model id, scores equal to the
+    compute precision's rounding; on CPU it embeds the 64 px ``rmtl-fetch-fast`` in ~0.75x
+    the time (docs/stage1.md)."""
     prompts: PromptConfig = PromptConfig()
     """Baseline, micro-task goals and single goal; what is unset is the task's own
     (:meth:`for_task` fills it in, and a reward scores only filled-in prompts)."""

@@ -155,7 +155,10 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
         if vlm is None:
             from rmtl.vlm.loader import load_vlm
 
-            vlm = load_vlm(config.reward.model, config.reward.device, config.reward.precision)
+            vlm = load_vlm(config.reward.model, config.reward.device, config.reward.precision,
+                           compile=config.reward.compile)
+        elif config.reward.compile and not getattr(vlm, "compiled", True):
+            vlm.compile_image_tower()  # an injected model runs as the config (and config.yaml) says
         if source is None:
             if source_factory is not None:
                 source = source_factory(config, vlm)

@@ -4,9 +4,10 @@ SB3's SubprocVecEnv starts one process per env (16 for the paper's PPO); on a ma
 with fewer cores than envs that is 16 GL contexts and 16 copies of torch fighting for
 the same cores. :class:`ProcessGroupVecEnv` puts ``n_envs / workers`` envs in each of
 ``workers`` processes (a DummyVecEnv each, with SB3's auto-reset and
-``terminal_observation``), and sets every worker's thread pools (OpenMP, MKL, torch,
+``terminal_observation``), and sizes every worker's thread pools (OpenMP, MKL, torch,
 Mesa's llvmpipe rasteriser) to ``threads_per_worker`` before anything starts them, so
-nothing oversubscribes. ``env_method`` calls (rendering the reward views) run in all
+nothing oversubscribes (:func:`rmtl.env.threads.worker_thread_env`: the rasteriser runs
+in the worker's own thread). ``env_method`` calls (rendering the reward views) run in all
 workers at once. Env ``i`` is env ``i % per_worker`` of worker ``i // per_worker``.
 """
 
@@ -20,13 +21,11 @@ import gymnasium as gym
 import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import CloudpickleWrapper, VecEnv, VecEnvIndices
 
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "LP_NUM_THREADS")
-"""Thread-pool sizes set in each worker (LP_NUM_THREADS: Mesa llvmpipe, the CPU GL driver)."""
+from rmtl.env.threads import worker_thread_env
 
 
 def _worker(remote, parent_remote, fns_wrapper: CloudpickleWrapper, threads: int) -> None:
-    for var in THREAD_VARS:
-        os.environ[var] = str(threads)
+    os.environ.update(worker_thread_env(threads))
     parent_remote.close()
     try:
         import torch

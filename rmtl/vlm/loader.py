@@ -357,10 +357,12 @@ def load_vlm(
     device: str | torch.device | None = None,
     precision: str | None = None,
     cache_dir: str | Path | None = None,
+    compile: bool = False,
 ) -> VLM:
     """Load an OpenCLIP model by spec (see :mod:`rmtl.vlm.spec`) on the best device.
 
     Device: CUDA when present, else CPU. Precision (None): :func:`select_precision`.
+    ``compile``: run the image tower through ``torch.compile`` (:meth:`VLM.compile_image_tower`).
     Raises :class:`~rmtl.errors.ModelLoadError` (one line) when the spec is malformed,
     unknown, or its weights are not available.
     """
@@ -379,7 +381,8 @@ def load_vlm(
             registry.open_clip_with_project_models()  # project names must be in OpenCLIP's registry
             if packaged:
                 model, preprocess, tokenizer = _build_packaged(s, plan, dev, prec)
-                return VLM(model, preprocess, tokenizer, s, dev, prec, int(plan.arch_config["embed_dim"]))
+                vlm = VLM(model, preprocess, tokenizer, s, dev, prec, int(plan.arch_config["embed_dim"]))
+                return vlm.compile_image_tower() if compile else vlm
             model, _, preprocess = open_clip.create_model_and_transforms(
                 plan.open_clip_name,
                 pretrained=plan.pretrained,
@@ -400,7 +403,8 @@ def load_vlm(
     embed_dim = plan.arch_config.get("embed_dim")
     if embed_dim is None:
         embed_dim = model.encode_text(tokenizer(["a"]).to(dev)).shape[-1]
-    return VLM(model, preprocess, tokenizer, s, dev, prec, int(embed_dim))
+    vlm = VLM(model, preprocess, tokenizer, s, dev, prec, int(embed_dim))
+    return vlm.compile_image_tower() if compile else vlm
 
 
 FROZEN_TEXT_PREFIX = "text."

@@ -95,6 +95,37 @@ class VLM:
         self.embed_dim = int(embed_dim)
         self.preprocess_cfg: dict[str, Any] = dict(model.visual.preprocess_cfg)
         self.input_size: tuple[int, int] = _pair(self.preprocess_cfg["size"])
+        self._compiled_tower: Callable[[torch.Tensor], torch.Tensor] | None = None
+
+    @property
+    def compiled(self) -> bool:
+        """Whether image embeddings run through a ``torch.compile``-d image tower."""
+        return self._compiled_tower is not None
+
+    def compile_image_tower(self) -> "VLM":
+        """Run the image tower through ``torch.compile`` from now on; returns self.
+
+        Compiles once here, on a batch of the model's input size, so a machine that cannot
+        compile (inductor needs a C++ compiler on CPU) fails now with one line, not at the
+        first reward. The tower's weights and the model id are unchanged; embeddings agree
+        with the eager tower to the compute precision's rounding (tests/test_vlm_compile.py).
+        A new batch size costs one more compilation (a few seconds), after which shapes
+        are dynamic.
+        """
+        if self._compiled_tower is not None:
+            return self
+        compiled = torch.compile(self.model.visual)
+        dtype = open_clip.get_input_dtype(self.precision) or torch.float32
+        probe = torch.zeros((2, 3, *self.input_size), device=self.device, dtype=dtype)
+        try:
+            with torch.inference_mode(), self._autocast():
+                compiled(probe)
+        except Exception as err:  # inductor's errors are many and deep: one line says what to do
+            reason = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+            raise ModelLoadError(f"torch.compile of {self.spec.text!r}'s image tower failed ({type(err).__name__}: "
+                                 f"{reason}); install a C++ compiler (gcc or clang) or set reward.compile=false") from None
+        self._compiled_tower = compiled
+        return self
 
     @property
     def model_id(self) -> str:
@@ -140,8 +171,11 @@ class VLM:
     def forward_images(self, pixels: torch.Tensor) -> torch.Tensor:
         """Raw image-tower forward of preprocessed pixels (unnormalised, model dtype)."""
         dtype = open_clip.get_input_dtype(self.precision) or torch.float32
+        pixels = pixels.to(self.device, dtype=dtype)
         with self._autocast():
-            return self.model.encode_image(pixels.to(self.device, dtype=dtype))
+            if self._compiled_tower is not None:  # encode_image(normalize=False) is the tower alone
+                return self._compiled_tower(pixels)
+            return self.model.encode_image(pixels)
 
     @torch.inference_mode()
     def encode_images(self, images: np.ndarray | torch.Tensor, batch_size: int | None = None) -> np.ndarray:
@@ -187,7 +221,8 @@ class VLM:
     def __repr__(self) -> str:
         return (
             f"VLM({self.spec.text!r}, id={self.model_id}, dim={self.embed_dim}, "
-            f"input={self.input_size}, device={self.device}, precision={self.precision})"
+            f"input={self.input_size}, device={self.device}, precision={self.precision}"
+            + (", compiled" if self.compiled else "") + ")"
         )
 
 

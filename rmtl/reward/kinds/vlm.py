@@ -64,7 +64,7 @@ class VLMKind(RewardKind):
         if vlm is None and (source is None or scorer is None):
             from rmtl.vlm.loader import load_vlm
 
-            vlm = load_vlm(config.model, config.device, config.precision)
+            vlm = load_vlm(config.model, config.device, config.precision, compile=config.compile)
         views = config.active_views
         source = source if source is not None else VLMEmbeddingSource(vlm, config.batch_size)
         scorer = scorer if scorer is not None else PhasedScorer.from_config(config, vlm.encode_text)
