@@ -38,23 +38,26 @@ def preprocess_batch(frames: torch.Tensor, cfg: dict[str, Any]) -> torch.Tensor:
     th, tw = _pair(cfg["size"])
     mode = cfg.get("resize_mode", "shortest")
     interp = _INTERPOLATION.get(cfg.get("interpolation", "bicubic"), "bicubic")
-    x = frames.permute(0, 3, 1, 2).float().div_(255.0)
-    h, w = x.shape[-2:]
-    if (h, w) != (th, tw):
-        if mode == "squash":
-            size = (th, tw)
-        else:
-            # OpenCLIP's ResizeKeepRatio: ratio of the longest (or shortest) edge.
-            rh, rw = h / th, w / tw
-            ratio = max(rh, rw) if mode == "longest" else min(rh, rw)
-            size = (round(h / ratio), round(w / ratio))
-        if size != (h, w):
-            kwargs = {"antialias": True, "align_corners": False} if interp != "nearest" else {}
-            x = F.interpolate(x, size=size, mode=interp, **kwargs).clamp_(0.0, 1.0)
-        x = _center_crop_or_pad(x, th, tw, float(cfg.get("fill_color", 0)) / 255.0)
-    mean = torch.tensor(cfg["mean"], dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    x = frames.permute(0, 3, 1, 2).float()
     std = torch.tensor(cfg["std"], dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    return (x - mean) / std
+    shift = -torch.tensor(cfg["mean"], dtype=x.dtype, device=x.device).view(1, -1, 1, 1) / std
+    h, w = x.shape[-2:]
+    if (h, w) == (th, tw):
+        # frames rendered at the input size (the reward's case): scale, centre and normalise in one pass
+        return torch.addcmul(shift, x, 1.0 / (255.0 * std))
+    x.div_(255.0)
+    if mode == "squash":
+        size = (th, tw)
+    else:
+        # OpenCLIP's ResizeKeepRatio: ratio of the longest (or shortest) edge.
+        rh, rw = h / th, w / tw
+        ratio = max(rh, rw) if mode == "longest" else min(rh, rw)
+        size = (round(h / ratio), round(w / ratio))
+    if size != (h, w):
+        kwargs = {"antialias": True, "align_corners": False} if interp != "nearest" else {}
+        x = F.interpolate(x, size=size, mode=interp, **kwargs).clamp_(0.0, 1.0)
+    x = _center_crop_or_pad(x, th, tw, float(cfg.get("fill_color", 0)) / 255.0)
+    return torch.addcmul(shift, x, 1.0 / std)
 
 
 def _center_crop_or_pad(x: torch.Tensor, th: int, tw: int, fill: float) -> torch.Tensor:

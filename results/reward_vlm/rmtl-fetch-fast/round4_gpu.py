@@ -33,7 +33,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 RENDER = {"msaa_samples": 0}
-"""The model's renderer (rmtl/vlm/model_configs/renderers.yaml): the package renderer without anti-aliasing."""
+"""Round 4's renderer (rmtl/vlm/model_configs/renderers.yaml): the package renderer without
+anti-aliasing. ``--render`` gives another (round 5: meshes decimated 0.9, ROUND5.md)."""
 STAGES = (0, 1, 2, 3, 4)
 SWEEP_TRAIN = ("oracle_sweep_level_only_s0", "oracle_sweep_level_only_s1", "oracle_sweep_trend_momentum_s0",
                "oracle_sweep_trend_momentum_s2", "oracle_sweep_trend_momentum_drop_s0",
@@ -79,8 +80,8 @@ def jobs(policies: Path, pixel: Path | None, smoke: bool) -> list[tuple[str, dic
     return out
 
 
-def render_job(path: str, params: dict) -> dict:
-    """Render one family into its store (frames at the model's 64 px, its renderer)."""
+def render_job(path: str, params: dict, render: dict) -> dict:
+    """Render one family into its store (frames at the model's 64 px, on ``render``)."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     import torch
 
@@ -89,7 +90,7 @@ def render_job(path: str, params: dict) -> dict:
     from pipeline.render_and_embed import RenderAndEmbedConfig, rollout_config
 
     t = time.perf_counter()
-    cfg = RenderAndEmbedConfig(store=path, model="rmtl-fetch-fast@random", render=RENDER, stages=STAGES,
+    cfg = RenderAndEmbedConfig(store=path, model="rmtl-fetch-fast@random", render=render, stages=STAGES,
                                **params)
     res = render_to_store(path, rollout_config(cfg, 64), workers=1, progress=False)
     return {"store": path, "rows": res.rows, "episodes": res.episodes_rendered, "seconds": time.perf_counter() - t}
@@ -100,7 +101,7 @@ def stage_render(a, status: dict) -> None:
     a.stores.mkdir(parents=True, exist_ok=True)
     done = []
     with ProcessPoolExecutor(a.workers) as pool:
-        futs = {pool.submit(render_job, str(a.stores / f"{name}.zarr"), p): name for name, p in todo}
+        futs = {pool.submit(render_job, str(a.stores / f"{name}.zarr"), p, a.render): name for name, p in todo}
         for f in as_completed(futs):
             r = f.result()
             done.append(r)
@@ -165,6 +166,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-every", type=int, default=1000)
     ap.add_argument("--frame-cache-gb", type=float, default=24.0)
     ap.add_argument("--bench-timeout-s", type=float, default=150.0)
+    ap.add_argument("--render", type=json.loads, default=RENDER, help="render settings of every store (JSON)")
     ap.add_argument("--stages", nargs="+", default=["render", "train", "gate", "bench"])
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args(argv)
