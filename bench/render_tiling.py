@@ -5,8 +5,9 @@
   (camera and lights updated per view) and one pixel read for all six. A prototype written
   here on the renderer's internals: it is measured, not adopted.
 
-Each runs with llvmpipe's default rasteriser threads and with ``LP_NUM_THREADS=0`` (rasterise
-in the calling thread), each in a fresh process (Mesa reads the variable once). One process,
+Each runs with llvmpipe's default rasteriser threads, with ``LP_NUM_THREADS=1`` (one helper
+thread) and with ``LP_NUM_THREADS=0`` (rasterise in the calling thread, what one-core workers
+now use), each in a fresh process (Mesa reads the variable once). One process,
 the fast stand-in's frames (64 px, no MSAA, culled, decimated meshes), medians of ``--repeats``
 timings of ``--calls`` calls each.
 
@@ -95,7 +96,8 @@ def main(argv=None) -> int:
     from rmtl.provenance import run_record
 
     rows = {}
-    for label, lp in (("llvmpipe_default_threads", None), ("LP_NUM_THREADS=0", "0")):
+    # 1: what a one-core Stage-1 worker had before it rasterised in its own thread (rmtl.env.threads)
+    for label, lp in (("llvmpipe_default_threads", None), ("LP_NUM_THREADS=1", "1"), ("LP_NUM_THREADS=0", "0")):
         env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "OMP_NUM_THREADS": "1"}
         env.pop("LP_NUM_THREADS", None)
         if lp is not None:

@@ -9,7 +9,8 @@ Paths (the same RMTL config, the shipped model; only the machinery differs):
 - ``fast_atlas``: ``fast`` plus the warm atlas catalogue (``--atlas``) at ``--radius``,
   misses appended to a fresh overlay by the background writer;
 - ``new``: ``fast`` with the CPU stand-in (``--new-model``, default ``rmtl-fetch-fast``: a
-  64 px ConvNeXt tower) on its own renderer (no anti-aliasing, frames at its 64 px input),
+  64 px ConvNeXt tower) on the renderer it declares (``rmtl-fetch-fast``: no anti-aliasing;
+  frames at its 64 px input),
   with the reward settings ``--new-reward`` (default: the tower through ``torch.compile``,
   all 96 frames of a step in one model call). ``--fast-reward`` gives the other paths
   settings of their own (default none), e.g. the new path's, to see what they are worth there.
@@ -48,8 +49,10 @@ def run_path(name: str, args, vlms: dict) -> dict:
 
     fast = name != "today"
     render = json.loads(args.render) if fast else TODAY_RENDER
-    if name == "new":
-        render = {**render, "msaa_samples": 0}
+    if name == "new":  # the model's own renderer: what it was trained on
+        from rmtl.vlm.registry import declared_renderer
+
+        render = {**render, **(declared_renderer(args.new_model) or {})}
     vlm = vlms[name]
     over = {
         "n_envs": 16, "n_steps": 40, "total_timesteps": 16 * 40 * (args.rollouts + 1), "checkpoint_every": 10**9,
