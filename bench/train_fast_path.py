@@ -8,9 +8,9 @@ Paths (the same RMTL config, the shipped model; only the machinery differs):
   ``ProcessGroupVecEnv`` workers (one per core), no cache;
 - ``fast_atlas``: ``fast`` plus the warm atlas catalogue (``--atlas``) at ``--radius``,
   misses appended to a fresh overlay by the background writer;
-- ``new``: ``fast`` with the CPU stand-in (``--new-model``, default ``rmtl-fetch-fast``: a
-  64 px ConvNeXt tower) on the renderer it declares (``rmtl-fetch-fast``: no anti-aliasing;
-  frames at its 64 px input),
+- ``new``: ``fast`` with the CPU stand-in (``--new-model``, default ``rmtl-fetch-fast-r5``: a
+  64 px ConvNeXt tower) on the renderer it declares (``rmtl-fetch-fast-r5``: no anti-aliasing,
+  meshes decimated 0.9; frames at its 64 px input),
   with the reward settings ``--new-reward`` (default: the tower through ``torch.compile``,
   all 96 frames of a step in one model call). ``--fast-reward`` gives the other paths
   settings of their own (default none), e.g. the new path's, to see what they are worth there.
@@ -89,7 +89,7 @@ def run_path(name: str, args, vlms: dict) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="rmtl-fetch-tiny")
-    ap.add_argument("--new-model", default="rmtl-fetch-fast", help="the CPU stand-in of the 'new' path")
+    ap.add_argument("--new-model", default="rmtl-fetch-fast-r5", help="the CPU stand-in of the 'new' path")
     ap.add_argument("--new-reward", default='{"compile": true, "batch_size": 96}',
                     help="reward settings of the 'new' path (JSON; RewardConfig fields)")
     ap.add_argument("--fast-reward", default="{}", help="reward settings of the other paths (JSON), e.g. to time "

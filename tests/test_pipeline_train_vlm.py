@@ -331,14 +331,15 @@ def test_training_streams_a_store_larger_than_the_frame_cap_in_bounded_memory(tm
     assert metrics["steps_done"] == 12
 
 
-def test_the_fast_model_loads_by_name_and_scores_through_the_openclip_path():
+@pytest.mark.parametrize("name", ["rmtl-fetch-fast", "rmtl-fetch-fast-r5"])
+def test_the_fast_models_load_by_name_and_score_through_the_openclip_path(name):
     from rmtl.reward.prompts import PromptConfig, embed_prompts
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.vlm import load_vlm
 
-    vlm = load_vlm("rmtl-fetch-fast", device="cpu")  # the shipped weights, by name
-    assert vlm.image_size == 64 and vlm.model_id.startswith("rmtl-fetch-fast__")
-    assert vlm.model_id != load_vlm("rmtl-fetch-fast@random", device="cpu").model_id
+    vlm = load_vlm(name, device="cpu")  # the shipped weights, by name
+    assert vlm.image_size == 64 and vlm.model_id.startswith(f"{name}__")
+    assert vlm.model_id != load_vlm(f"{name}@random", device="cpu").model_id
     frames = np.random.default_rng(0).integers(0, 255, (4, 64, 64, 3), dtype=np.uint8)
     emb = vlm.encode_images(frames)
     assert emb.shape == (4, 128) and np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-4)
