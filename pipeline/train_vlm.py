@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
+import sys
 import math
 import time
 from dataclasses import dataclass
@@ -669,8 +670,25 @@ def save_model(vlm, arch: str, out_dir: str | Path) -> Path:
     return out
 
 
-def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, metrics: dict, command: str) -> Path:
-    """model_card.md: what the model is, its data, captions, config, metrics and the command."""
+def invoking_command(argv: list[str] | None = None) -> str:
+    """The command line that ran this process, as a user would type it (``python -m
+    pipeline.train_vlm ...`` when this module is the entry point, else the calling script)."""
+    import shlex
+
+    argv = list(sys.argv if argv is None else argv)
+    if Path(argv[0]).stem == "train_vlm":
+        return "python -m pipeline.train_vlm " + shlex.join(argv[1:])
+    script = Path(argv[0])
+    try:
+        script = script.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        pass
+    return "python " + shlex.join([str(script), *argv[1:]])
+
+
+def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, metrics: dict, command: str,
+                     renderer: dict | None = None) -> Path:
+    """model_card.md: what the model is, its renderer, data, captions, config, metrics and the command."""
     m, r = metrics["final"]["mean"], metrics.get("random_init", {}).get("mean", {})
     row = lambda k: f"| {k} | {m.get(k, float('nan')):.3f} | {r.get(k, float('nan')):.3f} |"  # noqa: E731
     keys = ["approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
@@ -708,6 +726,8 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         "(`rmtl/tasks/fetch_lift/captions.py`). It is **not** PE-Core-bigG-14-448 and knows nothing outside",
         "this scene; it exists so the reward means something on machines without pretrained weights.",
         "",
+        f"- renderer: {json.dumps(renderer, sort_keys=True) if renderer else 'not one setting (frames rendered here or by several renderers)'}"
+        + (" (its training frames; declared in renderer.json)" if renderer else ""),
         f"- data: {data_desc}",
         f"- captions: {caption_line}",
         f"- training: {json.dumps(cfg.model_dump(mode='json'))}",
@@ -781,7 +801,6 @@ def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, rend
                        random_episodes: int = 0, resolution: int = 96, workers: int = 1,
                        out: Path | None = None) -> None:
     """Train the domain reward VLM from stores and/or freshly rendered episodes into ``out``."""
-    import sys
 
     from rmtl.console import check_output_dir
     from storage.dataset import DatasetStore
@@ -828,10 +847,12 @@ def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, rend
                                       "mesh_reduction": r.get("mesh_reduction", 0.0),
                                       "msaa_samples": r.get("msaa_samples", 4)}, sort_keys=True))
     metrics = train_reward_vlm(data, cfg, out, vlm=init_vlm)
+    renderer = None
     if len(renderers) == 1 and not (render_episodes or random_episodes):
         # The model declares the renderer of its training frames (rmtl.vlm.registry.declared_renderer).
-        (Path(out) / "renderer.json").write_text(renderers.pop() + "\n")
-    write_model_card(out, cfg, "; ".join(desc), metrics, "python -m pipeline.train_vlm " + " ".join(sys.argv[1:]))
+        renderer = json.loads(renderers.pop())
+        (Path(out) / "renderer.json").write_text(json.dumps(renderer, sort_keys=True) + "\n")
+    write_model_card(out, cfg, "; ".join(desc), metrics, invoking_command(), renderer)
     print(f"final: {_summary(metrics['final'])}\nwrote {out}")
 
 

@@ -202,6 +202,19 @@ def test_model_card_says_where_the_weights_started_and_the_goal_baseline_cosines
     tuned = write_model_card(tmp_path / "b", TrainVLMConfig.make(init="x", tune="text"), "d", metrics, "cmd").read_text()
     assert "fine-tuned from `m__abcd1234` (text tower only, image tower locked)" in tuned
     assert "weights of step 2" in tuned
+    assert "- renderer: not one setting" in tuned
+    (tmp_path / "c").mkdir()
+    rendered = write_model_card(tmp_path / "c", TrainVLMConfig.make(), "d", metrics, "cmd",
+                                {"msaa_samples": 0, "mesh_reduction": 0.9}).read_text()
+    assert '- renderer: {"mesh_reduction": 0.9, "msaa_samples": 0} (its training frames' in rendered
+
+
+def test_model_card_command_is_the_one_that_ran():
+    from pipeline.train_vlm import invoking_command
+
+    assert invoking_command(["/x/pipeline/train_vlm.py", "--out", "a b"]) == "python -m pipeline.train_vlm --out 'a b'"
+    # called from another script (a round's driver): that script is the command, not train_vlm
+    assert invoking_command(["/elsewhere/round4_gpu.py", "--round", "5"]) == "python /elsewhere/round4_gpu.py --round 5"
 
 
 def parse_args(argv):
