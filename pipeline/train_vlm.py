@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import csv
 import json
-import sys
 import math
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
