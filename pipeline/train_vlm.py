@@ -717,6 +717,8 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
                          "prompt-based loss or model selection; the evaluated prompts are scored zero-shot",
         "graded": "graded: the paper prompts are among the captions (progress-graded, target situations, baseline)",
     }[cfg.captions]
+    renderer_line = (f"{json.dumps(renderer, sort_keys=True)} (its training frames; declared in renderer.json)"
+                     if renderer else "not one setting (frames rendered here or by several renderers)")
     cosine = lambda d: "/".join(f"{c:.3f}" for c in d.get("goal_baseline_cosine", {}).values()) or "n/a"  # noqa: E731
     text = "\n".join([
         f"# {cfg.model}: a domain-trained stand-in reward VLM for Fetch pick-and-lift",
@@ -726,8 +728,7 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         "(`rmtl/tasks/fetch_lift/captions.py`). It is **not** PE-Core-bigG-14-448 and knows nothing outside",
         "this scene; it exists so the reward means something on machines without pretrained weights.",
         "",
-        f"- renderer: {json.dumps(renderer, sort_keys=True) if renderer else 'not one setting (frames rendered here or by several renderers)'}"
-        + (" (its training frames; declared in renderer.json)" if renderer else ""),
+        f"- renderer: {renderer_line}",
         f"- data: {data_desc}",
         f"- captions: {caption_line}",
         f"- training: {json.dumps(cfg.model_dump(mode='json'))}",
@@ -850,8 +851,9 @@ def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, rend
     renderer = None
     if len(renderers) == 1 and not (render_episodes or random_episodes):
         # The model declares the renderer of its training frames (rmtl.vlm.registry.declared_renderer).
-        renderer = json.loads(renderers.pop())
-        (Path(out) / "renderer.json").write_text(json.dumps(renderer, sort_keys=True) + "\n")
+        declared = renderers.pop()
+        (Path(out) / "renderer.json").write_text(declared + "\n")
+        renderer = json.loads(declared)
     write_model_card(out, cfg, "; ".join(desc), metrics, invoking_command(), renderer)
     print(f"final: {_summary(metrics['final'])}\nwrote {out}")
 
