@@ -24,6 +24,17 @@ Policy = Callable[[Any], np.ndarray]
 
 
 @dataclass(frozen=True)
+class ScorerConfusion:
+    """A region of states where a pixel scorer pays ``micro_task``'s score as if at its goal
+    (what the ``degraded_oracle`` reward kind adds to mimic a stand-in VLM's mistakes)."""
+
+    micro_task: str
+    region: Callable[[np.ndarray], np.ndarray]
+    """states [N, state_dim] -> bool [N]: the confused states."""
+    about: str = ""
+
+
+@dataclass(frozen=True)
 class Task:
     """One task: its env, state layout and key, micro-tasks, expert, scripted degenerate
     behaviours, curriculum, cameras, reference reward, VLM-training captions and
@@ -62,6 +73,11 @@ class Task:
     behaviours: Mapping[str, Callable[[float, int | None], Policy]] = field(default_factory=dict)
     """Scripted degenerate behaviours by name: (noise_std, seed) -> a policy for one episode
     (the policies a reward-hacking learner might find; empty when the task has none)."""
+    visible_state: Callable[[np.ndarray], np.ndarray] | None = None
+    """states [N, state_dim] -> [N, F]: what a camera sees, in metres (the smooth errors of the
+    ``degraded_oracle`` reward are functions of it)."""
+    scorer_confusions: Mapping[str, ScorerConfusion] = field(default_factory=dict)
+    """Named confusions a pixel scorer of this task makes (``degraded_oracle``)."""
 
     def phases(self, states: np.ndarray) -> np.ndarray:
         """Phase ids the task's rule gives states [N, state_dim] (int64 [N])."""

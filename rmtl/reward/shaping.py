@@ -4,6 +4,7 @@ Per step, with s the aggregate score of the active micro-task k of K, the phase-
 shaping is (the default keeps steps 1-3 and 6: level only; Table 1's trend, momentum and drop
 penalty are options that the pre-registered oracle sweep left out of the default):
 
+0. (option, off by default) s is averaged over the env's last ``score_window`` steps in k;
 1. bounds: one pair (lo_k, hi_k) per micro-task, shared by every env of the learner.
    With m and M the min and max of micro-task k's scores over the last ``bound_window``
    steps (all envs that were in k), lo_k moves toward m and hi_k toward M, at
@@ -48,6 +49,10 @@ class ShapingConfig(Config):
 
     enabled: bool = True
     """Off: the reward is the raw active-micro-task score s (no normalisation, no clipping)."""
+    score_window: int = Field(1, ge=1)
+    """Steps of the episode the score is averaged over before anything else (the current step and
+    the ones before it in the same micro-task; a switch starts a new average). 1: no averaging.
+    An option that asks whether the reward can absorb a scorer's step-to-step noise."""
     initial_low: float = 0.45
     """Initial lower bound of every micro-task's score range."""
     initial_high: float = 0.70
@@ -147,6 +152,10 @@ class RewardShaper:
         self._count = np.zeros((n, slots), dtype=np.int64)
         self._prev = np.zeros((n, slots), dtype=np.float64)
         self._mom = np.zeros((n, slots), dtype=np.float64)
+        # Score averaging: the last score_window scores of each env's current micro-task.
+        self._scores = np.zeros((n, cfg.score_window), dtype=np.float64)
+        self._score_count = np.zeros(n, dtype=np.int64)
+        self._score_phase = np.full(n, -1, dtype=np.int64)
 
     def reset(self, envs: np.ndarray | None = None) -> None:
         """Start a new episode for the envs selected by a boolean mask or index array (None: all)."""
@@ -157,6 +166,8 @@ class RewardShaper:
         self._count[idx] = 0
         self._prev[idx] = 0.0
         self._mom[idx] = 0.0
+        self._score_count[idx] = 0
+        self._score_phase[idx] = -1
         if self.config.reset_bounds_on_episode:
             self.low[idx] = self.config.initial_low
             self.high[idx] = self.config.initial_high
@@ -221,6 +232,8 @@ class RewardShaper:
         if s.shape[0] != self.num_envs or k.shape[0] != self.num_envs:
             raise ConfigError(f"expected {self.num_envs} scores and phases, got {s.shape[0]} and {k.shape[0]}")
         rows = np.arange(self.num_envs)
+        if self.config.score_window > 1:
+            s = self._averaged(s, k)
         if not self.config.enabled:
             zeros = np.zeros(self.num_envs, dtype=np.float32)
             return ShapingOutput(s.astype(np.float32), *(zeros for _ in range(5)),
@@ -229,6 +242,19 @@ class RewardShaper:
         lo, hi = self.low[rows, k], self.high[rows, k]
         u = np.clip((s - lo) / np.maximum(hi - lo, self.MIN_RANGE), 0.0, 1.0)
         return self._shape(u, k, lo, hi)
+
+    def _averaged(self, s: np.ndarray, k: np.ndarray) -> np.ndarray:
+        """Each env's score averaged with its previous ones in the same micro-task this episode."""
+        w = self.config.score_window
+        switched = k != self._score_phase
+        self._score_count[switched] = 0
+        self._score_phase = k.copy()
+        rows = np.arange(self.num_envs)
+        self._scores[rows, self._score_count % w] = s
+        self._score_count += 1
+        filled = np.minimum(self._score_count, w)
+        mask = np.arange(w)[None, :] < filled[:, None]
+        return (self._scores * mask).sum(axis=1) / filled
 
     def shape_u(self, u: np.ndarray, phases: np.ndarray | None = None) -> ShapingOutput:
         """Shape a given normalised score u [N] (no bounds): what a reward without a scorer uses."""

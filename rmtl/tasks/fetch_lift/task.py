@@ -15,6 +15,7 @@ from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+from rmtl.tasks.fetch_lift.scorer_errors import SCORER_CONFUSIONS, visible_state
 from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance
 
 
@@ -53,4 +54,5 @@ def fetch_lift_task() -> Task:
         micro_tasks=MICRO_TASKS, phase_measure=gripper_cube_distance, expert=_expert,
         curriculum_stages=PAPER_STAGES, camera_bank=CAMERA_BANK, dense_reward=_dense_reward, captions=_captions,
         quality_metrics=_quality, oracle_progress=oracle_progress, behaviours=MappingProxyType(BEHAVIOURS),
+        visible_state=visible_state, scorer_confusions=SCORER_CONFUSIONS,
     )
