@@ -14,6 +14,7 @@ import typer
 from pydantic import Field
 
 from rmtl.config import MAX_EPISODES, Config
+from rmtl.errors import ConfigError
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.train.variants import variant_names
 
@@ -442,6 +443,44 @@ def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
     return run
 
 
+class QualifyConfig(Config):
+    """``rmtl qualify``: will a scorer teach? Metrics on the qualification set, the battery, the map's verdict."""
+
+    model: str | None = None
+    """A VLM spec to qualify (rendered on its declared renderer)."""
+    reward: str | None = None
+    """Instead of a model: a reward kind that reads state (oracle, degraded_oracle, rule_only)."""
+    reward_config: dict[str, Any] = {}
+    """Fields of that kind's config, e.g. --set reward_config.error.default.noise=0.3."""
+    seed: int = 0
+    """The run seed a state kind is built for (a degraded oracle's error seed follows it)."""
+    families: str | None = None
+    """Qualification-set file (default: pipeline/qualification_families.yaml)."""
+    small: bool = False
+    """The CI-sized set (a few episodes per family)."""
+    out: str | None = None
+    """Output directory (default <data dir>/qualification/reports)."""
+
+
+def qualify(cfg: QualifyConfig) -> None:
+    """Will this scorer teach? Quality metrics on the qualification set, the battery and the learnability map's verdict."""
+    from pipeline.qualify import format_report, qualify as run
+    from rmtl.provenance import data_dir
+
+    reward = {**cfg.reward_config, "kind": cfg.reward} if cfg.reward is not None else None
+    if cfg.reward is None and cfg.reward_config:
+        raise ConfigError("reward_config is set but --reward is not; name the kind with --reward KIND")
+    if cfg.model is not None:
+        from rmtl.vlm.spec import parse_spec
+
+        parse_spec(cfg.model)
+    root = data_dir()
+    out = Path(cfg.out) if cfg.out else root / "qualification" / "reports"
+    report = run(model=cfg.model, reward=reward, families_file=cfg.families, small=cfg.small, out_dir=out,
+                 data_dir=root, seed=cfg.seed)
+    typer.echo(format_report(report))
+
+
 COMMANDS: dict[tuple[str, ...], tuple[type[Config], Callable[[Any], None], tuple[str, ...]]] = {
     ("embed",): (EmbedConfig, stores_first(embed), ()),
     ("embed-text",): (EmbedTextConfig, stores_first(embed_text), ()),
@@ -454,6 +493,7 @@ COMMANDS: dict[tuple[str, ...], tuple[type[Config], Callable[[Any], None], tuple
     ("diagnose-rollouts",): (DiagnoseRolloutsConfig, stores_first(diagnose_rollouts), ()),
     ("gate-set",): (GateSetConfig, gate_set, ()),
     ("prompt-study",): (PromptStudyConfig, stores_first(prompt_study), ()),
+    ("qualify",): (QualifyConfig, qualify, ()),
     ("export", "minari"): (ExportMinariConfig, stores_first(export_minari), ("store",)),
     ("export", "lerobot"): (ExportLeRobotConfig, stores_first(export_lerobot), ("store",)),
 }

@@ -1,0 +1,379 @@
+"""``rmtl qualify``: will this scorer teach? Its quality metrics on the qualification set, its
+battery of degenerate behaviours, and where it sits on the learnability map (docs/reward_quality.md).
+
+The qualification set is a list of rollout families (``qualification_families.yaml``): the
+noise-free expert, noisy experts, the task's degenerate behaviours and committed learners'
+policies. A scorer that reads state (``oracle``, ``degraded_oracle``, ``rule_only``) is scored on
+the families' states, rolled out without rendering and cached; a VLM is scored on the same
+episodes rendered on the model's declared renderer into one store per family and embedded once.
+
+The verdict comes from the learnability map (``results/learnability/map.json``, fitted by
+``experiments/learnability/fit_map.py`` from the degraded-oracle runs): the fitted probability
+that a run on this scorer teaches (test success >= 0.5 at 300k steps) with a bootstrap interval,
+and the outcomes of the nearest mapped conditions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import yaml
+
+from rmtl.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[1]
+FAMILIES_FILE = Path(__file__).with_name("qualification_families.yaml")
+MAP_FILE = REPO / "results" / "learnability" / "map.json"
+METRICS = ("approach_rank", "align_rank", "grasp_auc", "right_prompt", "resting_grasp_pay", "noise_ratio")
+"""The map's axes, in this order (RULE.md of results/learnability)."""
+STATE_KINDS = ("oracle", "degraded_oracle", "rule_only")
+BOOTSTRAP = 200
+"""Episode resamples of a pooled metric's interval."""
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    group: str
+    rollout: dict[str, Any]
+    trained_on: tuple[str, ...] = ()
+
+
+@dataclass
+class StateSet:
+    """The qualification set's rows: states [N, S], episode ids (unique over the set), steps,
+    success of each row's episode, family name per row."""
+
+    states: np.ndarray
+    episode: np.ndarray
+    step: np.ndarray
+    success: np.ndarray
+    family: np.ndarray
+
+
+def load_families(path: str | Path | None = None, small: bool = False) -> tuple[str, list[Family]]:
+    """(task name, families) of a qualification-set file; ``small``: the CI-sized episode counts."""
+    p = Path(path) if path is not None else FAMILIES_FILE
+    try:
+        spec = yaml.safe_load(p.read_text())
+        task, seed = spec["task"], int(spec["seed"])
+        out = []
+        for name, f in spec["families"].items():
+            f = dict(f)
+            group, trained_on, small_n = f.pop("group"), tuple(f.pop("trained_on", ())), f.pop("small", None)
+            if small and small_n is not None:
+                f["episodes"] = int(small_n)
+            policy = str(f.get("policy", "expert"))
+            if policy.endswith(".zip") and not Path(policy).is_absolute():
+                f["policy"] = str(REPO / policy)
+            f.setdefault("seed", seed)
+            out.append(Family(name, group, f, trained_on))
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ConfigError(f"qualification families {p}: {type(e).__name__}: {e}; see pipeline/qualification_families.yaml "
+                          "for the format") from None
+    return task, out
+
+
+def _family_key(task: str, family: Family) -> str:
+    return hashlib.sha256(json.dumps([task, family.rollout], sort_keys=True).encode()).hexdigest()[:12]
+
+
+def state_set(task: str, families: Sequence[Family], cache_dir: Path, progress: bool = True) -> StateSet:
+    """The families' rows, rolled out without rendering (cached per family under ``cache_dir``)."""
+    from pipeline.rollout import RolloutConfig, rollout_episodes
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    parts, offset = [], 0
+    for fam in families:
+        path = cache_dir / f"{fam.name}-{_family_key(task, fam)}.npz"
+        if not path.is_file():
+            cfg = RolloutConfig.make(task=task, **fam.rollout)
+            if progress:
+                print(f"qualify: rolling out {fam.name} ({cfg.episodes} episodes)", flush=True)
+            rows = rollout_episodes(cfg, list(range(cfg.episodes)), render=False)
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez(tmp, **{k: rows[k] for k in ("state", "episode", "step", "success")})
+            tmp.replace(path)
+        with np.load(path) as d:
+            ep = d["episode"].astype(np.int64)
+            ok = np.zeros(len(ep), dtype=bool)
+            for e in np.unique(ep):
+                ok[ep == e] = bool(d["success"][ep == e].any())
+            parts.append((d["state"], ep + offset, d["step"], ok, np.full(len(ep), fam.name)))
+            offset += int(ep.max()) + 1 if len(ep) else 0
+    cols = [np.concatenate([p[i] for p in parts]) for i in range(5)]
+    return StateSet(*cols)
+
+
+def state_scorer(task: Any, reward: Mapping[str, Any], seed: int = 0) -> Any:
+    """The reward kind of a ``reward`` section (a state-reading kind), built as a run of ``seed`` builds it."""
+    from rmtl.reward.kinds import get_kind, reward_kind_config
+
+    cfg = reward_kind_config(dict(reward))
+    if cfg.kind not in STATE_KINDS:
+        raise ConfigError(f"qualify --reward takes a kind that reads state ({', '.join(STATE_KINDS)}), not "
+                          f"{cfg.kind!r}; score a VLM with --model")
+    return get_kind(cfg.kind).from_run(SimpleNamespace(seed=seed), task, reward=cfg), cfg
+
+
+def kind_scores(kind: Any, states: np.ndarray) -> np.ndarray | None:
+    """Per-micro-task scores [N, K] of a state kind (None for a kind without a scorer: rule-only)."""
+    return kind.scores(states) if hasattr(kind, "scores") else None
+
+
+def model_scores(model: str, task: str, families: Sequence[Family], store_dir: Path, rows: StateSet,
+                 progress: bool = True) -> np.ndarray:
+    """Multi-view mean scores [N, K] of a VLM on the families' episodes, rendered on its declared
+    renderer into one store per family (made once, embedded once per model)."""
+    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.store_models import resolve_model_id
+    from pipeline.stored_text import text_embeddings
+    from rmtl.reward.projection import goal_baseline_scores
+    from storage.dataset import DatasetStore
+
+    out = np.zeros((len(rows.states), 0))
+    parts = []
+    for fam in families:
+        cfg = RenderAndEmbedConfig.make(task=task, model=model, store=str(store_dir / f"{fam.name}.zarr"), **fam.rollout)
+        render_and_embed(cfg, progress=progress)
+        with DatasetStore.open(cfg.store_path(), "r") as store:
+            model_id = resolve_model_id(store, model)
+            n = store.embedded_rows(model_id)
+            cols = store.read(slice(0, n), fields=["state"])
+            text = text_embeddings(store, model_id)
+            per_view = goal_baseline_scores(store.embeddings(model_id, slice(0, n)), text.goals, text.baseline, 0.9)
+        mine = rows.family == fam.name
+        if len(cols["state"]) != int(mine.sum()) or not np.allclose(cols["state"], rows.states[mine], atol=1e-4):
+            raise ConfigError(f"qualification store {cfg.store_path()} does not hold family {fam.name}'s episodes; "
+                              "delete it and run qualify again")
+        parts.append(per_view.mean(axis=1))
+    out = np.concatenate(parts) if parts else out
+    return out
+
+
+def scorer_metrics(scores: np.ndarray | None, rows: StateSet, mask: np.ndarray | None = None) -> dict[str, float]:
+    """The map's metrics of scores [N, K] on the rows in ``mask`` (all by default)."""
+    from rmtl.tasks.fetch_lift.quality import phase_metrics, spread, step_variation
+    from rmtl.tasks.fetch_lift.phases import rule_phase
+    from rmtl.tasks.fetch_lift.scorer_errors import resting_at_gripper
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance, lift_height
+
+    m = np.ones(len(rows.states), dtype=bool) if mask is None else mask
+    if scores is None:
+        return {k: float("nan") for k in METRICS}
+    s, st = scores[m], rows.states[m]
+    pm = phase_metrics(s, st)
+    phase = rule_phase(np.asarray(gripper_cube_distance(st)))
+    rows_idx = np.arange(len(phase))
+    # Resting pay: the grasp score of a cube resting at the gripper, from the grasp score's floor
+    # (its 5th percentile over every state) to a lifted cube's (0: paid like the floor, 1: like a lift).
+    rest = resting_at_gripper(st) & (phase == 2)
+    lifted = (phase == 2) & (np.asarray(lift_height(st)) >= 0.02)
+    pay = float("nan")
+    if rest.any() and lifted.any():
+        lo = np.percentile(s[:, 2], 5)
+        denom = s[lifted, 2].mean() - lo
+        pay = float((s[rest, 2].mean() - lo) / denom) if abs(denom) > 1e-12 else float("nan")
+    sv = step_variation(s[rows_idx, phase], rows.episode[m], rows.step[m], phase)
+    spreads = [spread(s[phase == k, k]) for k in range(s.shape[1]) if (phase == k).any()]
+    ratio = float(sv / np.mean(spreads)) if spreads and np.mean(spreads) > 0 else float("nan")
+    return {"approach_rank": pm["approach_spearman"], "align_rank": pm["align_spearman"], "grasp_auc": pm["grasp_auc"],
+            "right_prompt": pm["right_prompt_accuracy"], "resting_grasp_pay": pay, "noise_ratio": ratio}
+
+
+def pooled_metrics(scores: np.ndarray | None, rows: StateSet, mask: np.ndarray, seed: int = 0) -> dict[str, Any]:
+    """Metrics over the rows in ``mask`` with 95% intervals from episode resamples."""
+    point = scorer_metrics(scores, rows, mask)
+    if scores is None:
+        return {"value": point, "ci": {k: [float("nan")] * 2 for k in METRICS}}
+    eps = np.unique(rows.episode[mask])
+    rng = np.random.default_rng(seed)
+    by_ep = {e: np.flatnonzero(rows.episode == e) for e in eps}
+    draws = {k: [] for k in METRICS}
+    for _ in range(BOOTSTRAP):
+        pick = rng.choice(eps, size=len(eps), replace=True)
+        idx = np.concatenate([by_ep[e] for e in pick])
+        # Resampled episodes get new ids so repeats stay separate episodes.
+        new_ep = np.concatenate([np.full(len(by_ep[e]), j) for j, e in enumerate(pick)])
+        sub = StateSet(rows.states[idx], new_ep, rows.step[idx], rows.success[idx], rows.family[idx])
+        vals = scorer_metrics(scores[idx], sub)
+        for k in METRICS:
+            draws[k].append(vals[k])
+    ci = {k: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))] if np.isfinite(v).any()
+          else [float("nan")] * 2 for k, v in ((k, np.asarray(d, dtype=float)) for k, d in draws.items())}
+    return {"value": point, "ci": ci}
+
+
+def battery(kind_or_scores: Any, rows: StateSet, num_phases: int, shaping: Any = None) -> dict[str, dict[str, float]]:
+    """Mean discounted return per family under the scorer's reward (default shaping, bounds adapted to
+    all rows) and under rule-only; the noise-free expert's return is the bar no behaviour may reach."""
+    from pipeline.behaviour_returns import discounted_returns, rule_only_rewards
+    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.shaping import ShapingConfig
+    from rmtl.tasks.fetch_lift.phases import rule_phase
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
+
+    order = np.lexsort((rows.step, rows.episode))
+    eps = [order[rows.episode[order] == e] for e in np.unique(rows.episode)]
+    eps = [idx[rows.step[idx] > 0] for idx in eps]  # rewards are paid on the states steps end in
+    phases = np.asarray(rule_phase(np.asarray(gripper_cube_distance(rows.states))), dtype=np.int64)
+    success = [bool(rows.success[idx].any()) if len(idx) else False for idx in eps]
+    owner = [str(rows.family[idx[0]]) if len(idx) else "" for idx in eps]
+    returns = {"rule_only": discounted_returns(rule_only_rewards(phases, eps, num_phases), eps, success)}
+    scores = kind_or_scores
+    if scores is not None:
+        active = scores[np.arange(len(phases)), phases]
+        rewards = shaped_rewards(active, phases, eps, shaping or ShapingConfig(), num_phases, bounds="adapted")
+        returns["scorer"] = discounted_returns(rewards, eps, success)
+    owner_arr = np.asarray(owner)
+    return {label: {f: float(ret[owner_arr == f].mean()) for f in dict.fromkeys(owner)} for label, ret in returns.items()}
+
+
+def load_map(path: Path = MAP_FILE) -> dict | None:
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
+def map_verdict(metrics: Mapping[str, float], fitted: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Where ``metrics`` sit on the fitted map: P(teaches) with its interval, the verdict and the nearest conditions."""
+    if fitted is None or not fitted.get("fitted"):
+        why = "no map has been fitted yet" if fitted is None else fitted.get("why", "the map is not fitted")
+        return {"verdict": "unmapped", "why": why}
+    axes = fitted["axes"]
+    x = np.array([[metrics.get(a, np.nan) for a in axes]], dtype=float)
+    mean, scale = np.asarray(fitted["mean"]), np.asarray(fitted["scale"])
+    z = np.nan_to_num((x[0] - mean) / scale, nan=0.0)  # an unmeasured axis sits at the map's average
+
+    def prob(coef: Any, intercept: float) -> float:
+        return float(1.0 / (1.0 + np.exp(-(float(z @ np.asarray(coef)) + intercept))))
+
+    probs = [prob(c, i) for c, i in zip(fitted["bootstrap_coef"], fitted["bootstrap_intercept"])]
+    p = prob(fitted["coef"], fitted["intercept"])
+    lo, hi = (float(np.percentile(probs, 5)), float(np.percentile(probs, 95))) if probs else (p, p)
+    verdict = "teaches" if lo >= 0.5 else "does not teach" if hi < 0.5 else "uncertain"
+    conds = fitted["conditions"]
+    cz = (np.array([[c["metrics"].get(a, np.nan) for a in axes] for c in conds]) - mean) / scale
+    d = np.sqrt(np.nansum((cz - z[None, :]) ** 2, axis=1))
+    near = [conds[i] for i in np.argsort(d)[:3]]
+    outcomes = [o for c in near for o in c["outcomes"]]
+    return {"verdict": verdict, "p_teaches": p, "p_interval_90": [lo, hi],
+            "predicted_test_success": float(np.mean([np.mean(c["outcomes"]) for c in near])),
+            "predicted_range": [float(min(outcomes)), float(max(outcomes))] if outcomes else None,
+            "nearest_conditions": [c["name"] for c in near]}
+
+
+def plot_map(fitted: Mapping[str, Any] | None, points: Mapping[str, Mapping[str, float]], path: Path) -> Path:
+    """The 2-D view of the map (grasp AUC against min(approach, align) rank): each mapped run coloured
+    by whether it taught, and the qualified scorers' points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.8))
+    if fitted is not None:
+        for c in fitted.get("conditions", []):
+            m = c["metrics"]
+            x, y = m.get("grasp_auc", np.nan), min(m.get("approach_rank", np.nan), m.get("align_rank", np.nan))
+            for o in c["outcomes"]:
+                ax.scatter(x, y, c="tab:green" if o >= 0.5 else "tab:red", alpha=0.6, s=30)
+            ax.annotate(c["name"], (x, y), fontsize=6, alpha=0.7)
+    for name, m in points.items():
+        x, y = m.get("grasp_auc", np.nan), min(m.get("approach_rank", np.nan), m.get("align_rank", np.nan))
+        ax.scatter(x, y, marker="*", s=180, c="black")
+        ax.annotate(name, (x, y), fontsize=8, xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("grasp AUC (qualification set, pooled)")
+    ax.set_ylabel("min(approach rank, align rank)")
+    ax.set_title("learnability map: green taught (test success >= 0.5 at 300k), red did not")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_file: str | None, small: bool,
+            out_dir: Path, data_dir: Path, seed: int = 0, map_file: Path = MAP_FILE, progress: bool = True) -> dict:
+    """Score the qualification set with one scorer; returns the report (also written as JSON and PNG)."""
+    from rmtl.tasks import get_task
+
+    if (model is None) == (reward is None):
+        raise ConfigError("qualify needs exactly one scorer: --model M (a VLM) or --reward KIND (a state-reading kind)")
+    task_name, families = load_families(families_file, small=small)
+    task = get_task(task_name)
+    size = "small" if small else "full"
+    kind, cfg = state_scorer(task, reward, seed) if reward is not None else (None, None)  # bad input before rollouts
+    rows = state_set(task_name, families, data_dir / "qualification" / size / "states", progress)
+    shaping = None
+    if reward is not None:
+        scores = kind_scores(kind, rows.states)
+        shaping = getattr(cfg, "shaping", None)
+        label = cfg.kind
+        held_out = np.ones(len(rows.states), dtype=bool)
+    else:
+        # One store folder per model: its declared renderer and input size decide the frames.
+        slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)
+        scores = model_scores(model, task_name, families, data_dir / "qualification" / size / "models" / slug, rows,
+                              progress)
+        label = model
+        held_out = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])
+    fams = {f.name: f for f in families}
+    per_family = {name: scorer_metrics(scores, rows, rows.family == name) for name in fams}
+    groups = sorted({f.group for f in families})
+    per_group = {g: scorer_metrics(scores, rows, np.isin(rows.family, [n for n, f in fams.items() if f.group == g]) & held_out)
+                 for g in groups}
+    pooled = pooled_metrics(scores, rows, held_out, seed)
+    returns = battery(scores, rows, len(task.micro_tasks.names), shaping)
+    bar = returns.get("scorer", returns["rule_only"]).get("expert", float("nan"))
+    degenerate = [f.name for f in families if f.group == "behaviour"]
+    beats = sorted(n for n in degenerate if returns.get("scorer", {}).get(n, -np.inf) >= bar)
+    fitted = load_map(map_file)
+    verdict = map_verdict(pooled["value"], fitted)
+    if beats and verdict["verdict"] == "teaches":
+        verdict = {**verdict, "verdict": "uncertain", "why": f"{', '.join(beats)} earn the noise-free expert's return"}
+    report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
+              "set": {"size": size, "families": {n: {"group": f.group, "episodes": int(f.rollout.get("episodes", 0)),
+                                                     "held_out": model not in f.trained_on if model else True}
+                                                 for n, f in fams.items()},
+                      "rows": int(len(rows.states)), "episodes": int(len(np.unique(rows.episode)))},
+              "pooled": pooled, "groups": per_group, "families": per_family, "battery": returns,
+              "behaviours_at_or_above_expert": beats, "map": verdict}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
+    report["files"] = {"json": str(out_dir / f"qualify_{slug}.json"), "png": str(out_dir / f"qualify_{slug}.png")}
+    Path(report["files"]["json"]).write_text(json.dumps(report, indent=1, default=float))
+    plot_map(fitted, {label: pooled["value"]}, Path(report["files"]["png"]))
+    return report
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The report as a plain table: pooled metrics with intervals, per group, the battery, the verdict."""
+    f = lambda x: "n/a" if x is None or x != x else f"{x:.3f}"  # noqa: E731
+    pooled, ci = report["pooled"]["value"], report["pooled"]["ci"]
+    lines = [f"qualify {report['scorer']}: {report['set']['rows']} rows, {report['set']['episodes']} episodes "
+             f"({report['set']['size']} set)", "",
+             f"{'metric':<20}{'pooled':>10}  {'95% CI':<17}" + "".join(f"{g:>14}" for g in report["groups"])]
+    for k in METRICS:
+        lines.append(f"{k:<20}{f(pooled[k]):>10}  [{f(ci[k][0])}, {f(ci[k][1])}]".ljust(49)
+                     + "".join(f"{f(report['groups'][g][k]):>14}" for g in report["groups"]))
+    lines += ["", "battery (mean discounted return per family; a behaviour must stay below the noise-free expert):"]
+    for label, fams in report["battery"].items():
+        lines.append(f"  {label:<10}" + ", ".join(f"{n} {f(v)}" for n, v in fams.items()))
+    if report["behaviours_at_or_above_expert"]:
+        lines.append("  at or above the expert: " + ", ".join(report["behaviours_at_or_above_expert"]))
+    v = report["map"]
+    lines.append("")
+    if v["verdict"] == "unmapped":
+        lines.append(f"verdict: unmapped ({v['why']})")
+    else:
+        lines.append(f"verdict: {v['verdict']} (P(teaches) {f(v['p_teaches'])}, 90% [{f(v['p_interval_90'][0])}, "
+                     f"{f(v['p_interval_90'][1])}]; predicted test success at 300k {f(v['predicted_test_success'])}, "
+                     f"nearest conditions {', '.join(v['nearest_conditions'])})" + (f"; {v['why']}" if "why" in v else ""))
+    lines += [f"wrote {p}" for p in report["files"].values()]
+    return "\n".join(lines)

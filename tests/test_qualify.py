@@ -1,0 +1,129 @@
+"""``rmtl qualify`` at CI size: the metrics follow the scorer, the verdict follows the map, and the
+command runs for a state kind and for a VLM."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from pipeline.qualify import load_families, map_verdict, qualify, scorer_metrics, state_scorer, state_set
+from rmtl.errors import ConfigError
+from rmtl.tasks import get_task
+
+TASK = get_task("fetch_lift")
+
+
+@pytest.fixture(scope="module")
+def families_file(tmp_path_factory) -> Path:
+    """Three short families: the noise-free expert, a noisy one and sit-at-cube."""
+    spec = {"task": "fetch_lift", "seed": 123,
+            "families": {"expert": {"group": "expert", "policy": "expert", "noise_levels": [0.0], "episodes": 3,
+                                    "stages": [0, 2, 4]},
+                         "noisy": {"group": "noisy_expert", "policy": "expert", "noise_levels": [0.3], "episodes": 2,
+                                   "stages": [2, 4]},
+                         "sit": {"group": "behaviour", "policy": "behaviour:sit_at_cube", "noise_std": 0.0,
+                                 "episodes": 1, "stages": [4]}}}
+    p = tmp_path_factory.mktemp("qual") / "families.yaml"
+    p.write_text(yaml.safe_dump(spec))
+    return p
+
+
+@pytest.fixture(scope="module")
+def rows(families_file, tmp_path_factory):
+    task, fams = load_families(families_file)
+    return state_set(task, fams, tmp_path_factory.mktemp("states"), progress=False)
+
+
+def test_the_oracle_ranks_perfectly_and_zero_error_equals_it(rows):
+    oracle, _ = state_scorer(TASK, {"kind": "oracle"})
+    exact = scorer_metrics(oracle.scores(rows.states), rows)
+    # approach progress is toward a point above the cube; the rank is against the distance to the cube
+    assert exact["approach_rank"] > 0.8 and exact["align_rank"] > 0.95 and exact["grasp_auc"] == 1.0
+    zero, _ = state_scorer(TASK, {"kind": "degraded_oracle"})
+    assert scorer_metrics(zero.scores(rows.states), rows) == exact
+
+
+def test_errors_lower_the_metrics_they_target(rows):
+    oracle, _ = state_scorer(TASK, {"kind": "oracle"})
+    exact = scorer_metrics(oracle.scores(rows.states), rows)
+    smooth, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": {"default": {"systematic": 1.5}}}, seed=1)
+    bad = scorer_metrics(smooth.scores(rows.states), rows)
+    assert bad["align_rank"] + bad["approach_rank"] < exact["align_rank"] + exact["approach_rank"] - 0.6
+    resting, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": {"confusions": {"grasp_resting": 1.0}}})
+    paid = scorer_metrics(resting.scores(rows.states), rows)
+    assert paid["resting_grasp_pay"] > exact["resting_grasp_pay"] + 0.5
+    assert paid["approach_rank"] == exact["approach_rank"]
+
+
+def test_a_vlm_kind_is_refused_as_a_state_scorer():
+    with pytest.raises(ConfigError, match="--model"):
+        state_scorer(TASK, {"kind": "vlm"})
+
+
+def _fitted_map() -> dict:
+    axes = ["grasp_auc", "approach_rank"]
+    return {"fitted": True, "axes": axes, "mean": [0.8, 0.5], "scale": [0.1, 0.3], "coef": [3.0, 0.5], "intercept": 0.0,
+            "bootstrap_coef": [[2.5, 0.4], [3.5, 0.6]], "bootstrap_intercept": [-0.2, 0.2],
+            "conditions": [{"name": "good", "metrics": {"grasp_auc": 1.0, "approach_rank": 0.9}, "outcomes": [0.9, 0.8]},
+                           {"name": "bad", "metrics": {"grasp_auc": 0.6, "approach_rank": 0.9}, "outcomes": [0.0, 0.02]},
+                           {"name": "mid", "metrics": {"grasp_auc": 0.8, "approach_rank": 0.5}, "outcomes": [0.9, 0.0]}]}
+
+
+def test_the_verdict_follows_the_map():
+    m = _fitted_map()
+    assert map_verdict({"grasp_auc": 0.99, "approach_rank": 0.9}, m)["verdict"] == "teaches"
+    low = map_verdict({"grasp_auc": 0.55, "approach_rank": 0.9}, m)
+    assert low["verdict"] == "does not teach" and low["nearest_conditions"][0] == "bad"
+    assert map_verdict({"grasp_auc": 0.8, "approach_rank": 0.5}, m)["verdict"] == "uncertain"
+    assert map_verdict({"grasp_auc": 0.9}, None)["verdict"] == "unmapped"
+
+
+def test_qualify_writes_its_report(families_file, tmp_path):
+    map_file = tmp_path / "map.json"
+    map_file.write_text(json.dumps(_fitted_map()))
+    report = qualify(model=None, reward={"kind": "oracle"}, families_file=str(families_file), small=False,
+                     out_dir=tmp_path / "out", data_dir=tmp_path, map_file=map_file, progress=False)
+    assert report["map"]["verdict"] == "teaches"
+    saved = json.loads(Path(report["files"]["json"]).read_text())
+    assert saved["pooled"]["value"]["grasp_auc"] == 1.0
+    assert Path(report["files"]["png"]).stat().st_size > 1000
+    # The battery: sitting at the cube must stay below the noise-free expert under the oracle.
+    assert saved["battery"]["scorer"]["sit"] < saved["battery"]["scorer"]["expert"]
+    assert saved["behaviours_at_or_above_expert"] == []
+
+
+def _rmtl(*args: str, data: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "RMTL_DATA_DIR": str(data), "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl")}
+    return subprocess.run([sys.executable, "-m", "rmtl", *args], capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_the_command_qualifies_a_degraded_oracle_and_a_vlm(families_file, tmp_path):
+    r = _rmtl("qualify", "--reward", "degraded_oracle", "--families", str(families_file),
+              "--set", "reward_config.error.confusions.grasp_resting=1.0", data=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "resting_grasp_pay" in r.stdout and "verdict:" in r.stdout
+    # A VLM renders every family: one short episode keeps it at CI size.
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump({"task": "fetch_lift", "seed": 5, "families": {
+        "noisy": {"group": "noisy_expert", "policy": "expert", "noise_levels": [0.3], "episodes": 1, "stages": [2]}}}))
+    r = _rmtl("qualify", "--model", "rmtl-fetch-tiny", "--families", str(one), data=tmp_path)
+    assert r.returncode == 0, r.stderr
+    report = json.loads((tmp_path / "qualification" / "reports" / "qualify_rmtl-fetch-tiny.json").read_text())
+    assert report["model"] == "rmtl-fetch-tiny" and report["set"]["rows"] > 10
+    assert np.isfinite(report["pooled"]["value"]["right_prompt"])
+
+
+def test_bad_scorer_choices_are_one_line(tmp_path):
+    r = _rmtl("qualify", data=tmp_path)
+    assert r.returncode == 2 and "exactly one scorer" in r.stderr and "Traceback" not in r.stderr
+    r = _rmtl("qualify", "--reward", "nosuch", data=tmp_path)
+    assert r.returncode == 2 and "unknown reward kind 'nosuch'" in r.stderr
+    r = _rmtl("qualify", "--reward", "oracle", "--families", str(tmp_path / "none.yaml"), data=tmp_path)
+    assert r.returncode == 2 and "qualification families" in r.stderr
