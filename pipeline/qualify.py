@@ -127,6 +127,22 @@ def kind_scores(kind: Any, states: np.ndarray) -> np.ndarray | None:
     return kind.scores(states) if hasattr(kind, "scores") else None
 
 
+def windowed_scores(scores: np.ndarray, rows: StateSet, window: int) -> np.ndarray:
+    """Scores [N, K] as a reward with ``shaping.score_window = window`` sees them: each micro-task's
+    score averaged over the episode's last ``window`` steps (rows in step order per episode)."""
+    if window <= 1:
+        return scores
+    out = scores.astype(np.float64).copy()
+    for e in np.unique(rows.episode):
+        idx = np.flatnonzero(rows.episode == e)
+        idx = idx[np.argsort(rows.step[idx], kind="stable")]
+        csum = np.cumsum(np.vstack([np.zeros((1, scores.shape[1])), scores[idx]]), axis=0)
+        n = np.arange(1, len(idx) + 1)
+        lo = np.maximum(n - window, 0)
+        out[idx] = (csum[n] - csum[lo]) / (n - lo)[:, None]
+    return out
+
+
 def model_scores(model: str, task: str, families: Sequence[Family], store_dir: Path, rows: StateSet,
                  progress: bool = True) -> np.ndarray:
     """Multi-view mean scores [N, K] of a VLM on the families' episodes, rendered on its declared
@@ -313,6 +329,8 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     shaping = None
     if reward is not None:
         scores = kind_scores(kind, rows.states)
+        window = getattr(getattr(cfg, "shaping", None), "score_window", 1)
+        scores = windowed_scores(scores, rows, window) if scores is not None else None
         shaping = getattr(cfg, "shaping", None)
         label = cfg.kind
         held_out = np.ones(len(rows.states), dtype=bool)

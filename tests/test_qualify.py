@@ -127,3 +127,16 @@ def test_bad_scorer_choices_are_one_line(tmp_path):
     assert r.returncode == 2 and "unknown reward kind 'nosuch'" in r.stderr
     r = _rmtl("qualify", "--reward", "oracle", "--families", str(tmp_path / "none.yaml"), data=tmp_path)
     assert r.returncode == 2 and "qualification families" in r.stderr
+
+
+def test_a_score_window_averages_along_each_episode(rows):
+    from pipeline.qualify import windowed_scores
+
+    noisy, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": {"default": {"noise": 0.5}}})
+    raw = noisy.scores(rows.states)
+    avg = windowed_scores(raw, rows, 3)
+    first = np.flatnonzero((rows.episode == rows.episode[0]))
+    first = first[np.argsort(rows.step[first])]
+    np.testing.assert_allclose(avg[first[0]], raw[first[0]])
+    np.testing.assert_allclose(avg[first[4]], raw[first[2:5]].mean(axis=0))
+    assert scorer_metrics(avg, rows)["noise_ratio"] < scorer_metrics(raw, rows)["noise_ratio"]

@@ -1,0 +1,164 @@
+"""Fits the learnability map (results/learnability/RULE.md) from the finished degraded-oracle runs.
+
+    python experiments/learnability/fit_map.py [--runs results/learnability/runs] [--out results/learnability]
+
+For each condition of conditions.yaml: the scorer's metrics on the qualification set (``rmtl
+qualify``'s, one error landscape per training seed, averaged) and each finished seed's test
+success (best on validation, 200 episodes). Rule-only's three committed 600k runs are placed at
+chance metrics (a constant score: no rank, grasp AUC 0.5, a resting cube paid like a lifted one).
+Writes map.json (read by ``rmtl qualify``), runs.csv, runs.md and the map's PNGs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from pipeline.qualify import (METRICS, load_families, plot_map, scorer_metrics, state_scorer, state_set,
+                              windowed_scores)
+from rmtl.provenance import data_dir
+from rmtl.tasks import get_task
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+TEACHES = 0.5
+"""Test success from which a run teaches (RULE.md)."""
+RULE_ONLY_METRICS = {"approach_rank": 0.0, "align_rank": 0.0, "grasp_auc": 0.5, "right_prompt": 1 / 3,
+                     "resting_grasp_pay": 1.0, "noise_ratio": 0.0}
+
+
+def nested(flat: dict) -> dict:
+    """{"reward.error.default.noise": 0.3} -> the reward section {"error": {"default": {"noise": 0.3}}, ...}."""
+    out: dict = {}
+    for key, value in flat.items():
+        parts = key.split(".")
+        assert parts[0] == "reward", key
+        node = out
+        for p in parts[1:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+def outcome(run_dir: Path) -> dict | None:
+    sel = run_dir / "selection.json"
+    if not sel.is_file() or (run_dir / "resume").exists():
+        return None
+    d = json.loads(sel.read_text())
+    return {"best": d["best"]["test"]["success_rate"], "final": d["final"]["test"]["success_rate"],
+            "best_step": d["best"]["num_timesteps"]}
+
+
+def fit(points: list[tuple[dict, float]], axes: list[str], seed: int = 0) -> dict:
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.array([[m[a] for a in axes] for m, _ in points], dtype=float)
+    y = np.array([o >= TEACHES for _, o in points], dtype=int)
+    mean, scale = np.nanmean(x, axis=0), np.nanstd(x, axis=0)
+    scale[scale == 0] = 1.0
+    z = np.nan_to_num((x - mean) / scale)
+    model = LogisticRegression(C=1.0).fit(z, y)
+    rng = np.random.default_rng(seed)
+    coefs, icpts = [], []
+    for _ in range(1000):
+        idx = rng.integers(0, len(y), len(y))
+        if len(set(y[idx])) < 2:
+            continue
+        m = LogisticRegression(C=1.0).fit(z[idx], y[idx])
+        coefs.append(m.coef_[0].tolist())
+        icpts.append(float(m.intercept_[0]))
+    return {"mean": mean.tolist(), "scale": scale.tolist(), "coef": model.coef_[0].tolist(),
+            "intercept": float(model.intercept_[0]), "bootstrap_coef": coefs, "bootstrap_intercept": icpts}
+
+
+def plot_metrics(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axs = plt.subplots(2, 3, figsize=(12, 7))
+    for ax, metric in zip(axs.ravel(), METRICS):
+        for r in rows:
+            ax.scatter(r[metric], r["test_success"], c="tab:green" if r["test_success"] >= TEACHES else "tab:red", s=25)
+            ax.annotate(r["condition"], (r[metric], r["test_success"]), fontsize=5, alpha=0.6)
+        ax.axhline(TEACHES, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel(metric)
+        ax.set_ylabel("test success (best on validation)")
+    fig.suptitle("learnability map: test success at 300k against each scorer metric (one point per run)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", type=Path, default=HERE / "conditions.yaml")
+    ap.add_argument("--runs", type=Path, default=REPO / "results/learnability/runs")
+    ap.add_argument("--rule-only", type=Path, default=REPO / "results/oracle_structure/runs")
+    ap.add_argument("--out", type=Path, default=REPO / "results/learnability")
+    ap.add_argument("--small", action="store_true", help="metrics on the CI-sized qualification set")
+    a = ap.parse_args(argv)
+    spec = yaml.safe_load(a.spec.read_text())
+    task_name, families = load_families(small=a.small)
+    task = get_task(task_name)
+    states = state_set(task_name, families, data_dir() / "qualification" / ("small" if a.small else "full") / "states")
+    rows, conditions = [], []
+    for name, overrides in spec["conditions"].items():
+        reward = {"kind": spec["variant"], **nested(dict(overrides or {}))}
+        per_seed, outcomes = [], []
+        for seed in spec["seeds"]:
+            kind, cfg = state_scorer(task, reward, seed)
+            m = scorer_metrics(windowed_scores(kind.scores(states.states), states, cfg.shaping.score_window), states)
+            per_seed.append(m)
+            o = outcome(a.runs / f"{name}_s{seed}")
+            if o is not None:
+                outcomes.append(o["best"])
+                rows.append({"condition": name, "seed": seed, **m, "test_success": o["best"], "final_test": o["final"],
+                             "best_step": o["best_step"]})
+        metrics = {k: float(np.nanmean([m[k] for m in per_seed])) for k in METRICS}
+        conditions.append({"name": name, "metrics": metrics, "outcomes": outcomes, "seeds_done": len(outcomes)})
+    ro = [outcome(a.rule_only / f"rule_only_s{s}") for s in (0, 1, 2)]
+    ro_out = [o["best"] for o in ro if o is not None]
+    conditions.append({"name": "rule_only_600k", "metrics": RULE_ONLY_METRICS, "outcomes": ro_out, "seeds_done": len(ro_out)})
+    rows += [{"condition": "rule_only_600k", "seed": s, **RULE_ONLY_METRICS, "test_success": o["best"],
+              "final_test": o["final"], "best_step": o["best_step"]} for s, o in enumerate(ro) if o is not None]
+    complete = [c for c in conditions if c["seeds_done"] >= len(spec["seeds"]) and c["name"] != "rule_only_600k"]
+    points = [({k: r[k] for k in METRICS}, r["test_success"]) for r in rows]
+    classes = {o >= TEACHES for _, o in points}
+    result: dict = {"axes": list(METRICS), "teaches_at": TEACHES, "conditions": conditions,
+                    "runs": len(rows), "complete_conditions": len(complete)}
+    if len(complete) >= 3 and len(classes) == 2:
+        result.update(fitted=True, **fit(points, list(METRICS)))
+    else:
+        result.update(fitted=False, why=f"{len(complete)} of {len(spec['conditions'])} conditions have all seeds "
+                                        f"(3 needed) and the runs {'show both outcomes' if len(classes) == 2 else 'show one outcome only'}")
+        if len(classes) == 2 and len(points) >= 6:  # a provisional fit, labelled as such, for the plots only
+            result["provisional"] = fit(points, list(METRICS))
+    a.out.mkdir(parents=True, exist_ok=True)
+    (a.out / "map.json").write_text(json.dumps(result, indent=1))
+    with open(a.out / "runs.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["condition", "seed", *METRICS, "test_success", "final_test", "best_step"])
+        w.writeheader()
+        w.writerows(rows)
+    lines = ["| condition | seed | " + " | ".join(METRICS) + " | test success (best) | final |", "|---" * (len(METRICS) + 4) + "|"]
+    lines += [f"| {r['condition']} | {r['seed']} | " + " | ".join(f"{r[k]:.2f}" for k in METRICS)
+              + f" | {r['test_success']:.3f} | {r['final_test']:.3f} |" for r in rows]
+    (a.out / "runs.md").write_text("\n".join(lines) + "\n")
+    plot_metrics(rows, a.out / "map_metrics.png")
+    plot_map(result, {}, a.out / "map_2d.png")
+    print(f"{len(rows)} runs, {len(complete)} complete conditions; fitted: {result['fitted']}"
+          + (f" ({result.get('why')})" if not result["fitted"] else ""))
+    if result["fitted"]:
+        print("coefficients (standardised): " + ", ".join(f"{k} {c:+.2f}" for k, c in zip(METRICS, result["coef"])))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
