@@ -35,7 +35,7 @@ import numpy as np
 
 import rmtl  # noqa: F401  (MUJOCO_GL before mujoco)
 from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
-from rmtl.provenance import run_record
+from rmtl.provenance import portable_values, run_record
 
 
 def build_index_store(path: Path, policy: str, episodes: int, views, resolution: int, vlm, seed: int) -> dict:
@@ -228,7 +228,7 @@ def main() -> None:
            "torch_threads": torch.get_num_threads(), "seconds": time.perf_counter() - t0,
            "policies": results, "record": run_record()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2))
+    args.out.write_text(json.dumps(portable_values(out), indent=2))
 
     print(f"model {args.model}, {args.views} views at {out['resolution']} px, {args.envs} envs x {args.steps} steps, "
           f"alpha {args.alpha}")

@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.env.render_settings import LEGACY_RENDERER_ID
     from rmtl.tasks.fetch_lift.phases import rule_phase
-    from rmtl.provenance import run_record
+    from rmtl.provenance import portable_values, run_record
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.tasks import get_task
     from rmtl.reward.shaping import ShapingConfig
@@ -141,7 +141,7 @@ def main(argv=None) -> int:
            "seconds": round(time.perf_counter() - t0, 1), "run": run_record(), "results": results}
     cat.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1, default=str))
+    args.out.write_text(json.dumps(portable_values(out), indent=1, default=str))
     _plot(results, args.out.with_suffix(".png"), out["atlas_rows"])
     print(f"{'radius':>7s} {'mode':>4s} {'hits':>6s} {'score hits':>10s} {'all':>8s} {'shaped hits':>11s} {'all':>8s}")
     for r in results:

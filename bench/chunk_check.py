@@ -58,7 +58,7 @@ def main(argv=None) -> int:
         build_replicated(args.store[0], args.build, args.replicate)
         args.store = [str(args.build)]
     import storage.dataset_read as reader
-    from rmtl.provenance import cpu_model, run_record
+    from rmtl.provenance import cpu_model, portable_values, run_record
     from storage.dataset import DatasetStore
 
     cls = next(c for c in vars(reader).values() if isinstance(c, type) and "_require_chunks" in vars(c))
@@ -131,7 +131,7 @@ def main(argv=None) -> int:
                        "cuda": torch.cuda.is_available(), "load_avg_at_end": os.getloadavg()},
            "run": run_record()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1, default=str))
+    args.out.write_text(json.dumps(portable_values(out), indent=1, default=str))
     print(f"-> {args.out}")
     return 0
 

@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     import torch
 
     import rmtl  # noqa: F401
-    from rmtl.provenance import run_record
+    from rmtl.provenance import portable_values, run_record
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompts import embed_prompts
     from rmtl.tasks import get_task
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
         "run": run_record(),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1, default=str))
+    args.out.write_text(json.dumps(portable_values(out), indent=1, default=str))
     print(f"{'prompt':9s} {'mean':>8s} {'p99':>8s} {'max':>8s} {'mv mean':>8s}   ({low.precision} vs fp32, {len(flat)} images)")
     for p, r in out["score_abs_error_per_prompt"].items():
         print(f"{p:9s} {r['mean']:8.5f} {r['p99']:8.5f} {r['max']:8.5f} {r['multi_view_mean_abs']:8.5f}")

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from pipeline.rollout import RolloutConfig
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.tasks.fetch_lift.phases import rule_phase
-    from rmtl.provenance import data_dir, versions
+    from rmtl.provenance import data_dir, portable_values, versions
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.tasks import get_task
     from rmtl.tasks.fetch_lift.quality import QualityInputs, gate_report, reward_quality
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
                           "gates": "every gate the reference passes still passes"},
            "versions": versions(), "results": results}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1, default=float))
+    args.out.write_text(json.dumps(portable_values(out), indent=1, default=float))
     print(f"{'setting':12s} {'ms/6v':>6s} {'approach':>8s} {'align':>7s} {'grasp':>7s} {'right':>7s} {'|ds| mean':>9s} {'p99':>7s} ok")
     for name, r in results.items():
         q, d = r["quality_mean"], r["score_abs_diff_vs_" + ref]

@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     import torch
 
     import rmtl  # noqa: F401
-    from rmtl.provenance import cpu_model, run_record
+    from rmtl.provenance import cpu_model, portable_values, run_record
     from rmtl.vlm import load_vlm
 
     if args.render is None:
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         "run": run_record(), "runs": runs,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=1, default=str))
+    args.out.write_text(json.dumps(portable_values(out), indent=1, default=str))
     print(f"{'path':11s} {'steps/s':>8s} " + " ".join(f"{p[:10]:>10s}" for p in PARTS) + "  (ms per env step, medians)")
     for p in paths:
         print(f"{p:11s} {med[p]:8.1f} " + " ".join(f"{breakdown[p][k]:10.2f}" for k in PARTS))

@@ -177,6 +177,7 @@ def render_and_embed_deployment(cfg: Any = None, keep_server: bool = False, **pa
     Returns the run and the job's summary (read from the store's last_summary.json;
     None if the run did not complete)."""
     from pipeline.render_and_embed import RenderAndEmbedConfig
+    from rmtl.provenance import recorded_path
 
     cfg = cfg if cfg is not None else RenderAndEmbedConfig.make(**params)  # one-line errors before any start-up
     parameters = cfg.model_dump(mode="json")
@@ -189,5 +190,8 @@ def render_and_embed_deployment(cfg: Any = None, keep_server: bool = False, **pa
         f = p.parent / f"{p.name}.runs" / "last_summary.json"
         if f.exists():
             summary = json.loads(f.read_text())
+            # the file records paths portably (rmtl.provenance.portable_path); callers get them absolute
+            summary["run_record"] = str(recorded_path(summary["run_record"]))
+            summary["cache_files"] = [str(recorded_path(p)) for p in summary["cache_files"]]
             summary["summary_file"] = str(f)
     return run, summary

@@ -16,6 +16,7 @@ from pydantic import Field
 from rmtl.config import MAX_EPISODES, Config
 from rmtl.errors import ConfigError
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
+from rmtl.provenance import portable_values
 from rmtl.train.variants import variant_names
 
 
@@ -374,7 +375,8 @@ def reward_quality(cfg: RewardQualityConfig) -> None:
         console.print(group_table(cfg.store, groups, cfg.model))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"store": cfg.store, "model": m, "against": r, "gates": gates, "groups": groups},
+        out.write_text(json.dumps(portable_values({"store": cfg.store, "model": m, "against": r, "gates": gates,
+                                                  "groups": groups}),
                                   indent=2, default=str))
         typer.echo(f"wrote {out}")
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from rmtl.errors import ConfigError, StoreError
+from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 
 CODEBASE_VERSION = "v3.0"
@@ -265,7 +266,7 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
             "env_reward": {"column": "next.reward", "what": "the env's reward: +1 on the success step, else 0"},
         },
     }
-    (root / INFO_PATH).write_text(json.dumps(doc, indent=4))
+    (root / INFO_PATH).write_text(json.dumps(portable_values(doc), indent=4))
     keys = [k for k in features if k in ep_stats[0]]
     (root / STATS_PATH).write_text(json.dumps({k: _merge([s[k] for s in ep_stats]) for k in keys}, indent=4))
     return {"path": str(root), "episodes": n_eps, "frames": n_frames, "cameras": len(views),

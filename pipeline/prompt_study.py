@@ -36,6 +36,7 @@ import numpy as np
 
 from pipeline.store_models import store_prompts
 from rmtl.errors import ConfigError
+from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 
 RANK_KEYS = ("approach_spearman", "align_spearman", "grasp_auc")
@@ -200,7 +201,7 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
     result["files"] = files
     result["seconds"]["total"] = round(time.perf_counter() - t0, 3)
     strict = json.loads(json.dumps(result, default=str), parse_constant=lambda c: None)  # NaN -> null
-    (out / "prompt_study.json").write_text(json.dumps(strict, indent=1))
+    (out / "prompt_study.json").write_text(json.dumps(portable_values(strict), indent=1))
     if show:
         print_table(result)
     return result

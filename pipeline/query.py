@@ -47,6 +47,7 @@ from pipeline.store_rows import active, load_rows, open_store, per_view_scores, 
 
 from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
+from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 from rmtl.tasks.fetch_lift.quality import spearman, spread
@@ -239,7 +240,7 @@ def run_queries(
         files["cache"] = str(plot_cache(out / "cache_radius.png", result["cache"]))
     files["json"] = str(out / "queries.json")
     result["files"] = files
-    (out / "queries.json").write_text(json.dumps(_strict(result), indent=1, default=json_default))
+    (out / "queries.json").write_text(json.dumps(portable_values(_strict(result)), indent=1, default=json_default))
     if show:
         print_tables(result)
     return result

@@ -171,7 +171,7 @@ def build_cache(path, model_id: str, kind: str) -> dict:
 
 def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, quality: dict, seconds: float) -> dict:
     """Write the run record and ``last_summary.json`` next to the store; return the summary."""
-    from rmtl.provenance import write_run_record
+    from rmtl.provenance import portable_values, write_run_record
 
     from pipeline.analysis_dataset import beside_store
 
@@ -185,7 +185,7 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
         "cache_files": cache["files"], "cache_status": cache["status"], "quality": quality,
         "run_record": str(record), "seconds": seconds,
     }
-    (run_dir / "last_summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    (run_dir / "last_summary.json").write_text(json.dumps(portable_values(summary), indent=2, default=str))
     summary["summary_file"] = str(run_dir / "last_summary.json")
     return summary
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from pipeline.store_models import store_task
 from rmtl.errors import ConfigError
+from rmtl.provenance import portable_values
 
 from rmtl.train.variants import variant_names
 
@@ -240,7 +241,7 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
             w.writerow([int(e), int(success[j]), int(length[j]), *(round(float(returns[v][j]), 5) for v in variants)])
     result["files"] = {"json": str(out / "return_ranking.json"), "episodes_csv": str(out / "return_ranking_episodes.csv")}
     strict = json.loads(json.dumps(result), parse_constant=lambda c: None)  # NaN (one class empty) -> null
-    (out / "return_ranking.json").write_text(json.dumps(strict, indent=1))
+    (out / "return_ranking.json").write_text(json.dumps(portable_values(strict), indent=1))
     if show:
         print_table(result)
     return result

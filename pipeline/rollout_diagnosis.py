@@ -38,6 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rmtl.errors import ConfigError
+from rmtl.provenance import portable_values
 from rmtl.tasks.fetch_lift.phases import PHASES
 from rmtl.tasks.fetch_lift.quality import spearman
 
@@ -184,7 +185,7 @@ def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | Non
     files = {n: str(out / n) for n in ("diagnosis.json", "steps.csv", "traces.png", "reward_scatter.png", "montage.png")}
     result["files"] = files
     result = json.loads(json.dumps(result), parse_constant=lambda c: None)  # NaN (too few samples) -> null
-    (out / "diagnosis.json").write_text(json.dumps(result, indent=1))
+    (out / "diagnosis.json").write_text(json.dumps(portable_values(result), indent=1))
     if show:
         print(format_summary(result))
     return result

@@ -675,7 +675,9 @@ def invoking_command(argv: list[str] | None = None) -> str:
     pipeline.train_vlm ...`` when this module is the entry point, else the calling script)."""
     import shlex
 
-    argv = list(sys.argv if argv is None else argv)
+    from rmtl.provenance import portable_command
+
+    argv = portable_command(list(sys.argv if argv is None else argv))
     if Path(argv[0]).stem == "train_vlm":
         return "python -m pipeline.train_vlm " + shlex.join(argv[1:])
     script = Path(argv[0])

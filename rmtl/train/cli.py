@@ -149,12 +149,13 @@ def evaluate(cfg: EvalConfig) -> None:
     out = Path(cfg.out) if cfg.out else None
     if out is not None:
         check_output_file(out, "--out")
+    from rmtl.provenance import portable_values
     from rmtl.train.evaluate import evaluate_checkpoint
 
     res = evaluate_checkpoint(cfg.checkpoint, cfg.episodes, cfg.seed, deterministic=not cfg.stochastic)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res.to_dict(), indent=1))
+        out.write_text(json.dumps(portable_values(res.to_dict()), indent=1))
     typer.echo(f"{res.checkpoint} ({res.num_timesteps} env steps): {res}")
 
 

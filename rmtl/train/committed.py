@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from rmtl.provenance import portable_path
 from rmtl.train.csv_log import append_csv, read_csv
 from rmtl.train.run_dir import RESUME, resume_checkpoint
 from rmtl.train.selection import SELECTION_FILE, TEST_SEED, VALIDATION_SEED, last_evaluations
@@ -111,7 +112,7 @@ def select_kept_run(run_dir: Path, final_ck: Path, test_episodes: int = 200, tes
     if final["checkpoint"] not in tests:
         tests[final["checkpoint"]] = test(final_ck, final["checkpoint"])
     result = {
-        "run": str(run_dir),
+        "run": portable_path(run_dir),
         "params": {"validation_episodes": validation[0]["episodes"], "test_episodes": int(test_episodes),
                    "validation_seed": validation[0]["seed"], "test_seed": int(test_seed)},
         "seed_ranges": {"validation": [validation[0]["seed"], validation[0]["episodes"]],

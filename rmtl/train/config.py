@@ -162,7 +162,9 @@ class Stage1Config(Config):
     def run_dir(self, data_dir: str | Path | None = None) -> Path:
         """Where this run writes (``output_dir`` or the default under the data directory)."""
         if self.output_dir:
-            return Path(self.output_dir).expanduser().resolve()
+            from rmtl.provenance import expand_data_dir
+
+            return expand_data_dir(self.output_dir, data_dir).resolve()  # committed configs write $RMTL_DATA_DIR/...
         from rmtl.provenance import data_dir as resolve
 
         return resolve(data_dir) / "runs" / "stage1" / f"{self.variant}_s{self.seed}"
@@ -347,7 +349,9 @@ class Stage2Config(Config):
 
     def run_dir(self, data_dir: str | Path | None = None) -> Path:
         if self.output_dir:
-            return Path(self.output_dir).expanduser().resolve()
+            from rmtl.provenance import expand_data_dir
+
+            return expand_data_dir(self.output_dir, data_dir).resolve()  # committed configs write $RMTL_DATA_DIR/...
         from rmtl.provenance import data_dir as resolve
 
         p = Path(self.worker).expanduser().resolve()

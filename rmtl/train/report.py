@@ -28,6 +28,7 @@ import numpy as np
 import yaml
 
 from rmtl.errors import ConfigError
+from rmtl.provenance import portable_path, recorded_path
 from rmtl.train.csv_log import read_csv, write_csv
 
 
@@ -112,7 +113,8 @@ def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *, select
     paths: dict[str, Path] = {}
 
     # ------------------------------------------------------------ Fig. 5
-    rows = [{"variant": r["variant"], "seed": r["seed"], "run": str(r["dir"]), **e} for r in runs for e in r["eval"]]
+    rows = [{"variant": r["variant"], "seed": r["seed"], "run": portable_path(r["dir"]), **e}
+            for r in runs for e in r["eval"]]
     paths["success_vs_steps_csv"] = write_csv(out / "success_vs_steps.csv", rows)
     fig = Figure(figsize=(7, 4.5))
     ax = fig.add_subplot(1, 1, 1)
@@ -159,7 +161,7 @@ def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *, select
         for k in range(len(c["steps_per_stage"])):
             eps, succ = c["episodes_per_stage"][k], c["successes_per_stage"][k]
             level_rows.append({
-                "variant": r["variant"], "seed": r["seed"], "run": str(r["dir"]), "level": k,
+                "variant": r["variant"], "seed": r["seed"], "run": portable_path(r["dir"]), "level": k,
                 "difficulty": stages[k]["difficulty"] if k < len(stages) else "",
                 "env_steps": c["steps_per_stage"][k], "episodes": eps, "successes": succ,
                 "success_rate": round(succ / eps, 4) if eps else "",
@@ -207,7 +209,7 @@ def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *, select
             "ci_low": last.get("ci_low", ""), "ci_high": last.get("ci_high", ""),
             "final_level": r["curriculum"].get("curriculum", {}).get("stage_index", "") if r["curriculum"] else "",
             "wall_seconds": r["summary"].get("wall_seconds", r["meta"].get("wall_seconds", "")),
-            "run": str(r["dir"]),
+            "run": portable_path(r["dir"]),
         })
     paths["final_success_csv"] = write_csv(out / "final_success.csv", table)
     md = ["| variant | seed | env steps | success | 95% CI | final level | wall s |", "|---|---|---|---|---|---|---|"]
@@ -244,7 +246,7 @@ def success_table(runs: Sequence[dict[str, Any]], out: Path, *, select: bool, va
         ft, bt, bv = final.get("test", {}), best.get("test", {}), best.get("validation", {})
         last = last_evaluations(r["eval"], LAST_N)
         rows.append({
-            "variant": r["variant"], "seed": r["seed"], "run": str(r["dir"]),
+            "variant": r["variant"], "seed": r["seed"], "run": portable_path(r["dir"]),
             "final_steps": final.get("num_timesteps", ""), "final_test_success": ft.get("success_rate", ""),
             "final_test_ci_low": ft.get("ci_low", ""), "final_test_ci_high": ft.get("ci_high", ""),
             "best_steps": best.get("num_timesteps", ""), "best_validation_success": bv.get("success_rate", ""),
@@ -335,7 +337,7 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
                      "ci_low": round(r.ci_low, 4), "ci_high": round(r.ci_high, 4), "successes": r.successes,
                      "episodes": r.episodes, "mean_length": round(r.mean_length, 2),
                      "step_agreement_rule": _num(ev.step_agreement), "decision_agreement_rule": _num(ev.decision_agreement),
-                     "paper_success": PAPER_FIG7.get(name, ""), "checkpoint": source})
+                     "paper_success": PAPER_FIG7.get(name, ""), "checkpoint": portable_path(source)})
 
     kw = dict(episodes=episodes, seed=seed, deterministic=deterministic)
     if no_phase is not None:
@@ -344,7 +346,7 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
             evaluate_selector(m, EnvConfig.make(**mt["config"]["env"]), selector="none", normalizer=n, **kw))
     add("worker_rule", "(b) worker + rule", str(ck), evaluate_selector(model, env_cfg, selector="rule", normalizer=norm, **kw))
     if meta.get("worker"):
-        m, _, n = load_checkpoint(meta["worker"])
+        m, _, n = load_checkpoint(recorded_path(meta["worker"]))
         add("stage1_worker_rule", "(b0) Stage-1 worker + rule", str(meta["worker"]),
             evaluate_selector(m, env_cfg, selector="rule", normalizer=n, **kw))
     trace_eval = evaluate_selector(model, env_cfg, selector="manager", manager=manager, horizon=horizon,
@@ -362,7 +364,7 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
     bc = json.loads((d / "bc.json").read_text()) if (d / "bc.json").is_file() else {}
     mrows = read_csv(d / "manager.csv")
     info = {
-        "run": str(d), "checkpoint": str(ck), "stage2_env_steps": meta.get("num_timesteps"),
+        "run": portable_path(d), "checkpoint": portable_path(ck), "stage2_env_steps": meta.get("num_timesteps"),
         "wall_seconds": meta.get("wall_seconds"), "episodes": episodes, "seed": seed,
         "bc_heldout_accuracy": bc.get("heldout_accuracy"), "bc_heldout_samples": bc.get("heldout_samples"),
         "train_agreement_rule_last": mrows[-1].get("agreement_rule") if mrows else None,

@@ -30,6 +30,7 @@ import yaml
 
 from rmtl.env.check import SuccessRate
 from rmtl.errors import ConfigError
+from rmtl.provenance import portable_path
 
 VALIDATION_SEED = 2_000_000
 TEST_SEED = 3_000_000
@@ -150,7 +151,7 @@ def select_checkpoint(run_dir: str | Path, validation_episodes: int = 100, test_
     from rmtl.train.csv_log import read_csv
 
     result = {
-        "run": str(run), "params": params,
+        "run": portable_path(run), "params": params,
         "seed_ranges": {"periodic": list(periodic), "validation": [validation_seed, validation_episodes],
                         "test": [test_seed, test_episodes]},
         "validation": validation, "test": test_done,

@@ -45,6 +45,7 @@ from rmtl.train.run_dir import CHECKPOINTS, open_run, saved_config
 from rmtl.train.run_session import RunSession
 from rmtl.train.selector_eval import evaluate_selector
 from rmtl.train.stage2_env import build_stage2_env
+from rmtl.provenance import portable_path
 from rmtl.train.timing import Timings
 from rmtl.train.train_env import make_curriculum, task_of
 from rmtl.train.worker_freeze import FreezeWorkerCallback
@@ -163,7 +164,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
         stats_cb = TrainStatsCallback(timings, env.source.stats if env.source is not None else None,
                                       phase_names=task.micro_tasks.names)
         eval_cb = PeriodicEvalCallback(evaluate, config.eval_every, run_dir / "eval.csv", verbose=verbose)
-        meta: dict[str, Any] = {"stage": 2, "worker": str(worker_ck), "config": s1.model_dump(mode="json"),
+        meta: dict[str, Any] = {"stage": 2, "worker": portable_path(worker_ck), "config": s1.model_dump(mode="json"),
                                 "stage2": config.model_dump(mode="json"), "bc": bc_info}
 
         def before_save(_: Path) -> None:
@@ -182,7 +183,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
         rows = read_csv(run_dir / "eval.csv")
         mrows = read_csv(run_dir / "manager.csv")
         summary = {
-            "stage": 2, "worker": str(worker_ck), "seed": config.seed, "env_steps": steps,
+            "stage": 2, "worker": portable_path(worker_ck), "seed": config.seed, "env_steps": steps,
             "wall_seconds": round(session.wall_seconds(), 1),
             "final_eval": rows[-1] if rows else {}, "bc": bc_info, "last_manager_update": mrows[-1] if mrows else {},
             "actor_unfrozen_at": freeze_cb.unfrozen_at, "curriculum": curriculum_cb.state_dict(),

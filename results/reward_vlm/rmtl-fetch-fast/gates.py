@@ -160,7 +160,10 @@ def main(argv=None) -> int:
         "expert_beats_every_degenerate": not beaten,
         "success_auc": auc is not None and auc >= THRESHOLDS["success_auc"],
     }
-    result = {"model": a.model, "model_id": model_id, "round": a.round, "stores": sorted(a.store),
+    from rmtl.provenance import portable_values  # absolute paths only: a model name stays a name
+
+    result = {"model": portable_values(a.model), "model_id": model_id, "round": a.round,
+              "stores": sorted(portable_values(list(a.store))),
               "pooled": overall, "families": per_family, "battery": table, "success_auc": auc,
               "episodes": int(len(eps)), "successes": int(success.sum()), "beaten_by": beaten,
               "gates": gates, "passes": all(gates.values()), "thresholds": THRESHOLDS,

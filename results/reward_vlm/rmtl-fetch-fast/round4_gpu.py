@@ -172,6 +172,8 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     a.model_dir = a.model_dir or a.out / "model"
+    from rmtl.provenance import portable_values  # status.json names paths repository- or data-dir-relative
+
     status: dict = {"argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": {}}
     ok = True
     for name in a.stages:
@@ -184,7 +186,7 @@ def main(argv=None) -> int:
             status.setdefault("errors", {})[name] = traceback.format_exc()[-4000:]
             log(f"stage {name} failed:\n{status['errors'][name]}")
         status["seconds"][name] = round(time.perf_counter() - t, 1)
-        (a.out / "status.json").write_text(json.dumps(status, indent=1, default=str))
+        (a.out / "status.json").write_text(json.dumps(portable_values(status), indent=1, default=str))
         log(f"stage {name}: {status['seconds'][name]} s")
         if name in ("render", "train") and not ok:
             break  # the later stages need its output

@@ -22,8 +22,9 @@ if [ "${1:-}" = "--prune-list" ]; then
   exit 0
 fi
 ckpts=$1
-mkdir -p .gl .dev/whl .dev/pixel /tmp/amd64/partial
-o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+tmp=${TMPDIR:-/tmp}  # scratch outside the checkout
+mkdir -p .gl .dev/whl .dev/pixel $tmp/amd64/partial
+o="-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=$tmp/amd64"
 apt-get $o update -qq
 (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
 plat=""
