@@ -365,7 +365,10 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
     report["files"] = {"json": str(out_dir / f"qualify_{slug}.json"), "png": str(out_dir / f"qualify_{slug}.png")}
-    Path(report["files"]["json"]).write_text(json.dumps(report, indent=1, default=float))
+    from rmtl.provenance import portable_path
+
+    saved = {**report, "files": {k: portable_path(v) for k, v in report["files"].items()}}
+    Path(report["files"]["json"]).write_text(json.dumps(saved, indent=1, default=float))
     plot_map(fitted, {label: pooled["value"]}, Path(report["files"]["png"]))
     return report
 

@@ -102,7 +102,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         meta: dict[str, Any] = {"variant": config.variant, "phase_input": config.phase_input,
                                 "reward_kind": config.reward.kind, "reward": env.reward_env.kind.describe(),
                                 "config": config.model_dump(mode="json")}
-        if config.reward.kind == "vlm":  # the prompts its reward scores (its task's micro-tasks)
+        if isinstance(config.reward, RewardConfig):  # the prompts its reward scores (its task's micro-tasks)
             meta["reward_prompts"] = task_reward_config(config, task).prompts.model_dump(mode="json")
 
         def before_save(_: Path) -> None:

@@ -1,6 +1,7 @@
 """Reward kinds, a registry of one module each: ``vlm`` (the phased multi-view VLM reward),
 ``oracle`` (the same reward with a perfect state-reading scorer, a diagnostic),
-``degraded_oracle`` (the oracle with a controlled scorer error, a diagnostic), ``rule_only``
+``degraded_oracle`` (the oracle with a controlled scorer error, a diagnostic), ``hybrid``
+(the VLM for some micro-tasks and the oracle for the others, a diagnostic), ``rule_only``
 (the phase band with no scorer, a control) and ``dense`` (the hand-written reference).
 
 Each kind has its own config class (a :class:`~rmtl.reward.config.RewardKindConfig` tagged
@@ -76,7 +77,7 @@ def reward_kind_config(data: Mapping[str, Any] | RewardKindConfig) -> RewardKind
 
 # Registration: one import per kind module.
 from rmtl.reward.kinds import dense, oracle, rule_only, vlm  # noqa: E402,F401
-from rmtl.reward.kinds import degraded_oracle  # noqa: E402,F401  (after oracle, which it extends)
+from rmtl.reward.kinds import degraded_oracle, hybrid  # noqa: E402,F401  (after oracle and vlm, which they extend)
 
 __all__ = ["DEFAULT_KIND", "KindStep", "ProgressSource", "RewardKind", "RewardKindConfig", "get_kind", "kind_config",
            "kind_names", "register_kind", "reward_kind_config"]
