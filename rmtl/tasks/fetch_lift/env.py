@@ -271,8 +271,6 @@ class FetchPickAndLiftEnv(gym.Env):
         The cube is made non-colliding while the arm travels, then put back at its
         sampled position at rest, so the start move never pushes it.
         """
-        import mujoco
-
         cfg = self.config
         cube_qpos = self._utils.get_joint_qpos(self.model, self.data, "object0:joint").copy()
         cube = cube_qpos[:3]
@@ -283,12 +281,21 @@ class FetchPickAndLiftEnv(gym.Env):
         if np.all(np.abs(target[:2] - cube[:2]) < 0.06):
             target[2] = max(target[2], cube[2] + 0.045)
         finger_open = (1.0 - u) * 1.0 + u * float(self.np_random.uniform(-1.0, 1.0))
+        self._move_gripper(target, float(np.clip(finger_open, 0.0, 1.0)) * 0.05)
+        self._put_cube(cube_qpos)
+
+    def _move_gripper(self, target: np.ndarray, finger_ctrl: float) -> None:
+        """Drive the grip site to ``target`` (mocap, settle steps) with the fingers' position
+        control at ``finger_ctrl`` (m per finger, 0 closed to 0.05 open), the cube non-colliding
+        meanwhile so the move never pushes it."""
+        import mujoco
+
         contype = int(self.model.geom_contype[self._object_geom])
         conaff = int(self.model.geom_conaffinity[self._object_geom])
         self.model.geom_contype[self._object_geom] = 0
         self.model.geom_conaffinity[self._object_geom] = 0
         try:
-            self.data.ctrl[:] = np.clip(finger_open, 0.0, 1.0) * 0.05
+            self.data.ctrl[:] = finger_ctrl
             # The grip site sits at a fixed offset from the mocap-welded body: move once,
             # measure the offset, then correct the target by it.
             mocap_target = target
@@ -301,12 +308,36 @@ class FetchPickAndLiftEnv(gym.Env):
         finally:
             self.model.geom_contype[self._object_geom] = contype
             self.model.geom_conaffinity[self._object_geom] = conaff
+
+    def _put_cube(self, cube_qpos: np.ndarray) -> None:
+        """Place the cube at ``cube_qpos`` (position, quaternion) at rest, stop everything, and
+        set the goal above the cube's rest position."""
+        import mujoco
+
+        cfg = self.config
         self._utils.set_joint_qpos(self.model, self.data, "object0:joint", cube_qpos)
         self._utils.set_joint_qvel(self.model, self.data, "object0:joint", np.zeros(6))
         self.data.qvel[:] = 0.0
         mujoco.mj_forward(self.model, self.data)
-        self._goal = cube + np.array([0.0, 0.0, cfg.success_lift])
+        rest = np.array([cube_qpos[0], cube_qpos[1], self._fetch.height_offset])
+        self._goal = rest + np.array([0.0, 0.0, cfg.success_lift])
         self._fetch.goal = self._goal.copy()
+
+    def set_scene(self, gripper: Sequence[float], finger_ctrl: float, cube_pos: Sequence[float],
+                  cube_quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0)) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Set the scene directly, not through a policy (coverage data): the grip site at
+        ``gripper``, each finger's position control at ``finger_ctrl`` (m, 0-0.05), the cube at
+        ``cube_pos`` with orientation ``cube_quat`` (w, x, y, z). The cube is placed after the
+        fingers have moved and nothing is stepped after it, so a cube placed between closed jaws
+        shows as held. Call after :meth:`reset`; returns (observation, info) like ``reset`` (the
+        episode's step count is unchanged)."""
+        if self._obs is None:
+            raise RuntimeError("call reset() before set_scene()")
+        self._move_gripper(np.asarray(gripper, dtype=np.float64), float(np.clip(finger_ctrl, 0.0, 0.05)))
+        self._put_cube(np.concatenate([np.asarray(cube_pos, dtype=np.float64), np.asarray(cube_quat, dtype=np.float64)]))
+        self._rest_height = float(self._fetch.height_offset)
+        self._obs = self._observe()
+        return self._obs, self._info(success=False)
 
 
 @dataclass(frozen=True)
