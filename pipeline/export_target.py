@@ -73,8 +73,10 @@ def _pid_alive(pid: int) -> bool:
 class StagedDirectory:
     """A directory written beside ``target`` and swapped in whole (module docstring)::
 
-        staged = StagedDirectory(target)   # removes what dead exports left beside it
+        StagedDirectory.recover(target)    # what killed exports left beside it
+        staged = StagedDirectory(target)   # creates nothing yet
         try:
+            staged.create()
             write(staged.path)
             staged.commit()                # the old one (if any) replaced by the new one
         finally:
@@ -84,12 +86,16 @@ class StagedDirectory:
     def __init__(self, target: str | os.PathLike[str]):
         self.target = Path(target).absolute()
         self.parent = self.target.parent
-        self.parent.mkdir(parents=True, exist_ok=True)
-        self.recover(self.target)
         self.path = self.parent / f".{self.target.name}.staging-{os.getpid()}"
+        self.committed = False
+
+    def create(self) -> Path:
+        """Make the (empty) staging folder, inside the ``try`` whose ``finally`` discards it: a Ctrl-C
+        right after it appears still removes it."""
+        self.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(self.path, ignore_errors=True)
         self.path.mkdir()
-        self.committed = False
+        return self.path
 
     @staticmethod
     def _leftovers(target: Path) -> list[tuple[str, int, Path]]:
@@ -125,25 +131,33 @@ class StagedDirectory:
         """Put the staged directory (or ``content``, a directory inside it, for writers that add their own
         sub-folders) under the target's name: rename the old one aside, the new one in, then delete the old
         one and what is left of the staging folder."""
+        from rmtl.interrupts import deferred_sigint
+
         aside = self.parent / f".{self.target.name}.old-{os.getpid()}"
-        if self.target.exists():
+        with deferred_sigint():  # Ctrl-C between the renames would leave no dataset under the target's name
+            if self.target.exists():
+                shutil.rmtree(aside, ignore_errors=True)
+                self.target.rename(aside)
+            (content or self.path).rename(self.target)
+            self.committed = True
             shutil.rmtree(aside, ignore_errors=True)
-            self.target.rename(aside)
-        (content or self.path).rename(self.target)
-        self.committed = True
-        shutil.rmtree(aside, ignore_errors=True)
-        shutil.rmtree(self.path, ignore_errors=True)
+            shutil.rmtree(self.path, ignore_errors=True)
 
     def discard(self) -> None:
         """Delete the staging folder unless it was committed (an export that failed or was stopped)."""
+        from rmtl.interrupts import deferred_sigint
+
         if not self.committed:
-            shutil.rmtree(self.path, ignore_errors=True)
+            with deferred_sigint():  # a second Ctrl-C must not leave half a staging folder
+                shutil.rmtree(self.path, ignore_errors=True)
 
 
-def interrupted_export(target: str | os.PathLike[str], existed: bool) -> KeyboardInterrupt:
+def interrupted_export(target: str | os.PathLike[str], existed: bool, committed: bool = False) -> KeyboardInterrupt:
     """The Ctrl-C of an export, saying what is true afterwards (rmtl.console prints its line)."""
     from rmtl.interrupts import Interrupted
 
+    if committed:  # the signal came while the new dataset was swapped in: it is there, whole
+        return Interrupted(f"interrupted (Ctrl-C) as the export finished; the new dataset at {target} is complete")
     kept = f"the earlier dataset at {target} is kept unchanged" if existed else f"nothing was written at {target}"
     return Interrupted(f"interrupted (Ctrl-C) before the export was complete; {kept}; run the same command again "
                        f"to export from the start")

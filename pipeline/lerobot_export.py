@@ -177,17 +177,16 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
         existed = root.exists() and any(root.iterdir())
         if existed and not overwrite:
             raise ConfigError(f"{root} already exists and is not empty; choose another --out or pass --overwrite")
-        staged = None
+        # Written beside the target and swapped in whole: a failure or a kill keeps the old dataset.
+        staged = StagedDirectory(root)
         try:
             eps = read_episodes(st, "be exported as a LeRobot dataset", pset, model, "vlm", alpha)
-            # Written beside the target and swapped in whole: a failure or a kill keeps the old dataset.
-            staged = StagedDirectory(root)
+            staged.create()
             return _write_dataset(av, pd, pa, pq, st, eps, staged, pset, alpha, h, w, fps)
         except KeyboardInterrupt:
-            raise interrupted_export(root, existed) from None
+            raise interrupted_export(root, existed, staged.committed) from None
         finally:
-            if staged is not None:
-                staged.discard()
+            staged.discard()
 
 
 def _write_dataset(av: Any, pd: Any, pa: Any, pq: Any, st: Any, eps: Any, staged: StagedDirectory,

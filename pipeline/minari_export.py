@@ -79,17 +79,20 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     if existed and not overwrite:
         raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass "
                           f"--overwrite")
+    staged = StagedDirectory(target)
     try:
-        episodes, steps, model_id = _write_dataset(store, ds_id, target, pset, model, reward, alpha, env_reward)
+        episodes, steps, model_id = _write_dataset(store, ds_id, staged, pset, model, reward, alpha, env_reward)
     except KeyboardInterrupt:
-        raise interrupted_export(target, existed) from None
+        raise interrupted_export(target, existed, staged.committed) from None
+    finally:
+        staged.discard()
     return {"dataset_id": ds_id, "path": str(target), "root": str(root), "episodes": episodes,
             "steps": steps, "reward": reward, "model_id": model_id, "prompt_set": pset.to_dict()}
 
 
-def _write_dataset(store: Any, ds_id: str, target: Path, pset: PromptSet, model: str | None, reward: str,
-                   alpha: float, env_reward: bool) -> tuple[int, int, str | None]:
-    """Read the store's episodes, write them as Minari dataset ``ds_id`` beside ``target`` and swap it in;
+def _write_dataset(store: Any, ds_id: str, staged: StagedDirectory, pset: PromptSet, model: str | None,
+                   reward: str, alpha: float, env_reward: bool) -> tuple[int, int, str | None]:
+    """Read the store's episodes, write them as Minari dataset ``ds_id`` in ``staged`` and swap it in;
     returns (episodes, steps, the reward model's id)."""
     import gymnasium as gym
     import minari
@@ -132,8 +135,8 @@ def _write_dataset(store: Any, ds_id: str, target: Path, pset: PromptSet, model:
     env = gym.make(ENV_ID)  # its spec is recorded: recover_environment() after `import rmtl.env`
     # Minari writes <its datasets root>/<id>; with the staging folder (a hidden one beside the target,
     # which Minari's listing skips) as that root, the dataset is written whole there, then moved in.
-    staged = StagedDirectory(target)
     try:
+        staged.create()
         with warnings.catch_warnings(), mock.patch.dict(os.environ, {"MINARI_DATASETS_PATH": str(staged.path)}):
             warnings.simplefilter("ignore", UserWarning)  # Minari asks for a code link and an e-mail
             ds = minari.create_dataset_from_buffers(
@@ -147,5 +150,4 @@ def _write_dataset(store: Any, ds_id: str, target: Path, pset: PromptSet, model:
         staged.commit(staged.path / ds_id)
     finally:
         env.close()
-        staged.discard()
     return episodes, steps, model_id
