@@ -24,19 +24,22 @@ task's state row), ``action``, ``next.reward`` (the env's own reward: +1 on the 
 step), ``next.reward_vlm`` (the prompt set's shaped VLM reward, as the Minari export's),
 ``next.done``, ``next.success``, and LeRobot's ``timestamp``, ``frame_index``,
 ``episode_index``, ``index``, ``task_index``.
+
+The dataset is written in a staging folder beside ``out`` and swapped in whole; an ``out`` that
+is, contains or lies inside the store is refused (pipeline.export_target).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pipeline.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
 from rmtl.errors import ConfigError, StoreError
 from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
@@ -153,12 +156,10 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
                    data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Write the store's episodes as a LeRobot v3.0 dataset at ``out`` (module docstring);
     returns ``{"path", "episodes", "frames", "cameras", "model_id", "prompt_set"}``."""
-    from pipeline.episode_rows import BOUNDS, read_episodes
-    from pipeline.store_models import store_task
+    from pipeline.episode_rows import read_episodes
     from pipeline.store_rows import open_store
     from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.reward.prompt_sets import load_prompt_set
-    from rmtl.reward.shaping import ShapingConfig
 
     av, pd, pa, pq = _libraries()
     pset = prompts if isinstance(prompts, PromptSet) else load_prompt_set(prompts)
@@ -172,60 +173,80 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
             raise StoreError(f"{st.path} has {h} x {w} px frames; H.264 in yuv420p needs even sides, render at "
                              f"an even resolution (--resolution)")
         root = Path(out) if out is not None else default_out(st.path, data_dir)
-        if root.exists() and any(root.iterdir()) and not overwrite:
+        refuse_output_over_inputs(root, [st.path])
+        StagedDirectory.recover(root)  # what a killed export left: its staging folder, an old dataset set aside
+        existed = root.exists() and any(root.iterdir())
+        if existed and not overwrite:
             raise ConfigError(f"{root} already exists and is not empty; choose another --out or pass --overwrite")
-        eps = read_episodes(st, "be exported as a LeRobot dataset", pset, model, "vlm", alpha)
-        if root.exists():  # only once the store has been read: a failing export keeps the old one
-            shutil.rmtree(root)
-        views, info, task = st.views, st.info, store_task(st).name
-        layout = info.get("layout") or {}
-        cams = {v: _VideoWriter(av, root / VIDEO_PATH.format(video_key=f"observation.images.{v}", chunk_index=0,
-                                                             file_index=0), fps, h, w) for v in views}
-        columns: dict[str, list[np.ndarray]] = {}
-        episodes: list[dict[str, Any]] = []
-        ep_stats: list[dict[str, dict[str, list]]] = []
-        start = 0
+        # Written beside the target and swapped in whole: a failure or a kill keeps the old dataset.
+        staged = StagedDirectory(root)
         try:
-            for i, e in enumerate(eps.ids):
-                p = eps.pos[e]
-                now, nxt = eps.order[p[:-1]], eps.order[p[1:]]  # observation rows, and the rows their steps ended in
-                t = len(now)
-                frame = {
-                    "observation.state": eps.cols["state"][now].astype(np.float32),
-                    "action": eps.cols["action"][nxt].astype(np.float32),
-                    "next.reward": eps.env_reward[p[1:]].astype(np.float32),
-                    "next.reward_vlm": eps.shaped[p[1:]].astype(np.float32),
-                    "next.done": (eps.cols["terminated"][nxt] | eps.cols["truncated"][nxt]).astype(bool),
-                    "next.success": eps.cols["terminated"][nxt].astype(bool),
-                    "timestamp": (np.arange(t) / fps).astype(np.float32),
-                    "frame_index": np.arange(t, dtype=np.int64),
-                    "episode_index": np.full(t, i, dtype=np.int64),
-                    "index": np.arange(start, start + t, dtype=np.int64),
-                    "task_index": np.zeros(t, dtype=np.int64),
-                }
-                stats = {k: _stats(v) for k, v in frame.items()}
-                for k, v in frame.items():
-                    columns.setdefault(k, []).append(v)
-                meta: dict[str, Any] = {"episode_index": i, "tasks": [TASK_TEXT.get(task, task)], "length": t,
-                                        "data/chunk_index": 0, "data/file_index": 0, "dataset_from_index": start,
-                                        "dataset_to_index": start + t}
-                frames = st.read(rows=now, fields=["frames"])["frames"]  # [T, V, H, W, 3], one episode at a time
-                for j, v in enumerate(views):
-                    key = f"observation.images.{v}"
-                    cams[v].write(frames[:, j])
-                    stats[key] = _image_stats(frames[:, j])
-                    meta.update({f"videos/{key}/chunk_index": 0, f"videos/{key}/file_index": 0,
-                                 f"videos/{key}/from_timestamp": start / fps,
-                                 f"videos/{key}/to_timestamp": (start + t) / fps})
-                meta.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0,
-                             "rmtl/store_episode": e, "rmtl/difficulty": float(eps.cols["difficulty"][now[0]])})
-                meta.update({f"stats/{k}/{s}": val for k, st_ in stats.items() for s, val in st_.items()})
-                episodes.append(meta)
-                ep_stats.append(stats)
-                start += t
+            eps = read_episodes(st, "be exported as a LeRobot dataset", pset, model, "vlm", alpha)
+            staged.create()
+            return _write_dataset(av, pd, pa, pq, st, eps, staged, pset, alpha, h, w, fps)
+        except KeyboardInterrupt:
+            raise interrupted_export(root, existed, staged.committed) from None
         finally:
-            for cam in cams.values():
-                cam.close()
+            staged.discard()
+
+
+def _write_dataset(av: Any, pd: Any, pa: Any, pq: Any, st: Any, eps: Any, staged: StagedDirectory,
+                   pset: PromptSet, alpha: float, h: int, w: int, fps: int) -> dict[str, Any]:
+    """Write the dataset into ``staged.path`` and commit it to its target; returns export_lerobot's record."""
+    from pipeline.episode_rows import BOUNDS
+    from pipeline.store_models import store_task
+    from rmtl.reward.shaping import ShapingConfig
+
+    root = staged.path
+    views, info, task = st.views, st.info, store_task(st).name
+    layout = info.get("layout") or {}
+    cams = {v: _VideoWriter(av, root / VIDEO_PATH.format(video_key=f"observation.images.{v}", chunk_index=0,
+                                                         file_index=0), fps, h, w) for v in views}
+    columns: dict[str, list[np.ndarray]] = {}
+    episodes: list[dict[str, Any]] = []
+    ep_stats: list[dict[str, dict[str, list]]] = []
+    start = 0
+    try:
+        for i, e in enumerate(eps.ids):
+            p = eps.pos[e]
+            now, nxt = eps.order[p[:-1]], eps.order[p[1:]]  # observation rows, and the rows their steps ended in
+            t = len(now)
+            frame = {
+                "observation.state": eps.cols["state"][now].astype(np.float32),
+                "action": eps.cols["action"][nxt].astype(np.float32),
+                "next.reward": eps.env_reward[p[1:]].astype(np.float32),
+                "next.reward_vlm": eps.shaped[p[1:]].astype(np.float32),
+                "next.done": (eps.cols["terminated"][nxt] | eps.cols["truncated"][nxt]).astype(bool),
+                "next.success": eps.cols["terminated"][nxt].astype(bool),
+                "timestamp": (np.arange(t) / fps).astype(np.float32),
+                "frame_index": np.arange(t, dtype=np.int64),
+                "episode_index": np.full(t, i, dtype=np.int64),
+                "index": np.arange(start, start + t, dtype=np.int64),
+                "task_index": np.zeros(t, dtype=np.int64),
+            }
+            stats = {k: _stats(v) for k, v in frame.items()}
+            for k, v in frame.items():
+                columns.setdefault(k, []).append(v)
+            meta: dict[str, Any] = {"episode_index": i, "tasks": [TASK_TEXT.get(task, task)], "length": t,
+                                    "data/chunk_index": 0, "data/file_index": 0, "dataset_from_index": start,
+                                    "dataset_to_index": start + t}
+            frames = st.read(rows=now, fields=["frames"])["frames"]  # [T, V, H, W, 3], one episode at a time
+            for j, v in enumerate(views):
+                key = f"observation.images.{v}"
+                cams[v].write(frames[:, j])
+                stats[key] = _image_stats(frames[:, j])
+                meta.update({f"videos/{key}/chunk_index": 0, f"videos/{key}/file_index": 0,
+                             f"videos/{key}/from_timestamp": start / fps,
+                             f"videos/{key}/to_timestamp": (start + t) / fps})
+            meta.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0,
+                         "rmtl/store_episode": e, "rmtl/difficulty": float(eps.cols["difficulty"][now[0]])})
+            meta.update({f"stats/{k}/{s}": val for k, st_ in stats.items() for s, val in st_.items()})
+            episodes.append(meta)
+            ep_stats.append(stats)
+            start += t
+    finally:
+        for cam in cams.values():
+            cam.close()
 
     data = {k: np.concatenate(v) for k, v in columns.items()}
     vectors = {"observation.state": data["observation.state"].shape[1], "action": data["action"].shape[1]}
@@ -269,7 +290,8 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
     (root / INFO_PATH).write_text(json.dumps(portable_values(doc), indent=4))
     keys = [k for k in features if k in ep_stats[0]]
     (root / STATS_PATH).write_text(json.dumps({k: _merge([s[k] for s in ep_stats]) for k in keys}, indent=4))
-    return {"path": str(root), "episodes": n_eps, "frames": n_frames, "cameras": len(views),
+    staged.commit()
+    return {"path": str(staged.target), "episodes": n_eps, "frames": n_frames, "cameras": len(views),
             "model_id": eps.model_id, "prompt_set": pset.to_dict()}
 
 

@@ -20,14 +20,14 @@ in), and the dataset gets:
 - each episode's reset ``seed`` and ``options`` (``{"difficulty": u}``), so
   ``env.reset(seed=..., options=...)`` starts it again.
 
-Datasets go under ``$MINARI_DATASETS_PATH``, by default ``<data-dir>/minari`` (docs/storage.md).
+Datasets go under ``$MINARI_DATASETS_PATH``, by default ``<data-dir>/minari`` (docs/storage.md),
+written in a staging folder beside the dataset's and swapped in whole (pipeline.export_target).
 Rows, episodes and rewards are read by pipeline.episode_rows (shared with the LeRobot export).
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from unittest import mock
 
 import numpy as np
 
+from pipeline.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
 from rmtl.errors import ConfigError
 from rmtl.reward.prompt_sets import PromptSet
 
@@ -64,6 +65,35 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
                   overwrite: bool = False, data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Write the store's episodes as the Minari dataset ``dataset_id(name)`` (module docstring);
     returns ``{"dataset_id", "path", "root", "episodes", "steps", "reward", "model_id", "prompt_set"}``."""
+    from rmtl.reward.prompt_sets import load_prompt_set
+
+    pset = prompts if isinstance(prompts, PromptSet) else load_prompt_set(prompts)
+    ds_id = dataset_id(name)
+    root = minari_root(data_dir)
+    target = root / ds_id
+    refuse_output_over_inputs(target, [store], what=f"Minari dataset {ds_id} at",
+                              fix="set MINARI_DATASETS_PATH (or --data-dir) to a folder outside {store}, or choose "
+                                  "another --name")
+    StagedDirectory.recover(target)  # what a killed export left: its staging folder, an old dataset set aside
+    existed = target.exists()
+    if existed and not overwrite:
+        raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass "
+                          f"--overwrite")
+    staged = StagedDirectory(target)
+    try:
+        episodes, steps, model_id = _write_dataset(store, ds_id, staged, pset, model, reward, alpha, env_reward)
+    except KeyboardInterrupt:
+        raise interrupted_export(target, existed, staged.committed) from None
+    finally:
+        staged.discard()
+    return {"dataset_id": ds_id, "path": str(target), "root": str(root), "episodes": episodes,
+            "steps": steps, "reward": reward, "model_id": model_id, "prompt_set": pset.to_dict()}
+
+
+def _write_dataset(store: Any, ds_id: str, staged: StagedDirectory, pset: PromptSet, model: str | None,
+                   reward: str, alpha: float, env_reward: bool) -> tuple[int, int, str | None]:
+    """Read the store's episodes, write them as Minari dataset ``ds_id`` in ``staged`` and swap it in;
+    returns (episodes, steps, the reward model's id)."""
     import gymnasium as gym
     import minari
 
@@ -71,16 +101,8 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
     from pipeline.store_rows import open_store
     from rmtl import ENV_ID
     from rmtl.tasks.fetch_lift.env import EnvConfig
-    from rmtl.reward.prompt_sets import load_prompt_set
     from rmtl.tasks.fetch_lift.state import CUBE_POS
 
-    pset = prompts if isinstance(prompts, PromptSet) else load_prompt_set(prompts)
-    ds_id = dataset_id(name)
-    root = minari_root(data_dir)
-    target = root / ds_id
-    if target.exists() and not overwrite:
-        raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass "
-                          f"--overwrite")
     with open_store(store) as st:
         eps = read_episodes(st, "be exported as a Minari dataset", pset, model, reward, alpha)
     order, pos, cols, phase, score = eps.order, eps.pos, eps.cols, eps.phase, eps.score
@@ -106,15 +128,16 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
                    "step": cols["step"][rows].astype(np.int64), "store_row": rows.astype(np.int64),
                    "episode": np.full(len(rows), e, dtype=np.int64)},
         ))
-    if target.exists():
-        shutil.rmtree(target)
     obs_space = gym.spaces.Dict({k: gym.spaces.Box(-np.inf, np.inf, (d,), np.float64)
                                  for k, d in (("achieved_goal", 3), ("desired_goal", 3), ("observation", 25))})
     what = (f"shaped VLM reward of prompt set {pset.name} ({pset.id}), model {model_id}, alpha {alpha}"
             if reward == "vlm" else "dense reference reward")
     env = gym.make(ENV_ID)  # its spec is recorded: recover_environment() after `import rmtl.env`
+    # Minari writes <its datasets root>/<id>; with the staging folder (a hidden one beside the target,
+    # which Minari's listing skips) as that root, the dataset is written whole there, then moved in.
     try:
-        with warnings.catch_warnings(), mock.patch.dict(os.environ, {"MINARI_DATASETS_PATH": str(root)}):
+        staged.create()
+        with warnings.catch_warnings(), mock.patch.dict(os.environ, {"MINARI_DATASETS_PATH": str(staged.path)}):
             warnings.simplefilter("ignore", UserWarning)  # Minari asks for a code link and an e-mail
             ds = minari.create_dataset_from_buffers(
                 ds_id, buffers, env=env, algorithm_name=f"rmtl dataset store {path}", author="rmtl",
@@ -122,7 +145,9 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
                 description=f"rmtl dataset store {path} ({len(ids)} episodes); rewards: {what}"
                             f"{' plus the +1 success bonus' if env_reward else ''}.",
             )
+            episodes, steps = int(ds.total_episodes), int(ds.total_steps)
+            del ds  # its files are closed before they move
+        staged.commit(staged.path / ds_id)
     finally:
         env.close()
-    return {"dataset_id": ds_id, "path": str(target), "root": str(root), "episodes": int(ds.total_episodes),
-            "steps": int(ds.total_steps), "reward": reward, "model_id": model_id, "prompt_set": pset.to_dict()}
+    return episodes, steps, model_id

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 from rmtl.errors import USER_ERRORS, ConfigError
-from rmtl.interrupts import interrupt_now
+from rmtl.interrupts import Interrupted, interrupt_now
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -187,11 +187,11 @@ def exit_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
     try:
         with _watch_sigint():
             rv = fn(*args, **kwargs)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         if debug:
             raise
         _quiet_exit()  # before the line: leaving this block frees half-built objects (GL contexts) noisily
-        report(INTERRUPTED)
+        report(str(e) if isinstance(e, Interrupted) and str(e) else INTERRUPTED)
         return EXIT_INTERRUPTED
     except SystemExit as e:
         if e.code is None or isinstance(e.code, int):

@@ -45,3 +45,9 @@ def interrupt_now() -> bool:
         _pending = True
         return False
     return True
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C with the line that says what is true afterwards, for a command whose state after a
+    stop differs from the usual one (committed work kept, the same command resumes): the console
+    prints ``error: <message>`` instead of its default line."""

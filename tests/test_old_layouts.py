@@ -124,8 +124,12 @@ def test_an_oracle_run_of_the_earlier_reward_layout_resumes_without_a_difference
     run = tmp_path / "run"
     ck = run / CHECKPOINTS / "step_000000064"
     ck.mkdir(parents=True)
-    (ck / "model.zip").write_bytes(b"")
-    (ck / "meta.json").write_text(json.dumps({"reward_kind": "oracle", "config": saved}))
+    import zipfile
+
+    with zipfile.ZipFile(ck / "model.zip", "w") as z:  # what open_run checks of a model: SB3's two members
+        z.writestr("data", "{}")
+        z.writestr("policy.pth", b"")
+    (ck / "meta.json").write_text(json.dumps({"reward_kind": "oracle", "num_timesteps": 64, "config": saved}))
     (run / CHECKPOINTS / LATEST).write_text(ck.name)
     (run / "config.yaml").write_text(EARLIER_ORACLE_CONFIG.read_text())
     found, meta = open_run(run, new.replace(output_dir=str(run)), resume=True, free_fields=RESUME_FREE_FIELDS,

@@ -32,8 +32,9 @@ RUN_ALIASES = {"steps": "total_timesteps", "out": "output_dir", "progress": "pro
 def _train_extras() -> list:
     from rmtl.command_config import option
 
-    return [option("fresh", bool, typer.Option(False, help="Start over instead of resuming from the run directory's "
-                                                            "last checkpoint.")),
+    return [option("fresh", bool, typer.Option(False, help="Start over instead of resuming the run in the run "
+                                                            "directory; its files move to previous-<UTC time>/ "
+                                                            "inside it (nothing is deleted).")),
             option("verbose", bool, typer.Option(False, help="Print SB3's log table, evaluations and checkpoints."))]
 
 

@@ -45,6 +45,78 @@ def resume_checkpoint(run_dir: str | Path) -> Path | None:
     return p if (p / "model.zip").is_file() and (p / "meta.json").is_file() else None
 
 
+PREVIOUS = "previous-"
+"""Prefix of the folders (``previous-<UTC time>/``) a fresh start moves an earlier run's files into."""
+RUN_MARKERS = ("run.json", "summary.json", "selection.json", "eval.csv", "curriculum.csv", "validation.csv",
+               "manager.csv", RESUME, "best", CHECKPOINTS)
+"""Files and folders that mean a directory holds a run (besides ``progress_*.csv`` and ``run_resume_*.json``)."""
+_JSON_FILES = ("meta.json", "curriculum.json", "reward_state.json", "vecnormalize.json")
+
+
+def run_files(run_dir: Path) -> list[str]:
+    """Names of what in ``run_dir`` shows that a run is already there (empty for a new directory). A
+    lone ``config.yaml``, or Stage 2's behaviour-cloning results without ``run.json`` (a start that
+    stopped before training), is no run: a new start reuses or replaces them as before."""
+    if not run_dir.is_dir():
+        return []
+    found = [p.name for p in run_dir.iterdir()
+             if p.name in RUN_MARKERS or (p.name.startswith("progress_") and p.name.endswith(".csv"))
+             or (p.name.startswith("run_resume_") and p.name.endswith(".json"))]
+    return sorted(found)
+
+
+def checkpoint_problem(ck: Path, needs: Iterable[str] = ("model.zip",)) -> str | None:
+    """What makes checkpoint folder ``ck`` unusable for a resume, read without torch or SB3 (None: whole):
+    a missing file of ``needs`` or ``meta.json``, a ``model.zip`` that is no zip holding ``data`` and
+    ``policy.pth``, a JSON file that does not parse."""
+    import zipfile
+
+    from rmtl.console import one_line
+
+    missing = [n for n in dict.fromkeys([*needs, "model.zip", "meta.json"]) if not (ck / n).is_file()]
+    if missing:
+        return f"{', '.join(str(ck / n) for n in missing)} {'is' if len(missing) == 1 else 'are'} missing"
+    try:
+        with zipfile.ZipFile(ck / "model.zip") as z:
+            names = set(z.namelist())
+        if not {"data", "policy.pth"} <= names:
+            return f"{ck / 'model.zip'} is not an SB3 model (no data or policy.pth inside)"
+    except (zipfile.BadZipFile, OSError) as e:
+        return f"{ck / 'model.zip'} is not a readable zip ({e})"
+    for name in _JSON_FILES:
+        if (ck / name).is_file():
+            try:
+                value = json.loads((ck / name).read_text())
+            except (ValueError, UnicodeDecodeError, OSError) as e:
+                return f"{ck / name} is not valid JSON ({one_line(e)})"
+            if not isinstance(value, dict):
+                return f"{ck / name} is not a JSON object"
+    if not isinstance(json.loads((ck / "meta.json").read_text()).get("num_timesteps"), int):
+        return f"{ck / 'meta.json'} has no num_timesteps (not a checkpoint record)"
+    return None
+
+
+def move_aside(run_dir: Path, names: Iterable[str]) -> Path:
+    """Move ``names`` (in ``run_dir``) into a new ``run_dir/previous-<UTC time>/``; returns that folder."""
+    import datetime
+
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    dest = run_dir / f"{PREVIOUS}{stamp}"
+    n = 1
+    while dest.exists():  # two fresh starts within a second
+        n += 1
+        dest = run_dir / f"{PREVIOUS}{stamp}-{n}"
+    dest.mkdir()
+    for name in names:
+        (run_dir / name).rename(dest / name)
+    return dest
+
+
+def _start_over_hint(run_dir: Path) -> str:
+    return (f"pass --fresh to start over (the earlier run's files move to {run_dir}/{PREVIOUS}<UTC time>/), "
+            f"or choose another --out")
+
+
 def config_differences(saved: dict[str, Any], config: Any, free_fields: Iterable[str]) -> list[str]:
     """Fields (outside ``free_fields``, which a resumed run may change) where ``config`` differs from ``saved``.
 
@@ -63,29 +135,66 @@ def open_run(run_dir: Path, config: Any, *, resume: bool, free_fields: Iterable[
              needs: Iterable[str] = ("model.zip",), what: str = "run") -> tuple[Path | None, dict[str, Any]]:
     """(checkpoint to resume from or None, its meta.json) for ``config`` in ``run_dir``: the newest
     checkpoint, else the kept ``resume/`` state (a run directory moved to another machine without
-    its checkpoints).
+    its checkpoints). Reads no model: it runs before any model, renderer or env is built.
 
-    A checkpoint is resumed only with ``resume`` and a config equal outside ``free_fields``
-    (else a one-line ConfigError). Without one, a fresh start in a used directory (``resume``
-    off, or another config) deletes ``logs`` and ``latest.txt`` so old curves never mix with
-    the new run's. Writes ``config.yaml``.
+    A directory that already holds a run (:func:`run_files`) is never started over in place, so an
+    earlier run's logs are never overwritten nor appended to:
+
+    - with ``resume``, it resumes when its checkpoint (or ``resume/``) is whole and its config equal
+      outside ``free_fields``; otherwise one line names what is missing or damaged, and ``--fresh``;
+    - without ``resume`` (``--fresh``), the earlier run's files move into ``previous-<UTC time>/``
+      inside the run directory (printed), and the new run starts in the emptied directory.
+
+    Writes ``config.yaml``.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
+    held = run_files(run_dir)
     saved = saved_config(run_dir)
-    ck = (latest_checkpoint(run_dir, needs) or resume_checkpoint(run_dir)) if resume else None
+    ck: Path | None = None
     meta: dict[str, Any] = {}
-    if ck is not None:
+    if held and resume:
+        ck = _whole_checkpoint(run_dir, tuple(needs), held)
         differ = config_differences(saved or {}, config, free_fields)
         if differ:
             raise ConfigError(f"run directory {run_dir} holds a {what} with a different config ({', '.join(differ)}); "
-                              "pass the same config to resume, another output_dir, or resume=False to start over there")
+                              f"pass the same config to resume, or {_start_over_hint(run_dir)}")
         meta = json.loads((ck / "meta.json").read_text())
-    elif not resume or saved is None or config_differences(saved, config, free_fields):
-        for name in logs:
-            (run_dir / name).unlink(missing_ok=True)
-        (run_dir / CHECKPOINTS / LATEST).unlink(missing_ok=True)
+    else:
+        # Files of an earlier start that never trained (Stage 2's behaviour cloning) are reused only by
+        # the same config resuming; otherwise they move aside with everything else.
+        leftovers = [n for n in logs if (run_dir / n).exists()]
+        if held or (leftovers and (not resume or saved is None
+                                   or config_differences(saved, config, free_fields))):
+            dest = move_aside(run_dir, [p.name for p in run_dir.iterdir() if not p.name.startswith(PREVIOUS)])
+            print(f"starting over in {run_dir}: the earlier run's files moved to {dest}", flush=True)
     config.to_yaml(run_dir / "config.yaml")
     return ck, meta
+
+
+def _whole_checkpoint(run_dir: Path, needs: tuple[str, ...], held: list[str]) -> Path:
+    """The checkpoint a run that is there resumes from: the newest one, else ``resume/``; one line
+    (ConfigError) naming what is missing or damaged when neither is whole."""
+    latest = run_dir / CHECKPOINTS / LATEST
+    candidates: list[Path] = []
+    if latest.is_file():
+        candidates.append(latest.parent / latest.read_text(errors="replace").strip())
+    if (run_dir / RESUME).is_dir():
+        candidates.append(run_dir / RESUME)
+    problems = []
+    for ck in candidates:
+        problem = checkpoint_problem(ck, needs) if ck.is_dir() else f"{ck} (named by {latest}) does not exist"
+        if problem is None:
+            return ck
+        if ck.is_dir() and all((ck / n).is_file() for n in (*needs, "model.zip", "meta.json")):
+            # damaged, not missing: falling back to an older state would silently lose steps
+            raise ConfigError(f"run directory {run_dir} cannot be resumed: {problem}; restore it from a copy, or "
+                              f"{_start_over_hint(run_dir)}")
+        problems.append(problem)
+    if not candidates:
+        problems.append(f"it has neither {CHECKPOINTS}/{LATEST} nor a {RESUME}/ folder to resume from")
+    shown = ", ".join(n + "/" if (run_dir / n).is_dir() else n for n in held[:4]) + (", ..." if len(held) > 4 else "")
+    raise ConfigError(f"run directory {run_dir} holds a run ({shown}) that cannot be resumed: {'; '.join(problems)}; "
+                      f"restore the missing files from a copy, or {_start_over_hint(run_dir)}")
 
 
 def cut_logs_to(run_dir: Path, logs: Iterable[str], step: int) -> None:
