@@ -29,7 +29,7 @@ from rmtl.env.render_settings import RenderSettings
 from rmtl.env.episode import run_episode
 from rmtl.tasks import DEFAULT_TASK, Task, get_task, task_views
 
-POLICIES = ("expert", "random")
+POLICIES = ("expert", "random", "coverage")
 BEHAVIOUR = "behaviour:"
 """Prefix of a policy spec naming one of the task's scripted behaviours (``behaviour:push``)."""
 
@@ -48,7 +48,8 @@ class RolloutConfig(Config):
     """Number of episodes."""
     policy: str = "expert"
     """'expert' (scripted, with noise), 'random', 'behaviour:<name>' (a scripted degenerate
-    behaviour of the task, with the same noise), or a path to an SB3 PPO checkpoint (.zip)."""
+    behaviour of the task, with the same noise), 'coverage' (each episode one scene set directly,
+    not by a policy: the task's coverage scenes, one row each), or a path to an SB3 PPO checkpoint (.zip)."""
     noise_std: float = Field(0.15, ge=0)
     """Gaussian action noise of the expert or behaviour; episodes alternate noise_std and 2x noise_std."""
     noise_levels: tuple[float, ...] | None = None
@@ -109,6 +110,8 @@ class RolloutConfig(Config):
                 known = ", ".join(sorted(task.behaviours)) or "none"
                 raise ValueError(f"unknown behaviour {name!r} of task {task.name}; known behaviours: {known}")
             return v
+        if v == "coverage" and "task" in info.data and get_task(info.data["task"]).coverage_scene is None:
+            raise ValueError(f"task {info.data['task']} defines no coverage scenes; use another policy")
         if v not in POLICIES and not v.endswith(".zip"):
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, {BEHAVIOUR}<name> or a path to an "
                              f"SB3 checkpoint (.zip)")
@@ -146,6 +149,8 @@ def policy_label(config: RolloutConfig, plan: EpisodePlan) -> str:
         return f"behaviour {name} noise {plan.noise_std:g}"
     if config.policy == "random":
         return "random"
+    if config.policy == "coverage":
+        return f"coverage {config.the_task().coverage_category(plan.episode)}"
     return f"checkpoint {Path(config.policy).parent.name}"
 
 
@@ -218,6 +223,11 @@ def rollout_episodes(config: RolloutConfig, episodes: list[int], render: bool = 
     try:
         for ep in episodes:
             plan = plan_episode(config, ep)
+            if config.policy == "coverage":  # one scene set directly: its reset is not a row of it
+                env.reset(seed=plan.reset_seed, options={"difficulty": plan.difficulty})
+                _, info = task.coverage_scene(env, np.random.default_rng([config.seed, ep, 3]), ep)
+                record(info, False)
+                continue
             policy = make_policy(config, plan, env)
             run_episode(env, policy, seed=plan.reset_seed, options={"difficulty": plan.difficulty}, on_step=step,
                         on_reset=(lambda obs, info: record(info, False)) if config.render_reset else None)

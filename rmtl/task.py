@@ -78,6 +78,11 @@ class Task:
     ``degraded_oracle`` reward are functions of it)."""
     scorer_confusions: Mapping[str, ScorerConfusion] = field(default_factory=dict)
     """Named confusions a pixel scorer of this task makes (``degraded_oracle``)."""
+    coverage_scene: Callable[[Any, np.random.Generator, int], tuple[Any, dict]] | None = None
+    """(reset env, rng, scene index) -> (observation, info): sets a coverage scene directly, not
+    through a policy (rollout policy ``coverage``)."""
+    coverage_category: Callable[[int], str] | None = None
+    """Scene index -> its category (the label of a coverage store's rows)."""
 
     def phases(self, states: np.ndarray) -> np.ndarray:
         """Phase ids the task's rule gives states [N, state_dim] (int64 [N])."""

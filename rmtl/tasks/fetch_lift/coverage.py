@@ -34,6 +34,10 @@ HALF = 0.025
 OPEN, ON_CUBE = 0.05, 0.024
 """Finger position controls (m per finger): fully open, and closed on the cube's faces."""
 MAX_LIFT = 0.10
+DOWN_SHARE = 0.7
+"""Share of scenes with the hand pointing down (as after the first ~15 steps of an episode); the
+rest are turned part of the way from the reset pose, as in an episode's first steps. Held and
+between-jaws scenes always point down: a grasp happens with the hand down."""
 
 
 def coverage_category(episode: int) -> str:
@@ -64,27 +68,28 @@ def _free_gripper(rng: np.random.Generator, cube: np.ndarray) -> np.ndarray:
 def coverage_scene(env: Any, rng: np.random.Generator, episode: int) -> tuple[dict, dict]:
     """Set scene ``episode`` on a reset pick-and-lift env; returns its (observation, info)."""
     category = coverage_category(episode)
+    turn = 1.0 if category in ("held", "between_jaws") or rng.random() < DOWN_SHARE else float(rng.uniform())
     xy = rng.uniform(TABLE_LOW, TABLE_HIGH)
     cube = np.array([xy[0], xy[1], CUBE_REST_HEIGHT])
     # Jaws close along one horizontal axis: a held cube is squared to it (0 or 90 deg, +-10 deg).
     squared = rng.choice([0.0, np.pi / 2]) + rng.uniform(-0.17, 0.17)
     if category == "free":
-        return env.set_scene(_free_gripper(rng, cube), rng.uniform(0.0, OPEN), cube, _yaw_quat(rng.uniform(-np.pi, np.pi)))
+        return env.set_scene(_free_gripper(rng, cube), rng.uniform(0.0, OPEN), cube, _yaw_quat(rng.uniform(-np.pi, np.pi)), turn)
     if category == "held":
         lifted = cube + np.array([0.0, 0.0, rng.uniform(0.0, MAX_LIFT)])
-        return env.set_scene(lifted, ON_CUBE, lifted, _yaw_quat(squared))
+        return env.set_scene(lifted, ON_CUBE, lifted, _yaw_quat(squared), turn)
     if category == "between_jaws":
         jaw = OPEN if rng.random() < 0.5 else ON_CUBE
         grip = cube + np.array([*rng.uniform(-0.005, 0.005, 2), rng.uniform(-0.005, 0.01)])
-        return env.set_scene(grip, jaw, cube, _yaw_quat(squared))
+        return env.set_scene(grip, jaw, cube, _yaw_quat(squared), turn)
     if category == "pushed":
         angle = rng.uniform(-np.pi, np.pi)
         grip = cube + np.array([0.06 * np.cos(angle), 0.06 * np.sin(angle), rng.uniform(0.0, 0.04)])
         grip += np.array([*rng.uniform(-0.01, 0.01, 2), 0.0])
-        return env.set_scene(grip, rng.uniform(0.0, OPEN), cube, _yaw_quat(rng.uniform(-np.pi, np.pi)))
+        return env.set_scene(grip, rng.uniform(0.0, OPEN), cube, _yaw_quat(rng.uniform(-np.pi, np.pi)), turn)
     if category == "tipped":
         axis = np.array([1.0, 0.0, 0.0]) if rng.random() < 0.5 else np.array([0.0, 1.0, 0.0])
         tip = np.array([np.cos(np.pi / 4), *(np.sin(np.pi / 4) * axis)])
         return env.set_scene(_free_gripper(rng, cube), rng.uniform(0.0, OPEN), cube,
-                             _quat_mul(_yaw_quat(rng.uniform(-np.pi, np.pi)), tip))
+                             _quat_mul(_yaw_quat(rng.uniform(-np.pi, np.pi)), tip), turn)
     raise ValueError(f"unknown coverage category {category!r}")

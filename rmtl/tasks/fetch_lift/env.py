@@ -284,11 +284,14 @@ class FetchPickAndLiftEnv(gym.Env):
         self._move_gripper(target, float(np.clip(finger_open, 0.0, 1.0)) * 0.05)
         self._put_cube(cube_qpos)
 
-    def _move_gripper(self, target: np.ndarray, finger_ctrl: float) -> None:
+    def _move_gripper(self, target: np.ndarray, finger_ctrl: float, hand_quat: np.ndarray | None = None) -> None:
         """Drive the grip site to ``target`` (mocap, settle steps) with the fingers' position
-        control at ``finger_ctrl`` (m per finger, 0 closed to 0.05 open), the cube non-colliding
-        meanwhile so the move never pushes it."""
+        control at ``finger_ctrl`` (m per finger, 0 closed to 0.05 open) and, if given, the hand
+        turned to ``hand_quat``, the cube non-colliding meanwhile so the move never pushes it."""
         import mujoco
+
+        if hand_quat is not None:
+            self.data.mocap_quat[0] = hand_quat
 
         contype = int(self.model.geom_contype[self._object_geom])
         conaff = int(self.model.geom_conaffinity[self._object_geom])
@@ -324,16 +327,23 @@ class FetchPickAndLiftEnv(gym.Env):
         self._fetch.goal = self._goal.copy()
 
     def set_scene(self, gripper: Sequence[float], finger_ctrl: float, cube_pos: Sequence[float],
-                  cube_quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0)) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+                  cube_quat: Sequence[float] = (1.0, 0.0, 0.0, 0.0),
+                  hand_turn: float | None = None) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Set the scene directly, not through a policy (coverage data): the grip site at
         ``gripper``, each finger's position control at ``finger_ctrl`` (m, 0-0.05), the cube at
-        ``cube_pos`` with orientation ``cube_quat`` (w, x, y, z). The cube is placed after the
+        ``cube_pos`` with orientation ``cube_quat`` (w, x, y, z), the hand turned ``hand_turn`` of
+        the way from its reset pose (0, horizontal) to pointing down (1, where every step's action
+        turns it within ~15 steps; None: as it is). The cube is placed after the
         fingers have moved and nothing is stepped after it, so a cube placed between closed jaws
         shows as held. Call after :meth:`reset`; returns (observation, info) like ``reset`` (the
         episode's step count is unchanged)."""
         if self._obs is None:
             raise RuntimeError("call reset() before set_scene()")
-        self._move_gripper(np.asarray(gripper, dtype=np.float64), float(np.clip(finger_ctrl, 0.0, 0.05)))
+        quat = None
+        if hand_turn is not None:  # a rotation about y: (1, 0, 0, 0) at reset, (1, 0, 1, 0)/sqrt(2) down
+            half = np.pi / 4 * float(np.clip(hand_turn, 0.0, 1.0))
+            quat = np.array([np.cos(half), 0.0, np.sin(half), 0.0])
+        self._move_gripper(np.asarray(gripper, dtype=np.float64), float(np.clip(finger_ctrl, 0.0, 0.05)), quat)
         self._put_cube(np.concatenate([np.asarray(cube_pos, dtype=np.float64), np.asarray(cube_quat, dtype=np.float64)]))
         self._rest_height = float(self._fetch.height_offset)
         self._obs = self._observe()

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from rmtl.tasks.fetch_lift.cameras import CAMERA_BANK
+from rmtl.tasks.fetch_lift.coverage import coverage_category, coverage_scene
 from rmtl.tasks.fetch_lift.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
@@ -55,4 +56,5 @@ def fetch_lift_task() -> Task:
         curriculum_stages=PAPER_STAGES, camera_bank=CAMERA_BANK, dense_reward=_dense_reward, captions=_captions,
         quality_metrics=_quality, oracle_progress=oracle_progress, behaviours=MappingProxyType(BEHAVIOURS),
         visible_state=visible_state, scorer_confusions=SCORER_CONFUSIONS,
+        coverage_scene=coverage_scene, coverage_category=coverage_category,
     )
