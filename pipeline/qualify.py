@@ -285,6 +285,45 @@ def map_verdict(metrics: Mapping[str, float], fitted: Mapping[str, Any] | None) 
             "nearest_conditions": [c["name"] for c in near]}
 
 
+def fit_replayed_error(scores: np.ndarray, progress: np.ndarray, phases: np.ndarray, episode: np.ndarray, step: np.ndarray,
+              resting: np.ndarray, names: tuple[str, ...]) -> dict:
+    """The ``degraded_oracle`` error that reproduces a scorer: ``{"error": reward.error section, "fit": the
+    per-micro-task lines}`` from its ``scores`` [N, K] against the oracle's ``progress`` [N, K] on rows
+    with rule ``phases``, ``episode`` / ``step`` ids and the ``resting`` (cube at the gripper, on the
+    table) mask. Per micro-task: scores mapped to progress units by a least-squares line; i.i.d. noise
+    from step-to-step changes of the residual along episodes (var / 2, an upper bound); the systematic
+    error from the rest of its variance; a negative slope means inverted; for grasp the line leaves
+    out resting states and their mean mapped score is the ``grasp_resting`` strength."""
+    per_task, fit = {}, {}
+    strength = 0.0
+    for k, name in enumerate(names):
+        m = phases == k
+        line = m & ~resting if name == "grasp" else m
+        p, s = progress[line, k], scores[line, k]
+        if len(p) < 10 or np.ptp(p) == 0:
+            continue
+        b, a = np.polyfit(p, s, 1)
+        inverted = b < 0
+        b = abs(b) if abs(b) > 1e-9 else 1e-9
+        r = (scores[m, k] - a) / b * (-1 if inverted else 1) - (1 - progress[m, k] if inverted else progress[m, k])
+        order = np.lexsort((step[m], episode[m]))
+        e_sorted, r_sorted = episode[m][order], r[order]
+        same = e_sorted[1:] == e_sorted[:-1]
+        dr = np.diff(r_sorted)[same]
+        noise = float(np.sqrt(np.var(dr) / 2)) if len(dr) > 2 else 0.0
+        systematic = float(np.sqrt(max(np.var(r) - noise ** 2, 0.0)))
+        per_task[name] = {"systematic": round(systematic, 4), "noise": round(noise, 4),
+                          "inverted_share": 1.0 if inverted else 0.0}
+        fit[name] = {"intercept": float(a), "slope": float(b) * (-1 if inverted else 1), "rows": int(m.sum())}
+        if name == "grasp" and (m & resting).any():
+            mapped = (scores[m & resting, k] - a) / b
+            strength = float(np.clip(np.mean(mapped), 0.0, 1.0))
+    error = {"micro_tasks": per_task}
+    if strength > 0:
+        error["confusions"] = {"grasp_resting": round(strength, 4)}
+    return {"error": error, "fit": fit}
+
+
 def plot_map(fitted: Mapping[str, Any] | None, points: Mapping[str, Mapping[str, float]], path: Path) -> Path:
     """The 2-D view of the map (grasp AUC against min(approach, align) rank): each mapped run coloured
     by whether it taught, and the qualified scorers' points."""

@@ -140,3 +140,20 @@ def test_a_score_window_averages_along_each_episode(rows):
     np.testing.assert_allclose(avg[first[0]], raw[first[0]])
     np.testing.assert_allclose(avg[first[4]], raw[first[2:5]].mean(axis=0))
     assert scorer_metrics(avg, rows)["noise_ratio"] < scorer_metrics(raw, rows)["noise_ratio"]
+
+
+def test_the_replay_fit_recovers_a_degraded_oracles_error(rows):
+    """A degraded oracle's own scores, fitted back: the noise and the systematic error it was given."""
+    from pipeline.qualify import fit_replayed_error
+    from rmtl.tasks.fetch_lift.phases import rule_phase
+    from rmtl.tasks.fetch_lift.scorer_errors import resting_at_gripper
+    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
+
+    kind, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": {"default": {"noise": 0.2}}})
+    scores = kind.scores(rows.states)
+    progress = np.asarray(TASK.oracle_progress(rows.states))
+    phases = np.asarray(rule_phase(np.asarray(gripper_cube_distance(rows.states))), dtype=np.int64)
+    fitted = fit_replayed_error(scores, progress, phases, rows.episode, rows.step, resting_at_gripper(rows.states),
+                                  tuple(TASK.micro_tasks.names))
+    align = fitted["error"]["micro_tasks"]["align"]
+    assert 0.12 < align["noise"] < 0.3 and align["systematic"] < 0.15
