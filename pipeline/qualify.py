@@ -33,6 +33,10 @@ MAP_FILE = REPO / "results" / "learnability" / "map.json"
 METRICS = ("approach_rank", "align_rank", "grasp_auc", "right_prompt", "resting_grasp_pay", "noise_ratio")
 """The map's axes, in this order (RULE.md of results/learnability)."""
 STATE_KINDS = ("oracle", "degraded_oracle", "rule_only")
+NO_SCORER_METRICS = {"approach_rank": 0.0, "align_rank": 0.0, "grasp_auc": 0.5, "right_prompt": 1 / 3,
+                     "resting_grasp_pay": 1.0, "noise_ratio": 0.0}
+"""Where a reward without a scorer (rule-only: a constant score) sits on the map: no rank, grasp at
+chance, one prompt in three right by chance, a resting cube paid like a lifted one, no noise."""
 BOOTSTRAP = 200
 """Episode resamples of a pooled metric's interval."""
 
@@ -182,7 +186,7 @@ def scorer_metrics(scores: np.ndarray | None, rows: StateSet, mask: np.ndarray |
 
     m = np.ones(len(rows.states), dtype=bool) if mask is None else mask
     if scores is None:
-        return {k: float("nan") for k in METRICS}
+        return dict(NO_SCORER_METRICS)
     s, st = scores[m], rows.states[m]
     pm = phase_metrics(s, st)
     phase = rule_phase(np.asarray(gripper_cube_distance(st)))
@@ -207,7 +211,7 @@ def pooled_metrics(scores: np.ndarray | None, rows: StateSet, mask: np.ndarray, 
     """Metrics over the rows in ``mask`` with 95% intervals from episode resamples."""
     point = scorer_metrics(scores, rows, mask)
     if scores is None:
-        return {"value": point, "ci": {k: [float("nan")] * 2 for k in METRICS}}
+        return {"value": point, "ci": {k: [v, v] for k, v in point.items()}}
     eps = np.unique(rows.episode[mask])
     rng = np.random.default_rng(seed)
     by_ep = {e: np.flatnonzero(rows.episode == e) for e in eps}

@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipeline.qualify import (METRICS, load_families, plot_map, scorer_metrics, state_scorer, state_set,
+from pipeline.qualify import (METRICS, NO_SCORER_METRICS, load_families, plot_map, scorer_metrics, state_scorer,
+                              state_set,
                               windowed_scores)
 from rmtl.provenance import data_dir
 from rmtl.tasks import get_task
@@ -28,8 +29,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TEACHES = 0.5
 """Test success from which a run teaches (RULE.md)."""
-RULE_ONLY_METRICS = {"approach_rank": 0.0, "align_rank": 0.0, "grasp_auc": 0.5, "right_prompt": 1 / 3,
-                     "resting_grasp_pay": 1.0, "noise_ratio": 0.0}
+RULE_ONLY_METRICS = NO_SCORER_METRICS
 
 
 def nested(flat: dict) -> dict:
