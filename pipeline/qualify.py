@@ -177,39 +177,21 @@ def model_scores(model: str, task: str, families: Sequence[Family], store_dir: P
     return out
 
 
-def scorer_metrics(scores: np.ndarray | None, rows: StateSet, mask: np.ndarray | None = None) -> dict[str, float]:
-    """The map's metrics of scores [N, K] on the rows in ``mask`` (all by default)."""
-    from rmtl.tasks.fetch_lift.quality import phase_metrics, spread, step_variation
-    from rmtl.tasks.fetch_lift.phases import rule_phase
-    from rmtl.tasks.fetch_lift.scorer_errors import resting_at_gripper
-    from rmtl.tasks.fetch_lift.state import gripper_cube_distance, lift_height
-
+def scorer_metrics(task: Any, scores: np.ndarray | None, rows: StateSet, mask: np.ndarray | None = None) -> dict[str, float]:
+    """The map's metrics (``METRICS``) of scores [N, K] on the rows in ``mask`` (all by default), as
+    the task defines them (``Task.scorer_metrics``); a reward without a scorer sits at chance."""
     m = np.ones(len(rows.states), dtype=bool) if mask is None else mask
     if scores is None:
         return dict(NO_SCORER_METRICS)
-    s, st = scores[m], rows.states[m]
-    pm = phase_metrics(s, st)
-    phase = rule_phase(np.asarray(gripper_cube_distance(st)))
-    rows_idx = np.arange(len(phase))
-    # Resting pay: the grasp score of a cube resting at the gripper, from the grasp score's floor
-    # (its 5th percentile over every state) to a lifted cube's (0: paid like the floor, 1: like a lift).
-    rest = resting_at_gripper(st) & (phase == 2)
-    lifted = (phase == 2) & (np.asarray(lift_height(st)) >= 0.02)
-    pay = float("nan")
-    if rest.any() and lifted.any():
-        lo = np.percentile(s[:, 2], 5)
-        denom = s[lifted, 2].mean() - lo
-        pay = float((s[rest, 2].mean() - lo) / denom) if abs(denom) > 1e-12 else float("nan")
-    sv = step_variation(s[rows_idx, phase], rows.episode[m], rows.step[m], phase)
-    spreads = [spread(s[phase == k, k]) for k in range(s.shape[1]) if (phase == k).any()]
-    ratio = float(sv / np.mean(spreads)) if spreads and np.mean(spreads) > 0 else float("nan")
-    return {"approach_rank": pm["approach_spearman"], "align_rank": pm["align_spearman"], "grasp_auc": pm["grasp_auc"],
-            "right_prompt": pm["right_prompt_accuracy"], "resting_grasp_pay": pay, "noise_ratio": ratio}
+    if task.scorer_metrics is None:
+        raise ConfigError(f"task {task.name!r} defines no scorer metrics (Task.scorer_metrics); it cannot be qualified")
+    return task.scorer_metrics(scores[m], rows.states[m], rows.episode[m], rows.step[m])
 
 
-def pooled_metrics(scores: np.ndarray | None, rows: StateSet, mask: np.ndarray, seed: int = 0) -> dict[str, Any]:
+def pooled_metrics(task: Any, scores: np.ndarray | None, rows: StateSet, mask: np.ndarray,
+                   seed: int = 0) -> dict[str, Any]:
     """Metrics over the rows in ``mask`` with 95% intervals from episode resamples."""
-    point = scorer_metrics(scores, rows, mask)
+    point = scorer_metrics(task, scores, rows, mask)
     if scores is None:
         return {"value": point, "ci": {k: [v, v] for k, v in point.items()}}
     eps = np.unique(rows.episode[mask])
@@ -222,7 +204,7 @@ def pooled_metrics(scores: np.ndarray | None, rows: StateSet, mask: np.ndarray, 
         # Resampled episodes get new ids so repeats stay separate episodes.
         new_ep = np.concatenate([np.full(len(by_ep[e]), j) for j, e in enumerate(pick)])
         sub = StateSet(rows.states[idx], new_ep, rows.step[idx], rows.success[idx], rows.family[idx])
-        vals = scorer_metrics(scores[idx], sub)
+        vals = scorer_metrics(task, scores[idx], sub)
         for k in METRICS:
             draws[k].append(vals[k])
     ci = {k: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))] if np.isfinite(v).any()
@@ -230,23 +212,23 @@ def pooled_metrics(scores: np.ndarray | None, rows: StateSet, mask: np.ndarray, 
     return {"value": point, "ci": ci}
 
 
-def battery(kind_or_scores: Any, rows: StateSet, num_phases: int, shaping: Any = None) -> dict[str, dict[str, float]]:
-    """Mean discounted return per family under the scorer's reward (default shaping, bounds adapted to
-    all rows) and under rule-only; the noise-free expert's return is the bar no behaviour may reach."""
+def battery(task: Any, scores: np.ndarray | None, rows: StateSet, shaping: Any = None) -> dict[str, dict[str, float]]:
+    """Mean discounted return per family under the scorer's reward (``shaping``, default the default;
+    bounds adapted to all rows) and under rule-only; the noise-free expert's return is the bar no
+    behaviour may reach."""
     from pipeline.behaviour_returns import discounted_returns, rule_only_rewards
     from pipeline.return_ranking import shaped_rewards
     from rmtl.reward.shaping import ShapingConfig
-    from rmtl.tasks.fetch_lift.phases import rule_phase
-    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
+
+    num_phases = len(task.micro_tasks.names)
 
     order = np.lexsort((rows.step, rows.episode))
     eps = [order[rows.episode[order] == e] for e in np.unique(rows.episode)]
     eps = [idx[rows.step[idx] > 0] for idx in eps]  # rewards are paid on the states steps end in
-    phases = np.asarray(rule_phase(np.asarray(gripper_cube_distance(rows.states))), dtype=np.int64)
+    phases = np.asarray(task.phases(rows.states), dtype=np.int64)
     success = [bool(rows.success[idx].any()) if len(idx) else False for idx in eps]
     owner = [str(rows.family[idx[0]]) if len(idx) else "" for idx in eps]
     returns = {"rule_only": discounted_returns(rule_only_rewards(phases, eps, num_phases), eps, success)}
-    scores = kind_or_scores
     if scores is not None:
         active = scores[np.arange(len(phases)), phases]
         rewards = shaped_rewards(active, phases, eps, shaping or ShapingConfig(), num_phases, bounds="adapted")
@@ -385,12 +367,13 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         label = model
         held_out = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])
     fams = {f.name: f for f in families}
-    per_family = {name: scorer_metrics(scores, rows, rows.family == name) for name in fams}
+    per_family = {name: scorer_metrics(task, scores, rows, rows.family == name) for name in fams}
     groups = sorted({f.group for f in families})
-    per_group = {g: scorer_metrics(scores, rows, np.isin(rows.family, [n for n, f in fams.items() if f.group == g]) & held_out)
+    per_group = {g: scorer_metrics(task, scores, rows,
+                                   np.isin(rows.family, [n for n, f in fams.items() if f.group == g]) & held_out)
                  for g in groups}
-    pooled = pooled_metrics(scores, rows, held_out, seed)
-    returns = battery(scores, rows, len(task.micro_tasks.names), shaping)
+    pooled = pooled_metrics(task, scores, rows, held_out, seed)
+    returns = battery(task, scores, rows, shaping)
     bar = returns.get("scorer", returns["rule_only"]).get("expert", float("nan"))
     degenerate = [f.name for f in families if f.group == "behaviour"]
     beats = sorted(n for n in degenerate if returns.get("scorer", {}).get(n, -np.inf) >= bar)

@@ -78,6 +78,8 @@ class Task:
     ``degraded_oracle`` reward are functions of it)."""
     scorer_confusions: Mapping[str, ScorerConfusion] = field(default_factory=dict)
     """Named confusions a pixel scorer of this task makes (``degraded_oracle``)."""
+    scorer_metrics: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], dict[str, float]] | None = None
+    """(scores [N, K], states, episode ids, steps) -> the learnability map's metrics (``rmtl qualify``)."""
     coverage_scene: Callable[[Any, np.random.Generator, int], tuple[Any, dict]] | None = None
     """(reset env, rng, scene index) -> (observation, info): sets a coverage scene directly, not
     through a policy (rollout policy ``coverage``)."""

@@ -43,21 +43,21 @@ def rows(families_file, tmp_path_factory):
 
 def test_the_oracle_ranks_perfectly_and_zero_error_equals_it(rows):
     oracle, _ = state_scorer(TASK, {"kind": "oracle"})
-    exact = scorer_metrics(oracle.scores(rows.states), rows)
+    exact = scorer_metrics(TASK, oracle.scores(rows.states), rows)
     # approach progress is toward a point above the cube; the rank is against the distance to the cube
     assert exact["approach_rank"] > 0.8 and exact["align_rank"] > 0.95 and exact["grasp_auc"] == 1.0
     zero, _ = state_scorer(TASK, {"kind": "degraded_oracle"})
-    assert scorer_metrics(zero.scores(rows.states), rows) == exact
+    assert scorer_metrics(TASK, zero.scores(rows.states), rows) == exact
 
 
 def test_errors_lower_the_metrics_they_target(rows):
     oracle, _ = state_scorer(TASK, {"kind": "oracle"})
-    exact = scorer_metrics(oracle.scores(rows.states), rows)
+    exact = scorer_metrics(TASK, oracle.scores(rows.states), rows)
     smooth, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": {"default": {"systematic": 1.5}}}, seed=1)
-    bad = scorer_metrics(smooth.scores(rows.states), rows)
+    bad = scorer_metrics(TASK, smooth.scores(rows.states), rows)
     assert bad["align_rank"] + bad["approach_rank"] < exact["align_rank"] + exact["approach_rank"] - 0.6
     resting, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": {"confusions": {"grasp_resting": 1.0}}})
-    paid = scorer_metrics(resting.scores(rows.states), rows)
+    paid = scorer_metrics(TASK, resting.scores(rows.states), rows)
     assert paid["resting_grasp_pay"] > exact["resting_grasp_pay"] + 0.5
     assert paid["approach_rank"] == exact["approach_rank"]
 
@@ -139,7 +139,7 @@ def test_a_score_window_averages_along_each_episode(rows):
     first = first[np.argsort(rows.step[first])]
     np.testing.assert_allclose(avg[first[0]], raw[first[0]])
     np.testing.assert_allclose(avg[first[4]], raw[first[2:5]].mean(axis=0))
-    assert scorer_metrics(avg, rows)["noise_ratio"] < scorer_metrics(raw, rows)["noise_ratio"]
+    assert scorer_metrics(TASK, avg, rows)["noise_ratio"] < scorer_metrics(TASK, raw, rows)["noise_ratio"]
 
 
 def test_the_replay_fit_recovers_a_degraded_oracles_error(rows):

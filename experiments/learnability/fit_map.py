@@ -20,8 +20,7 @@ import numpy as np
 import yaml
 
 from pipeline.qualify import (METRICS, NO_SCORER_METRICS, load_families, plot_map, scorer_metrics, state_scorer,
-                              state_set,
-                              windowed_scores)
+                              state_set, windowed_scores)
 from rmtl.provenance import data_dir
 from rmtl.tasks import get_task
 
@@ -115,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         per_seed, outcomes = [], []
         for seed in spec["seeds"]:
             kind, cfg = state_scorer(task, reward, seed)
-            m = scorer_metrics(windowed_scores(kind.scores(states.states), states, cfg.shaping.score_window), states)
+            m = scorer_metrics(task, windowed_scores(kind.scores(states.states), states, cfg.shaping.score_window), states)
             per_seed.append(m)
             o = outcome(a.runs / f"{name}_s{seed}")
             if o is not None:

@@ -28,10 +28,6 @@ from rmtl.tasks import get_task
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rmtl.tasks.fetch_lift.phases import rule_phase
-    from rmtl.tasks.fetch_lift.scorer_errors import resting_at_gripper
-    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True)
     ap.add_argument("--out", type=Path, default=None)
@@ -45,9 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     held_out = ~np.isin(rows.family, [f.name for f in families if a.model in f.trained_on])
     scores = model_scores(a.model, task_name, families, data_dir() / "qualification" / size / "models" / slug, rows)
     progress = np.asarray(task.oracle_progress(rows.states))
-    phases = np.asarray(rule_phase(np.asarray(gripper_cube_distance(rows.states))), dtype=np.int64)
+    phases = np.asarray(task.phases(rows.states), dtype=np.int64)
+    resting = task.scorer_confusions["grasp_resting"].region(rows.states)
     fitted = fit_replayed_error(scores[held_out], progress[held_out], phases[held_out], rows.episode[held_out],
-                       rows.step[held_out], resting_at_gripper(rows.states)[held_out], tuple(task.micro_tasks.names))
+                       rows.step[held_out], resting[held_out], tuple(task.micro_tasks.names))
     overrides = {"reward.error.micro_tasks." + f"{k}.{f}": v for k, e in fitted["error"]["micro_tasks"].items()
                  for f, v in e.items()}
     overrides.update({f"reward.error.confusions.{c}": v for c, v in fitted["error"].get("confusions", {}).items()})

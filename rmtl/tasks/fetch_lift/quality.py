@@ -119,6 +119,30 @@ def reward_quality(inputs: QualityInputs, goals: np.ndarray, baseline: np.ndarra
     return result
 
 
+def map_metrics(scores: np.ndarray, states: np.ndarray, episode: np.ndarray, step: np.ndarray) -> dict[str, float]:
+    """The learnability map's metrics of scores [N, K] (docs/reward_quality.md): approach and align
+    rank, grasp AUC, right prompt, resting-grasp pay and noise ratio."""
+    from rmtl.tasks.fetch_lift.scorer_errors import resting_at_gripper
+
+    pm = phase_metrics(scores, states)
+    phase = rule_phase(np.asarray(gripper_cube_distance(states)))
+    rows = np.arange(len(phase))
+    # Resting pay: the grasp score of a cube resting at the gripper, from the grasp score's floor
+    # (its 5th percentile over every state) to a lifted cube's (0: paid like the floor, 1: like a lift).
+    rest = resting_at_gripper(states) & (phase == GRASP)
+    lifted = (phase == GRASP) & (np.asarray(lift_height(states)) >= LIFTED)
+    pay = float("nan")
+    if rest.any() and lifted.any():
+        floor = np.percentile(scores[:, GRASP], 5)
+        span = scores[lifted, GRASP].mean() - floor
+        pay = float((scores[rest, GRASP].mean() - floor) / span) if abs(span) > 1e-12 else float("nan")
+    sv = step_variation(scores[rows, phase], episode, step, phase)
+    spreads = [spread(scores[phase == k, k]) for k in range(scores.shape[1]) if (phase == k).any()]
+    ratio = float(sv / np.mean(spreads)) if spreads and np.mean(spreads) > 0 else float("nan")
+    return {"approach_rank": pm["approach_spearman"], "align_rank": pm["align_spearman"], "grasp_auc": pm["grasp_auc"],
+            "right_prompt": pm["right_prompt_accuracy"], "resting_grasp_pay": pay, "noise_ratio": ratio}
+
+
 GATES = {
     "approach_spearman": 0.8,
     "align_spearman": 0.9,

@@ -48,6 +48,12 @@ def _quality(*args: Any, **kwargs: Any) -> dict:
     return reward_quality(*args, **kwargs)
 
 
+def _map_metrics(*args: Any) -> dict:
+    from rmtl.tasks.fetch_lift.quality import map_metrics
+
+    return map_metrics(*args)
+
+
 def fetch_lift_task() -> Task:
     """The pick-and-lift task of the paper (App. A)."""
     return Task(
@@ -56,5 +62,5 @@ def fetch_lift_task() -> Task:
         curriculum_stages=PAPER_STAGES, camera_bank=CAMERA_BANK, dense_reward=_dense_reward, captions=_captions,
         quality_metrics=_quality, oracle_progress=oracle_progress, behaviours=MappingProxyType(BEHAVIOURS),
         visible_state=visible_state, scorer_confusions=SCORER_CONFUSIONS,
-        coverage_scene=coverage_scene, coverage_category=coverage_category,
+        coverage_scene=coverage_scene, coverage_category=coverage_category, scorer_metrics=_map_metrics,
     )

@@ -1,0 +1,60 @@
+"""Tabulates `rmtl qualify` reports (qualify_*.json) as results/learnability/qualify.md, with each
+model's pixel runs (committed kept runs whose reward.model is that model) beside its verdict.
+
+    python experiments/learnability/qualify_table.py REPORT_DIR [--runs results] [--out results/learnability/qualify.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import yaml
+
+from pipeline.qualify import METRICS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pixel_runs(root: Path) -> dict[str, list[tuple[str, float, float]]]:
+    """model -> [(run, best test success, final test success)] of the kept VLM runs under ``root``."""
+    out: dict[str, list] = {}
+    for sel in sorted(root.glob("**/runs/*/selection.json")):
+        cfg = sel.parent / "config.yaml"
+        if not cfg.is_file():
+            continue
+        reward = (yaml.safe_load(cfg.read_text()) or {}).get("reward", {})
+        if reward.get("kind", "vlm") != "vlm":
+            continue
+        d = json.loads(sel.read_text())
+        out.setdefault(reward.get("model"), []).append((str(sel.parent.relative_to(REPO)), d["best"]["test"]["success_rate"],
+                                                        d["final"]["test"]["success_rate"]))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("reports", type=Path)
+    ap.add_argument("--runs", type=Path, default=REPO / "results")
+    ap.add_argument("--out", type=Path, default=REPO / "results/learnability/qualify.md")
+    a = ap.parse_args(argv)
+    runs = pixel_runs(a.runs)
+    f = lambda x: "n/a" if x is None or x != x else f"{x:.2f}"  # noqa: E731
+    head = ["scorer", *METRICS, "behaviours >= expert", "verdict", "pixel runs (test success best / final)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for path in sorted(a.reports.glob("qualify_*.json")):
+        r = json.loads(path.read_text())
+        v, ci = r["pooled"]["value"], r["pooled"]["ci"]
+        cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in METRICS]
+        verdict = r["map"]["verdict"] + (f" (P {f(r['map'].get('p_teaches'))})" if "p_teaches" in r["map"] else "")
+        pix = "; ".join(f"`{run}` {b:.3f} / {fi:.3f}" for run, b, fi in runs.get(r.get("model") or "", [])) or "-"
+        lines.append("| " + " | ".join([r["scorer"], *cells, ", ".join(r["behaviours_at_or_above_expert"]) or "none",
+                                        verdict, pix]) + " |")
+    a.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
