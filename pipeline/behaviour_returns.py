@@ -3,8 +3,8 @@ behaviours, experts, learners), as the mean discounted return, and its bar plot.
 
 A return is sum_t gamma^t r_t with the +1 success bonus on the last step of a successful
 episode (what PPO with gamma 0.95 sees). Rule-only rewards are the band at u = 0.5 (no
-scorer). Used by ``results/oracle_structure/behaviour_returns.py`` (oracle scorer) and
-``results/reward_vlm/rmtl-fetch-fast/gates.py`` (a VLM's stored scores).
+scorer). Used by ``experiments/oracle_structure/behaviour_returns.py`` (oracle scorer) and
+``experiments/reward_vlm/rmtl-fetch-fast/gates.py`` (a VLM's stored scores).
 """
 
 from __future__ import annotations

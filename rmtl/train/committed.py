@@ -67,12 +67,14 @@ def validate_and_keep_best(run_dir: Path, ck: Path, episodes: int = 100, seed: i
            "ci_high": round(res.ci_high, 4), "seed": seed, "checkpoint": ck.name}
     append_csv(run_dir / VALIDATION_CSV, row)
     if res.success_rate >= best_before:
-        _write_policy(ck, run_dir / BEST, device)
+        write_policy(ck, run_dir / BEST, device)
     return row
 
 
-def _write_policy(ck: Path, dest: Path, device: str) -> None:
-    """``dest`` = the checkpoint with a fresh optimiser (no moment estimates): the weights and normaliser."""
+def write_policy(ck: Path, dest: Path, device: str) -> None:
+    """Write a policy-only copy of checkpoint ``ck`` to ``dest``: the weights and normaliser with a
+    fresh optimiser (no moment estimates) and no curriculum or reward state, small enough to commit
+    or to carry to another machine; ``device`` is where the model is loaded to rewrite it."""
     from stable_baselines3 import PPO
 
     _copy_checkpoint(ck, dest)

@@ -7,17 +7,13 @@ compositional captions of the state with all-MiniLM-L6-v2 (the weights of the Py
 the cosine of their mean to each prompt of the paper. The right prompt should win among the
 micro-task goals on its own situation.
 
-    HF_HUB_OFFLINE=1 python results/reward_vlm/rmtl-fetch-fast/text_probe.py
+    HF_HUB_OFFLINE=1 python experiments/reward_vlm/rmtl-fetch-fast/text_probe.py
 """
 
 import os
 import random
-import sys
-from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 
 def main() -> None:

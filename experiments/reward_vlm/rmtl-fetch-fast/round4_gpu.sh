@@ -13,7 +13,7 @@ for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target $tmp/site .dev/whl/*.whl || exit 3
 export PYTHONPATH=$tmp/site:$PWD PYTHONUNBUFFERED=1 MUJOCO_GL=egl OMP_NUM_THREADS=1
 nvidia-smi -L; nproc
-py=results/reward_vlm/rmtl-fetch-fast/round4_gpu.py
+py=experiments/reward_vlm/rmtl-fetch-fast/round4_gpu.py
 timeout 150 python3 $py --out $tmp/smoke --stores $tmp/smoke_stores --pixel .dev/pixel --smoke --device cuda --round 98 \
   --train-steps 20 --train-budget-s 20 --eval-every 10 --stages render train gate > "$out/smoke.log" 2>&1
 rc=$?; tail -5 "$out/smoke.log"

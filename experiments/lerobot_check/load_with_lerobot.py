@@ -5,7 +5,7 @@ project), e.g.:
 
     python3 -m venv .dev/lrvenv && .dev/lrvenv/bin/pip install 'lerobot==0.4.4'
     rmtl export lerobot data/stores/STORE.zarr --prompts paper --out .dev/lr_export
-    HF_HUB_OFFLINE=1 .dev/lrvenv/bin/python results/lerobot_check/load_with_lerobot.py .dev/lr_export
+    HF_HUB_OFFLINE=1 .dev/lrvenv/bin/python experiments/lerobot_check/load_with_lerobot.py .dev/lr_export
 
 Prints what LeRobot read (episodes, frames, features, one decoded frame per camera, the VLM
 reward column) and exits non-zero if anything disagrees with the export's meta/info.json.

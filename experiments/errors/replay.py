@@ -1,8 +1,8 @@
 """Replay bad inputs as a user would type them, each as a real subprocess, and record how
 each ended: exit status, the first line of stderr (stdout if stderr is empty), seconds.
 
-    python results/errors/replay.py --label after                     # this checkout
-    python results/errors/replay.py --label before --code OLD_CHECKOUT  # another checkout of rmtl
+    python experiments/errors/replay.py --label after                     # this checkout
+    python experiments/errors/replay.py --label before --code OLD_CHECKOUT  # another checkout of rmtl
 
 Rows for the label are replaced in cases.csv (the other label's rows are kept), so the
 two runs give the before/after table of README.md. A case still running after its
@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-CSV = HERE / "cases.csv"
+CSV = REPO / "results" / "errors" / "cases.csv"
 FIELDS = ["case", "item", "label", "command", "exit", "seconds", "first_line"]
 
 

@@ -1,6 +1,6 @@
 """The single-prompt score and shaped reward by gripper-cube distance, from a diagnosis's steps.csv.
 
-    python results/stage1_single_prompt/score_by_distance.py data/diag/sp80000/steps.csv \
+    python experiments/stage1_single_prompt/score_by_distance.py data/diag/sp80000/steps.csv \
         results/stage1_single_prompt/score_by_distance.csv
 """
 

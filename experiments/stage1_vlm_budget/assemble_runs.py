@@ -6,7 +6,7 @@ committed eval.csv / curriculum.csv; `rmtl report` reads nothing else for Fig. 5
 With a run's selection.json beside its eval.csv, the success table gets its final and
 best-on-validation rows too.
 
-    python results/stage1_vlm_budget/assemble_runs.py OUT_DIR
+    python experiments/stage1_vlm_budget/assemble_runs.py OUT_DIR
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 EARLIER = {
     # name: (variant, seed, eval.csv, curriculum.csv or None); a selection.json beside eval.csv is copied too
     "rmtl_s0": ("rmtl", 0, "stage1_fast/eval.csv", "stage1_fast/curriculum.csv"),

@@ -1,6 +1,6 @@
 """The sweep table and its decision (DECISION_RULE.md), and the structural table, from the kept runs.
 
-    python results/oracle_structure/summarize.py            # from the repository root
+    python experiments/oracle_structure/summarize.py            # from the repository root
 
 Reads runs/<variant>_s<seed>/ (eval.csv, validation.csv, selection.json, best/). A finished run
 without selection.json (started before runs wrote it) gets it here, from its local final
@@ -12,10 +12,15 @@ from __future__ import annotations
 import csv
 import json
 import math
-import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from rmtl.train.committed import select_kept_run
+from rmtl.train.csv_log import read_csv
+from rmtl.train.run_dir import latest_checkpoint
+from rmtl.train.selection import last_evaluations, load_selection
+
+HERE = Path(__file__).resolve().parents[2] / "results" / "oracle_structure"
+"""Where the kept runs are and where the tables go."""
 RUNS = HERE / "runs"
 SWEEP = ("oracle_sweep_level_only", "oracle_sweep_trend_momentum", "oracle_sweep_trend_momentum_drop")
 STRUCTURE = ("oracle_rmtl", "rule_only", "oracle_no_curriculum", "oracle_no_phase_input", "dense_reference")
@@ -24,9 +29,6 @@ T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776}
 
 
 def run_row(d: Path, budget: int) -> dict | None:
-    from rmtl.train.csv_log import read_csv
-    from rmtl.train.selection import last_evaluations, load_selection
-
     if not (d / "eval.csv").is_file():
         return None
     ev = read_csv(d / "eval.csv")
@@ -34,9 +36,6 @@ def run_row(d: Path, budget: int) -> dict | None:
     sel = load_selection(d)
     finished = steps >= budget and not (d / "resume").exists()
     if finished and sel is None and (d / "checkpoints" / "latest.txt").is_file():
-        from rmtl.train.committed import select_kept_run
-        from rmtl.train.run_dir import latest_checkpoint
-
         sel = select_kept_run(d, latest_checkpoint(d))
     last = last_evaluations(ev)
     row = {"run": d.name, "steps": steps, "finished": finished,
@@ -140,7 +139,6 @@ def decide_structure(rows: dict[str, list[dict]], a: str = "oracle_rmtl") -> lis
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE.parents[1]))
     sweep = table(SWEEP, 300_000, "sweep")
     structure = table(STRUCTURE, 600_000, "structure")
     decision = decide(sweep)

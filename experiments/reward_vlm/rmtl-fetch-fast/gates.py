@@ -1,6 +1,6 @@
 """The pre-registered gates of a stand-in reward model (GATES.md) on held-out stores.
 
-    python results/reward_vlm/rmtl-fetch-fast/gates.py --model MODEL --round 1 --store data/stores/fast/heldout_*.zarr
+    python experiments/reward_vlm/rmtl-fetch-fast/gates.py --model MODEL --round 1 --store data/stores/fast/heldout_*.zarr
 
 Each store must hold the model's embeddings (``rmtl embed STORE --model MODEL``). Per store
 (a family: a behaviour, a policy, noisy experts) and pooled over every store:
@@ -13,23 +13,38 @@ Each store must hold the model's embeddings (``rmtl embed STORE --model MODEL``)
      the held-out states at once (pipeline.return_ranking, "adapted"); the expert must beat every
      degenerate behaviour; and the AUC of the RMTL shaped return, successful vs failed episodes.
 
-Writes gates_round<R>.json / .md and battery_round<R>.png beside this file.
+Thresholds: gates.yaml. Writes gates_round<R>.json / .md and battery_round<R>.png to
+results/reward_vlm/rmtl-fetch-fast/.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
+import yaml
+
+from pipeline.behaviour_returns import discounted_returns, family_table, plot_family_returns, rule_only_rewards
+from pipeline.return_ranking import reward_steps, shaped_rewards, variant_scores
+from pipeline.store_models import resolve_model_id
+from pipeline.stored_text import text_embeddings
+from rmtl.provenance import portable_values
+from rmtl.reward.prompts import PromptConfig
+from rmtl.reward.shaping import ShapingConfig
+from rmtl.tasks import get_task
+from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality, roc_auc
+from storage.dataset import DatasetStore
 
 HERE = Path(__file__).resolve().parent
-THRESHOLDS = {"approach_spearman": 0.8, "align_spearman": 0.8, "grasp_auc": 0.95, "right_prompt_accuracy": 0.8,
-              "success_auc": 0.9}
-ADDENDUM_FAMILIES = ("expert_clean",)
+RESULTS = HERE.parents[2] / "results" / "reward_vlm" / "rmtl-fetch-fast"
+REGISTERED = yaml.safe_load((HERE / "gates.yaml").read_text())
+THRESHOLDS: dict[str, float] = dict(REGISTERED["thresholds"])
+"""The pre-registered thresholds (gates.yaml)."""
+ADDENDUM_FAMILIES: tuple[str, ...] = tuple(REGISTERED["addendum_families"])
 """Families added after registration (GATES.md, addendum): reported, not in the registered pool."""
+NUM_PHASES = len(get_task().micro_tasks.names)
 METRICS = ("approach_spearman", "align_spearman", "grasp_auc", "right_prompt_accuracy")
 
 
@@ -52,8 +67,6 @@ def beaten_by(returns: dict, expert: str = "expert") -> list[str]:
 
 def success_auc(rewards: np.ndarray, episodes, families, success: np.ndarray) -> float | None:
     """AUC of the undiscounted shaped return, successful vs failed episodes of the registered families."""
-    from rmtl.tasks.fetch_lift.quality import roc_auc
-
     ret = np.array([rewards[idx].sum() for idx in episodes])
     registered = ~np.isin(np.array(families), ADDENDUM_FAMILIES)
     ok, ret = success[registered], ret[registered]
@@ -61,8 +74,6 @@ def success_auc(rewards: np.ndarray, episodes, families, success: np.ndarray) ->
 
 
 def quality(emb, states, episodes, steps, views, text, alpha=0.9):
-    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
-
     return reward_quality(QualityInputs(emb, states, episodes, steps, views), text.goals, text.baseline, alpha)["mean"]
 
 
@@ -83,15 +94,6 @@ def bootstrap(emb, states, episodes, steps, views, text, reps: int, seed: int = 
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, str(HERE.parents[2]))
-    from pipeline.behaviour_returns import discounted_returns, family_table, plot_family_returns, rule_only_rewards
-    from pipeline.return_ranking import reward_steps, shaped_rewards, variant_scores
-    from pipeline.store_models import resolve_model_id
-    from pipeline.stored_text import text_embeddings
-    from rmtl.reward.prompts import PromptConfig
-    from rmtl.reward.shaping import ShapingConfig
-    from storage.dataset import DatasetStore
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--round", type=int, required=True)
@@ -139,11 +141,12 @@ def main(argv=None) -> int:
     phase = np.concatenate(battery["phase"])
     eps, success = battery["episodes"], np.concatenate(battery["success"])
     rewards = {
-        "RMTL (default)": shaped_rewards(np.concatenate(battery["rmtl"]), phase, eps, ShapingConfig(), 3, "adapted"),
+        "RMTL (default)": shaped_rewards(np.concatenate(battery["rmtl"]), phase, eps, ShapingConfig(), NUM_PHASES,
+                                          "adapted"),
         "single prompt": shaped_rewards(np.concatenate(battery["single"]), np.zeros_like(phase), eps, ShapingConfig(),
                                         1, "adapted"),
     }
-    rewards["rule-only"] = rule_only_rewards(phase, eps, 3)
+    rewards["rule-only"] = rule_only_rewards(phase, eps, NUM_PHASES)
 
     fams = list(dict.fromkeys(battery["family"]))
     returns = {lab: discounted_returns(r, eps, success) for lab, r in rewards.items()}
@@ -160,18 +163,17 @@ def main(argv=None) -> int:
         "expert_beats_every_degenerate": not beaten,
         "success_auc": auc is not None and auc >= THRESHOLDS["success_auc"],
     }
-    from rmtl.provenance import portable_values  # absolute paths only: a model name stays a name
-
+    # absolute paths only: a model name stays a name
     result = {"model": portable_values(a.model), "model_id": model_id, "round": a.round,
               "stores": sorted(portable_values(list(a.store))),
               "pooled": overall, "families": per_family, "battery": table, "success_auc": auc,
               "episodes": int(len(eps)), "successes": int(success.sum()), "beaten_by": beaten,
               "gates": gates, "passes": all(gates.values()), "thresholds": THRESHOLDS,
               "addendum_clean_expert_beaten_by": addendum, "clean_expert_return": clean}
-    (HERE / f"gates_round{a.round}.json").write_text(json.dumps(result, indent=1, default=float))
+    (RESULTS / f"gates_round{a.round}.json").write_text(json.dumps(result, indent=1, default=float))
     md = _markdown(result)
-    (HERE / f"gates_round{a.round}.md").write_text(md)
-    plot_family_returns(table, HERE / f"battery_round{a.round}.png",
+    (RESULTS / f"gates_round{a.round}.md").write_text(md)
+    plot_family_returns(table, RESULTS / f"battery_round{a.round}.png",
                         "Hacking battery on held-out episodes (higher = paid more)")
     print(md)
     return 0

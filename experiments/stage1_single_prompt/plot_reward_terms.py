@@ -4,7 +4,7 @@ Per rollout (16 envs x 40 steps): mean shaped VLM reward, mean normalised score 
 difference reward - (u - 1) (the mean of trend + momentum after the drop penalty and the
 clip to [-1, 0]), the fraction of steps in each distance-rule bin, and training success.
 
-    python results/stage1_single_prompt/plot_reward_terms.py RUN_DIR OUT.png [--csv OUT.csv]
+    python experiments/stage1_single_prompt/plot_reward_terms.py RUN_DIR OUT.png [--csv OUT.csv]
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from rmtl.tasks import get_task  # noqa: E402
+
+PHASES = get_task().micro_tasks.names
+
 
 def rows_of(run: Path) -> list[dict[str, float]]:
     out: dict[int, dict[str, float]] = {}
@@ -30,7 +34,7 @@ def rows_of(run: Path) -> list[dict[str, float]]:
             except (KeyError, ValueError):
                 continue
             out[step] = {"env_steps": step, "u": u, "vlm_reward": reward, "delta_after_clip": reward - (u - 1),
-                         **{p: float(r.get(f"phase/frac_{p}") or 0) for p in ("approach", "align", "grasp")},
+                         **{p: float(r.get(f"phase/frac_{p}") or 0) for p in PHASES},
                          "train_success": float(r.get("rollout/success_rate") or 0)}
     return [out[k] for k in sorted(out)]
 
@@ -59,7 +63,7 @@ def main() -> None:
     ax[0].axhline(0, color="grey", lw=0.5)
     ax[0].set_ylabel("per step (mean of 10 rollouts)")
     ax[0].legend(fontsize=8)
-    for p in ("approach", "align", "grasp"):
+    for p in PHASES:
         ax[1].plot(x, smooth([r[p] for r in rows]), label=f"{p} bin")
     ax[1].set_ylabel("fraction of steps")
     ax[1].legend(fontsize=8)

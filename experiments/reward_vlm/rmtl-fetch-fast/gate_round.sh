@@ -5,4 +5,4 @@ set -eu
 model=$1; round=$2; dir=${3:-${RMTL_DATA_DIR:-data}/stores/fast}
 export MUJOCO_GL=egl OMP_NUM_THREADS=1
 for s in "$dir"/heldout_*.zarr; do rmtl embed --store "$s" --model "$model"; done
-python results/reward_vlm/rmtl-fetch-fast/gates.py --model "$model" --round "$round" --store "$dir"/heldout_*.zarr
+python experiments/reward_vlm/rmtl-fetch-fast/gates.py --model "$model" --round "$round" --store "$dir"/heldout_*.zarr

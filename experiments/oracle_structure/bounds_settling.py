@@ -1,7 +1,7 @@
 """Where the default shaping's tracking bounds settle on the shipped model's scores of learner-like
 states, against the phase's p2 / p98 and against a fast tracker of one env's 3-step spread.
 
-    python results/oracle_structure/bounds_settling.py --store STORE [--model rmtl-fetch-tiny]
+    python experiments/oracle_structure/bounds_settling.py --store STORE [--model rmtl-fetch-tiny]
 
 STORE: a render-and-embed store of learner-like episodes (noisy experts at several noise levels
 and random actions; README.md has the command). The episodes' active-micro-task scores (rule
@@ -17,28 +17,29 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from pipeline.store_rows import active, load_rows, open_store, per_view_scores
+from pipeline.stored_text import text_embeddings
+from rmtl.default_model import DEFAULT_MODEL
+from rmtl.reward.shaping import RewardShaper, ShapingConfig
+from rmtl.tasks import get_task
+from rmtl.train.config import stage1_config
+from rmtl.vlm.spec import parse_spec
+
+OUT = Path(__file__).resolve().parents[2] / "results" / "oracle_structure"
+PHASES = get_task().micro_tasks.names
+GRASP = PHASES.index("grasp")
 
 
 def main(argv: list[str] | None = None) -> dict:
-    sys.path.insert(0, str(HERE.parents[1]))
-    from pipeline.store_rows import active, load_rows, open_store, per_view_scores
-    from pipeline.stored_text import text_embeddings
-    from rmtl.default_model import DEFAULT_MODEL
-    from rmtl.tasks.fetch_lift.phases import PHASES
-    from rmtl.reward.shaping import RewardShaper, ShapingConfig
-    from rmtl.vlm.spec import parse_spec
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--store", required=True, nargs="+", help="one or more stores (episodes of each are pooled)")
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--passes", type=int, default=6)
-    ap.add_argument("--out", default=str(HERE))
+    ap.add_argument("--out", default=str(OUT))
     a = ap.parse_args(argv)
     mid = parse_spec(a.model).model_id
     parts = []
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     episodes = [np.flatnonzero(ep == e)[np.argsort(step[ep == e])] for e in np.unique(ep)]
 
     def replay(cfg: ShapingConfig, n_envs: int, passes: int) -> RewardShaper:
-        sh = RewardShaper(n_envs, cfg, num_phases=3)
+        sh = RewardShaper(n_envs, cfg, num_phases=len(PHASES))
         rng = np.random.default_rng(0)
         for _ in range(passes):
             order = rng.permutation(len(episodes))
@@ -77,11 +78,10 @@ def main(argv: list[str] | None = None) -> dict:
         return sh
 
     default = replay(ShapingConfig(), 16, a.passes)
-    widen = replay(ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True, drop_penalty=True), 16,
-                   a.passes)
+    widen = replay(stage1_config("rmtl_per_phase").reward.shaping_config(), 16, a.passes)
     fast = replay(ShapingConfig(contraction_rate=0.01), 1, a.passes)  # 1 env, rate 0.01 both ways
     resting = (dist <= 0.04) & (lift < 0.005)
-    lifted = (k == 2) & (lift >= 0.02)
+    lifted = (k == GRASP) & (lift >= 0.02)
     result = {"stores": [str(x) for x in a.store], "model": a.model, "reward_steps": int(len(s)), "episodes": len(episodes),
               "passes": a.passes, "phases": {}}
     for p, name in enumerate(PHASES):
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
         result["phases"][name] = {kk: (int(v) if kk == "rows" else float(v) if np.isscalar(v) else [float(x) for x in v])
                                   for kk, v in row.items()}
 
-    def u_of(mask, lo, hi, p=2):
+    def u_of(mask, lo, hi, p=GRASP):
         m = mask & (k == p)
         return float(np.clip((s[m] - lo) / (hi - lo), 0, 1).mean()) if m.any() else None
 
@@ -133,7 +133,7 @@ def _plot(s, k, result, path: Path) -> None:
     names = list(result["phases"])
     fig, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 3.2))
     for ax, name in zip(np.atleast_1d(axes), names):
-        p = ["approach", "align", "grasp"].index(name)
+        p = PHASES.index(name)
         r = result["phases"][name]
         ax.hist(s[k == p], bins=60, color="0.7")
         for (lo, hi), c, lab in ((r["default_bounds"], "C0", "default (tracking)"),

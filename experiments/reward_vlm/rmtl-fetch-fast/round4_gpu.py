@@ -3,14 +3,15 @@
 One prepared script for a short GPU lease (ROUND4.md says what it decides). Stages, each
 logged with its wall time, each writing what it has to ``--out`` before the next starts:
 
-1. render every training and held-out family of ROUND4.md into its own store, one process
+1. render every training and held-out family of ROUND4.md (families.yaml, round ``--families``)
+   into its own store, one process
    per store on ``--workers`` cores (the same jobs `rmtl render-and-embed` runs, without Prefect);
 2. train `rmtl-fetch-fast`'s architecture from random weights on the training stores
    (compositional captions, no prompt-based loss or selection) for ``--train-budget-s``;
 3. embed the held-out stores with the trained model and compute the registered gates (gates.py);
 4. time Stage-1 RMTL with the pixel reward on this machine (bench/train_fast_path.py).
 
-    python results/reward_vlm/rmtl-fetch-fast/round4_gpu.py --out OUT --stores DIR --pixel DIR
+    python experiments/reward_vlm/rmtl-fetch-fast/round4_gpu.py --out OUT --stores DIR --pixel DIR
 
 ``--smoke`` shrinks every family to at most two episodes (the four expert stores to 24 each,
 so that training has held-out expert episodes) and training to a few steps, to check the
@@ -30,58 +31,18 @@ import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from rmtl.provenance import portable_values
+
+from families import POLICIES, load_families, round_families, round_spec  # this script's folder
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
-RENDER = {"msaa_samples": 0}
-"""Round 4's renderer (rmtl/vlm/model_configs/renderers.yaml): the package renderer without
-anti-aliasing. ``--render`` gives another (round 5: meshes decimated 0.9, ROUND5.md)."""
-STAGES = (0, 1, 2, 3, 4)
-SWEEP_TRAIN = ("oracle_sweep_level_only_s0", "oracle_sweep_level_only_s1", "oracle_sweep_trend_momentum_s0",
-               "oracle_sweep_trend_momentum_s2", "oracle_sweep_trend_momentum_drop_s0",
-               "oracle_sweep_trend_momentum_drop_s2")
-SWEEP_HELDOUT = ("oracle_sweep_trend_momentum_s1", "oracle_sweep_level_only_s2", "oracle_sweep_trend_momentum_drop_s1")
-STRUCTURAL = tuple(f"{v}_s{s}" for v in ("oracle_rmtl", "rule_only", "oracle_no_curriculum", "oracle_no_phase_input")
-                   for s in range(3)) + ("oracle_rmtl_s0_rule_continued",)
-BEHAVIOURS_TRAIN = ("hover_0.03", "hover_0.15", "sit_at_cube", "grasp_and_drop", "closed_jaw_approach", "wander")
-BEHAVIOURS_HELDOUT = ("hover_0.08", "push", "touch_and_leave")
+RESULTS = ROOT / "results" / "reward_vlm" / "rmtl-fetch-fast"
+"""Where gates.py writes a round's gates."""
 
 
-def jobs(policies: Path, pixel: Path | None, smoke: bool) -> list[tuple[str, dict]]:
-    """(store name, render-and-embed parameters) of every family of ROUND4.md."""
-    n = (lambda k: min(k, 2)) if smoke else (lambda k: k)
-    runs = policies / "runs"
-    out: list[tuple[str, dict]] = []
-    # --- training families ---
-    for k in range(4):  # 4 stores of 80 (seeds 0-319): a multiple of 5 stages x 4 noise levels each
-        out.append((f"train_expert_{k}", dict(episodes=24 if smoke else 80, noise_levels=(0.15, 0.3, 0.6, 1.0),
-                                              seed=80 * k)))
-    out.append(("train_random", dict(episodes=n(80), policy="random", seed=1000)))
-    for b in BEHAVIOURS_TRAIN:
-        out.append((f"train_b_{b}", dict(episodes=n(32), policy=f"behaviour:{b}", seed=2000)))
-    for r in SWEEP_TRAIN:
-        out.append((f"train_p_{r}", dict(episodes=n(12), policy=str(runs / r / "best/model.zip"), seed=3000)))
-        out.append((f"train_pd_{r}", dict(episodes=n(12), policy=str(runs / r / "best/model.zip"), seed=3500,
-                                          deterministic=True)))
-    for r in STRUCTURAL:
-        out.append((f"train_s_{r}", dict(episodes=n(24), policy=str(runs / r / "best/model.zip"), seed=5000)))
-    out.append(("train_p_stage2_worker", dict(episodes=n(24), policy=str(policies / "stage2_worker/model.zip"),
-                                              seed=4000)))
-    for ck in sorted(pixel.glob("*/model.zip")) if pixel else ():
-        out.append((f"train_c_pixel_{ck.parent.name}", dict(episodes=n(12), policy=str(ck), seed=6000)))
-    # --- held-out families: exactly render_data.sh's ---
-    for b in BEHAVIOURS_HELDOUT:
-        out.append((f"heldout_b_{b}", dict(episodes=n(12), policy=f"behaviour:{b}", seed=900000)))
-    for r in SWEEP_HELDOUT:
-        out.append((f"heldout_p_{r}", dict(episodes=n(12), policy=str(runs / r / "best/model.zip"), seed=910000)))
-    out.append(("heldout_expert", dict(episodes=n(24), noise_levels=(0.3, 1.0), seed=920000)))
-    for b in BEHAVIOURS_TRAIN:
-        out.append((f"heldout_b_{b}", dict(episodes=n(8), policy=f"behaviour:{b}", seed=930000)))
-    out.append(("heldout_expert_clean", dict(episodes=n(24), noise_std=0.0, seed=940000)))
-    return out
-
-
-def render_job(path: str, params: dict, render: dict) -> dict:
-    """Render one family into its store (frames at the model's 64 px, on ``render``)."""
+def render_job(path: str, params: dict, render: dict, model: str) -> dict:
+    """Render one family into its store (frames at ``model``'s 64 px, on ``render``)."""
     os.environ.setdefault("MUJOCO_GL", "egl")
     import torch
 
@@ -90,18 +51,19 @@ def render_job(path: str, params: dict, render: dict) -> dict:
     from pipeline.render_and_embed import RenderAndEmbedConfig, rollout_config
 
     t = time.perf_counter()
-    cfg = RenderAndEmbedConfig(store=path, model="rmtl-fetch-fast@random", render=render, stages=STAGES,
-                               **params)
+    cfg = RenderAndEmbedConfig(store=path, model=model, render=render, **params)
     res = render_to_store(path, rollout_config(cfg, 64), workers=1, progress=False)
     return {"store": path, "rows": res.rows, "episodes": res.episodes_rendered, "seconds": time.perf_counter() - t}
 
 
 def stage_render(a, status: dict) -> None:
-    todo = jobs(a.policies, a.pixel, a.smoke)
+    data = load_families()
+    todo = round_families(a.families, policies=a.policies, learner=a.pixel, smoke=a.smoke, data=data)
+    render = a.render if a.render is not None else round_spec(data, a.families)["render"]
     a.stores.mkdir(parents=True, exist_ok=True)
     done = []
     with ProcessPoolExecutor(a.workers) as pool:
-        futs = {pool.submit(render_job, str(a.stores / f"{name}.zarr"), p, a.render): name for name, p in todo}
+        futs = {pool.submit(render_job, str(a.stores / f"{name}.zarr"), p, render, data["model"]): name for name, p in todo}
         for f in as_completed(futs):
             r = f.result()
             done.append(r)
@@ -133,7 +95,7 @@ def stage_gate(a, status: dict) -> None:
         embed_store(s, vlm, batch_size=512, progress=False)
     subprocess.run([sys.executable, str(HERE / "gates.py"), "--model", str(a.model_dir), "--round", str(a.round),
                     "--store", *held], check=True, cwd=ROOT)
-    status["gate"] = json.loads((HERE / f"gates_round{a.round}.json").read_text())["gates"]
+    status["gate"] = json.loads((RESULTS / f"gates_round{a.round}.json").read_text())["gates"]
 
 
 def stage_bench(a, status: dict) -> None:
@@ -152,12 +114,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--stores", type=Path, required=True)
-    ap.add_argument("--policies", type=Path, default=ROOT / "results/oracle_structure",
+    ap.add_argument("--policies", type=Path, default=POLICIES,
                     help="holds runs/<run>/best/model.zip and stage2_worker/model.zip")
     ap.add_argument("--pixel", type=Path, default=None,
                     help="policy-only checkpoints <step>/model.zip of the round's own pixel-reward learner")
     ap.add_argument("--model-dir", type=Path, default=None)
-    ap.add_argument("--round", type=int, default=4)
+    ap.add_argument("--round", type=int, default=4, help="names the gate outputs (gates_round<R>.*)")
+    ap.add_argument("--families", type=int, default=4, help="the round of families.yaml to render")
     ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     ap.add_argument("--device", default=None)
     ap.add_argument("--train-steps", type=int, default=30000)
@@ -166,14 +129,13 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-every", type=int, default=1000)
     ap.add_argument("--frame-cache-gb", type=float, default=24.0)
     ap.add_argument("--bench-timeout-s", type=float, default=150.0)
-    ap.add_argument("--render", type=json.loads, default=RENDER, help="render settings of every store (JSON)")
+    ap.add_argument("--render", type=json.loads, default=None,
+                    help="render settings of every store (JSON; default: the families' round's, families.yaml)")
     ap.add_argument("--stages", nargs="+", default=["render", "train", "gate", "bench"])
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     a.model_dir = a.model_dir or a.out / "model"
-    from rmtl.provenance import portable_values  # status.json names paths repository- or data-dir-relative
-
     status: dict = {"argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": {}}
     ok = True
     for name in a.stages:
@@ -190,11 +152,10 @@ def main(argv=None) -> int:
         log(f"stage {name}: {status['seconds'][name]} s")
         if name in ("render", "train") and not ok:
             break  # the later stages need its output
-    for f in HERE.glob(f"*round{a.round}.*"):
+    for f in RESULTS.glob(f"*round{a.round}.*"):
         shutil.copy2(f, a.out / f.name)
     return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(ROOT))
     raise SystemExit(main())

@@ -1,45 +1,40 @@
 """Can any scorer pass the registered return gate? The gate of GATES.md (item 4) with the oracle
 scorer in place of a VLM, on the same held-out stores, computed as gates.py computes it.
 
-    python results/reward_vlm/rmtl-fetch-fast/oracle_gate.py --model MODEL --store STORES/heldout_*.zarr
+    python experiments/reward_vlm/rmtl-fetch-fast/oracle_gate.py --model MODEL --store STORES/heldout_*.zarr
 
 The stores must hold ``MODEL``'s embeddings only because the store's reward steps are read
 through them (pipeline.return_ranking.reward_steps); the scores here come from the state alone.
 The scores are the oracle reward kind's (its progress on the scale of the shaper's initial
-bounds), shaped like gates.py's RMTL row on bounds adapted to all the held-out states at once. Writes oracle_gate.json / .md beside this file.
+bounds), shaped like gates.py's RMTL row on bounds adapted to all the held-out states at once. Writes
+oracle_gate.json / .md to results/reward_vlm/rmtl-fetch-fast/.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+from pipeline.behaviour_returns import discounted_returns, family_table, rule_only_rewards
+from pipeline.return_ranking import reward_steps, shaped_rewards
+from pipeline.store_models import resolve_model_id
+from rmtl.reward.kinds.oracle import OracleKind
+from rmtl.reward.shaping import ShapingConfig
+from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+from storage.dataset import DatasetStore
+
+from gates import NUM_PHASES, RESULTS, THRESHOLDS, beaten_by, family, success_auc  # this script's folder
 
 
 def main(argv=None) -> int:
-    sys.path.insert(0, str(HERE.parents[2]))
-    sys.path.insert(0, str(HERE))
-    from gates import THRESHOLDS, beaten_by, family, success_auc
-
-    from pipeline.behaviour_returns import discounted_returns, family_table, rule_only_rewards
-    from pipeline.return_ranking import reward_steps, shaped_rewards
-    from pipeline.store_models import resolve_model_id
-    from rmtl.reward.kinds.oracle import OracleKind
-    from rmtl.reward.shaping import ShapingConfig
-    from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
-    from storage.dataset import DatasetStore
-
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--store", nargs="+", required=True)
     a = ap.parse_args(argv)
     shaping = ShapingConfig()
-    oracle = OracleKind(oracle_progress, 3, shaping.initial_low, shaping.initial_high)
+    oracle = OracleKind(oracle_progress, NUM_PHASES, shaping.initial_low, shaping.initial_high)
     fams, active, phases, eps, success = [], [], [], [], []
     for path in sorted(a.store):
         with DatasetStore.open(path, "r") as st:
@@ -52,16 +47,16 @@ def main(argv=None) -> int:
         success.append(steps.success)
         fams += [family(path)] * len(steps.episodes)
     phase, success = np.concatenate(phases), np.concatenate(success)
-    rewards = {"oracle (RMTL shaping)": shaped_rewards(np.concatenate(active), phase, eps, shaping, 3,
+    rewards = {"oracle (RMTL shaping)": shaped_rewards(np.concatenate(active), phase, eps, shaping, NUM_PHASES,
                                                        "adapted"),
-               "rule-only": rule_only_rewards(phase, eps, 3)}
+               "rule-only": rule_only_rewards(phase, eps, NUM_PHASES)}
     table = family_table({lab: discounted_returns(r, eps, success) for lab, r in rewards.items()}, fams)
     out = {"stores": sorted(a.store), "battery": table}
     for lab, t in table.items():
         out[lab] = {"beaten_by": beaten_by(t), "clean_expert_beaten_by": beaten_by(t, "expert_clean"),
                     "success_auc": success_auc(rewards[lab], eps, fams, success),
                     "success_auc_threshold": THRESHOLDS["success_auc"]}
-    (HERE / "oracle_gate.json").write_text(json.dumps(out, indent=1, default=float))
+    (RESULTS / "oracle_gate.json").write_text(json.dumps(out, indent=1, default=float))
     labs = list(table)
     lines = ["# The registered return gate with the oracle scorer (held-out stores of the gates)", "",
              "| family | " + " | ".join(labs) + " |", "|---|" + "---|" * len(labs)]
@@ -72,7 +67,7 @@ def main(argv=None) -> int:
         o = out[lab]
         lines.append(f"- **{lab}**: noisy expert beaten by {', '.join(o['beaten_by']) or 'none'}; noise-free expert "
                      f"beaten by {', '.join(o['clean_expert_beaten_by']) or 'none'}; success AUC {o['success_auc']:.3f}")
-    (HERE / "oracle_gate.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / "oracle_gate.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 

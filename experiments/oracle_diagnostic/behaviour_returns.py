@@ -6,7 +6,7 @@ and with the dense reference. Prints and writes the mean discounted return (gamm
 the +1 success bonus included) per behaviour, curriculum start and reward, and plots the
 per-step reward of one expert episode.
 
-    python results/oracle_diagnostic/behaviour_returns.py --episodes 100 --out results/oracle_diagnostic
+    python experiments/oracle_diagnostic/behaviour_returns.py --episodes 100 --out results/oracle_diagnostic
 """
 
 from __future__ import annotations
@@ -18,25 +18,40 @@ from pathlib import Path
 
 import numpy as np
 
-from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
-from rmtl.tasks.fetch_lift.phases import PHASES, rule_phase
+from pipeline.behaviour_returns import discounted_returns
+from rmtl.env.episode import run_episode
 from rmtl.provenance import write_run_record
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
+from rmtl.tasks import get_task
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
-from rmtl.tasks.fetch_lift.expert import ACTION_SCALE, ScriptedExpert
+from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.expert import ACTION_SCALE
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+from rmtl.tasks.fetch_lift.phases import rule_phase
 from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, gripper_cube_distance
+from rmtl.train.config import stage1_config
 
-GAMMA = 0.95
-SHAPINGS = {
-    "Table 1": ShapingConfig(),
-    "level only": ShapingConfig(trend=False, momentum=False),
-    "offset": ShapingConfig(phase_offset=True),
-    "offset, no drop penalty": ShapingConfig(phase_offset=True, drop_penalty=False),
-    "offset, level only": ShapingConfig(phase_offset=True, trend=False, momentum=False),
+TASK = get_task()
+PHASES = TASK.micro_tasks.names
+SHAPING_VARIANTS = {
+    "Table 1": ("oracle_per_phase", {}),
+    "level only": ("oracle_per_phase_level_only", {}),
+    "offset": ("oracle_per_phase", {"band": True}),
+    "offset, no drop penalty": ("oracle_per_phase", {"band": True, "drop_penalty": False}),
+    "offset, level only": ("oracle_per_phase_level_only", {"band": True}),
 }
-"""The shapings of the oracle variants (oracle_rmtl, oracle_level_only, oracle_phase_offset,
-oracle_phase_offset_no_drop_penalty, oracle_phase_offset_level_only)."""
+"""The shapings of the oracle variants this diagnostic compared (oracle_rmtl, oracle_level_only,
+oracle_phase_offset, oracle_phase_offset_no_drop_penalty, oracle_phase_offset_level_only), as
+(variant of rmtl/train/variants.yaml, shaping overrides): when it ran, the default shaping was the
+earlier per-phase reconstruction of Table 1 (oracle_per_phase), and the offset is its band."""
+
+
+def shaping_of(variant: str, overrides: dict) -> ShapingConfig:
+    """The shaping a Stage-1 variant trains with, after ``overrides`` of its shaping section."""
+    return stage1_config(variant, reward={"shaping": overrides} if overrides else {}).reward.shaping_config()
+
+
+SHAPINGS = {label: shaping_of(v, o) for label, (v, o) in SHAPING_VARIANTS.items()}
 
 
 class HoldAt:
@@ -56,8 +71,8 @@ class HoldAt:
 
 
 BEHAVIOURS = {
-    "expert": lambda: ScriptedExpert(),
-    "noisy expert (0.3)": lambda: ScriptedExpert(noise_std=0.3, seed=1),
+    "expert": lambda: TASK.behaviours["expert"](0.0, None),
+    "noisy expert (0.3)": lambda: TASK.behaviours["expert"](0.3, 1),
     "hold above the cube (5 cm)": lambda: HoldAt(0.0, hover_height=0.05),
     "hold above the cube (10 cm)": lambda: HoldAt(0.0, hover_height=0.10),
     "hold 16 cm above the cube (approach bin)": lambda: HoldAt(0.0, hover_height=0.16),
@@ -65,20 +80,17 @@ BEHAVIOURS = {
 }
 
 
-def rollout(env, policy, seed: int, difficulty: float) -> tuple[np.ndarray, np.ndarray, bool]:
-    obs, _ = env.reset(seed=seed, options={"difficulty": difficulty})
-    states, bonus, success = [], [], False
-    for _ in range(env.config.max_episode_steps):
-        obs, r, term, trunc, info = env.step(policy(obs))
-        states.append(obs["observation"]), bonus.append(r)
-        success = success or bool(info.get("is_success"))
-        if term or trunc:
-            break
-    return np.asarray(states), np.asarray(bonus, dtype=np.float64), success
+def rollout(env, policy, seed: int, difficulty: float) -> tuple[np.ndarray, bool]:
+    """The states env steps ended in, and whether the episode succeeded."""
+    states: list[np.ndarray] = []
+    end = run_episode(env, policy, seed=seed, options={"difficulty": difficulty},
+                      on_step=lambda _action, obs, *_: states.append(obs["observation"]))
+    return np.asarray(states), end.success
 
 
-def discounted(r: np.ndarray) -> float:
-    return float(np.sum(r * GAMMA ** np.arange(len(r))))
+def discounted(rewards: np.ndarray, success: bool) -> float:
+    """One episode's return under PPO's gamma, with the env's +1 on success."""
+    return float(discounted_returns(rewards, [np.arange(len(rewards))], [success])[0])
 
 
 def main() -> None:
@@ -95,7 +107,7 @@ def main() -> None:
             returns: dict[str, list[float]] = {k: [] for k in (*SHAPINGS, "dense_reference")}
             succ, bins = [], np.zeros(len(PHASES))
             for ep in range(args.episodes):
-                states, bonus, success = rollout(env, make(), args.seed + ep, difficulty)
+                states, success = rollout(env, make(), args.seed + ep, difficulty)
                 succ.append(success)
                 phases = np.asarray(rule_phase(gripper_cube_distance(states)))
                 bins += np.bincount(phases, minlength=len(PHASES))
@@ -105,10 +117,10 @@ def main() -> None:
                     lo, hi = shaping.initial_low, shaping.initial_high
                     r = np.array([shaper(np.array([lo + (hi - lo) * prog[t, phases[t]]]), phases[t:t + 1]).reward[0]
                                   for t in range(len(states))], dtype=np.float64)
-                    returns[label].append(discounted(r + bonus))
+                    returns[label].append(discounted(r, success))
                     if example is None and name == "expert" and difficulty == 1.0 and label == "Table 1":
                         example = (states, phases, r)
-                returns["dense_reference"].append(discounted(dense_reward(states, DenseRewardConfig()) + bonus))
+                returns["dense_reference"].append(discounted(dense_reward(states, DenseRewardConfig()), success))
             for label, vals in returns.items():
                 rows.append({"start": start, "behaviour": name, "reward": label, "episodes": args.episodes,
                              "success_rate": round(float(np.mean(succ)), 3),

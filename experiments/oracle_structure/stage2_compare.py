@@ -1,6 +1,6 @@
 """Stage 2 over the oracle worker: the arms of STRUCTURE_RULE.md on the same 200 test episodes, and its rule.
 
-    python results/oracle_structure/stage2_compare.py [--episodes 200]      # from the repository root
+    python experiments/oracle_structure/stage2_compare.py [--episodes 200]      # from the repository root
 
 Arms (each: the test seeds 3,000,000 + i, final curriculum stage, deterministic actions):
 
@@ -14,8 +14,8 @@ Arms (each: the test seeds 3,000,000 + i, final curriculum stage, deterministic 
 The manager helps if ``worker_manager`` beats both ``worker_rule`` and ``rule_continued`` by >= 0.05,
 each with an exact two-sided sign test on the discordant episodes (p < 0.05); it hurts if it is below
 ``worker_rule`` by >= 0.05 with p < 0.05. Reported without a rule: the manager's agreement with the rule
-(paper: 73%) and its share of each phase against the rule's share on the same states.
-Writes stage2.json / stage2.csv / stage2.md / stage2.png next to this file.
+(paper: rmtl.train.report.PAPER_AGREEMENT) and its share of each phase against the rule's share on the same states.
+Writes stage2.json / stage2.csv / stage2.md / stage2.png to results/oracle_structure/.
 """
 
 from __future__ import annotations
@@ -23,14 +23,24 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parents[1]
-TEST_SEED = 3_000_000
-PAPER = {"ppo_no_phase_input": 0.89, "worker_rule": 0.94, "worker_manager": 0.98}
-PAPER_AGREEMENT = 0.73
+from rmtl.tasks.fetch_lift.env import EnvConfig
+from rmtl.train.evaluate import checkpoint_task, load_checkpoint
+from rmtl.train.manager_callback import load_manager
+from rmtl.train.report import PAPER_AGREEMENT, PAPER_FIG7
+from rmtl.train.run_dir import latest_checkpoint
+from rmtl.train.selection import TEST_SEED
+from rmtl.train.selector_eval import evaluate_selector
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = ROOT / "results" / "oracle_structure"
+"""Where the runs this compares are kept and where its tables go."""
+ARM_LABELS = {"ppo_no_phase_input": "PPO without phase input", "worker_rule": "worker (560k) + rule",
+              "stage2_worker_rule": "Stage-2 worker + rule", "worker_manager": "Stage-2 worker + manager",
+              "worker_manager_bc": "Stage-2 worker + BC-only manager", "rule_continued": "rule-continued (760k) + rule"}
+PAPER = {k: v for k, v in PAPER_FIG7.items() if k in ARM_LABELS}
+"""The paper's Fig. 7 success of the arms it has."""
 MARGIN, ALPHA, EXPLOIT = 0.05, 0.05, 0.10
 
 
@@ -53,14 +63,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rule-continued", type=Path, default=HERE / "runs" / "oracle_rmtl_s0_rule_continued")
     ap.add_argument("--no-phase", type=Path, default=HERE / "runs" / "oracle_no_phase_input_s0")
     args = ap.parse_args(argv)
-    sys.path.insert(0, str(ROOT))
-
-    from rmtl.tasks.fetch_lift.env import EnvConfig
-    from rmtl.train.evaluate import checkpoint_task, load_checkpoint
-    from rmtl.train.manager_callback import load_manager
-    from rmtl.train.run_dir import latest_checkpoint
-    from rmtl.train.selector_eval import evaluate_selector
-
     kw = dict(episodes=args.episodes, seed=TEST_SEED, deterministic=True)
     arms: dict[str, dict] = {}
 
@@ -129,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
            "verdict": verdict, "manager_phase_share": share, "rule_phase_share_same_states": rule_share,
            "manager_exploits_last_phase": bool(exploits), "paper": PAPER, "paper_agreement": PAPER_AGREEMENT}
     (HERE / "stage2.json").write_text(json.dumps(out, indent=1))
-    labels = {"ppo_no_phase_input": "PPO without phase input", "worker_rule": "worker (560k) + rule",
-              "stage2_worker_rule": "Stage-2 worker + rule", "worker_manager": "Stage-2 worker + manager",
-              "worker_manager_bc": "Stage-2 worker + BC-only manager", "rule_continued": "rule-continued (760k) + rule"}
+    labels = ARM_LABELS
     with (HERE / "stage2.csv").open("w", newline="") as f:
         wr = csv.writer(f)
         wr.writerow(["arm", "successes", "episodes", "success_rate", "ci_low", "ci_high", "step_agreement_rule",

@@ -2,7 +2,7 @@
 views' embeddings (concatenated) to the gripper-cube distance, fitted on 4/5 of the
 episodes, ranked within each rule phase on the rest (episode id % 5 == 0).
 
-usage: python results/reward_vlm/offexpert_text/probe_embeddings.py STORE [STORE ...]
+usage: python experiments/reward_vlm/offexpert_text/probe_embeddings.py STORE [STORE ...]
 (the store's one non-random model's embeddings; used on data/stores/atlas_learner40k.zarr:
 approach 0.88, align 0.80)."""
 import sys

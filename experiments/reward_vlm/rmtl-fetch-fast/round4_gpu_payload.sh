@@ -17,7 +17,7 @@ if [ "${1:-}" = "--prune-list" ]; then
         oracle_no_curriculum_s2 oracle_no_phase_input_s0 oracle_no_phase_input_s1 oracle_no_phase_input_s2
         oracle_rmtl_s0_rule_continued"
   keep=$(for r in $runs; do echo "results/oracle_structure/runs/$r/best/"; done; echo results/oracle_structure/stage2_worker/)
-  git ls-files | grep -v -E '^(rmtl|pipeline|storage|flows|bench)/|^pyproject.toml$|^\.gitignore$|^'"$here"'/' \
+  git ls-files | grep -v -E '^(rmtl|pipeline|storage|flows|bench)/|^experiments/reward_vlm/rmtl-fetch-fast/|^pyproject.toml$|^\.gitignore$|^'"$here"'/' \
     | grep -v -F "$keep" ; git ls-files rmtl/vlm/weights
   exit 0
 fi
@@ -50,7 +50,7 @@ rm -rf "$t"
 python3 -c "
 import sys
 from pathlib import Path
-from rmtl.train.committed import _write_policy
+from rmtl.train.committed import write_policy
 for ck in sorted(Path(sys.argv[1]).glob('step_*')):
-    _write_policy(ck, Path('.dev/pixel') / ck.name, 'cpu')" "$ckpts"
+    write_policy(ck, Path('.dev/pixel') / ck.name, 'cpu')" "$ckpts"
 du -sh .gl .dev
