@@ -70,6 +70,17 @@ class Task:
     """(states, rng) -> one VLM-training caption per state."""
     quality_metrics: Callable[..., dict] | None = None
     """The reward-quality metrics of stored embeddings (within-phase rank metrics and gates)."""
+    quality_gates: Mapping[str, float] = field(default_factory=dict)
+    """Acceptance thresholds (metric -> minimum) of the multi-view means ``quality_metrics`` reports:
+    what a trained reward VLM must reach on held-out episodes."""
+    caption_options: Mapping[str, Any] = field(default_factory=dict)
+    """The keywords ``captions`` takes, with their defaults (the shipped model's caption recipe)."""
+    caption_prompt_leaks: Callable[[str], list[tuple[str, str]]] | None = None
+    """(caption mode) -> (caption, prompt) pairs where a caption the mode can write contains an
+    evaluated prompt text (empty for a mode whose captions cannot be listed)."""
+    soft_target_geometry: Callable[[np.ndarray], np.ndarray] | None = None
+    """states [N, state_dim] -> float32 [N, F] in metres: the geometry VLM training compares, so that
+    nearby states count as partial positives of each other's captions (soft contrastive targets)."""
     behaviours: Mapping[str, Callable[[float, int | None], Policy]] = field(default_factory=dict)
     """Scripted degenerate behaviours by name: (noise_std, seed) -> a policy for one episode
     (the policies a reward-hacking learner might find; empty when the task has none)."""

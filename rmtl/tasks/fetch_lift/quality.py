@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
-from scipy.stats import rankdata, spearmanr
 
 from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, GRASP, PHASES, rule_phase
 from rmtl.reward.projection import goal_baseline_scores
@@ -30,6 +29,8 @@ def roc_auc(positive: np.ndarray, negative: np.ndarray) -> float:
     """Probability that a random positive scores above a random negative (ties count half)."""
     if len(positive) == 0 or len(negative) == 0:
         return float("nan")
+    from scipy.stats import rankdata  # lazy: the task object reads GATES, and scipy.stats takes most of a second
+
     ranks = rankdata(np.concatenate([positive, negative]))
     u = ranks[: len(positive)].sum() - len(positive) * (len(positive) + 1) / 2
     return float(u / (len(positive) * len(negative)))
@@ -44,6 +45,8 @@ def spearman(a: np.ndarray, b: np.ndarray) -> float:
     """Spearman's rank correlation; NaN for fewer than 3 samples or a constant side."""
     if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
+    from scipy.stats import spearmanr
+
     return float(spearmanr(a, b).statistic)
 
 

@@ -66,6 +66,13 @@ def lift_height(state: np.ndarray) -> np.ndarray | float:
     return float(h) if h.ndim == 0 else h
 
 
+def soft_target_geometry(states: np.ndarray) -> np.ndarray:
+    """Features VLM-training soft targets compare (m): gripper-to-cube offset, finger opening, lift x3."""
+    s = np.asarray(states, dtype=np.float32)
+    lift = np.asarray(lift_height(s), dtype=np.float32)
+    return np.concatenate([s[:, CUBE_REL_POS], s[:, FINGER_WIDTHS].sum(1, keepdims=True), 3 * lift[:, None]], axis=1)
+
+
 KEY_SPEC = KeySpec("fetch_lift", 1, STATE_DIM, KEY_FIELDS, state_key, {"rotation_scale": ROTATION_SCALE})
 """The pick-and-lift key as stores and caches record it (stores written before key specs had
 ids recorded ``{"fields", "rotation_scale"}``, which this spec matches)."""

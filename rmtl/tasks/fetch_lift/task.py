@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from types import MappingProxyType
 from typing import Any
 
@@ -12,12 +13,14 @@ from rmtl.tasks.fetch_lift.coverage import coverage_category, coverage_scene
 from rmtl.tasks.fetch_lift.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
+from rmtl.tasks.fetch_lift.captions import CaptionConfig
 from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
+from rmtl.tasks.fetch_lift.quality import GATES
 from rmtl.tasks.fetch_lift.scorer_errors import SCORER_CONFUSIONS, visible_state
-from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance
+from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance, soft_target_geometry
 
 
 def _make_env(config: Any = None, **overrides: Any) -> Any:
@@ -42,6 +45,13 @@ def _captions(states: np.ndarray, rng: np.random.Generator, **kwargs: Any) -> li
     return sample_captions(states, rng, CaptionConfig(**kwargs))
 
 
+def _caption_prompt_leaks(mode: str) -> list[tuple[str, str]]:
+    from rmtl.tasks.fetch_lift.captions import evaluated_prompt_texts, neutral_vocabulary, prompt_leaks
+
+    # Only the neutral mode writes from a finite vocabulary; the compositional one cannot be listed.
+    return prompt_leaks(neutral_vocabulary(), evaluated_prompt_texts()) if mode == "neutral" else []
+
+
 def _quality(*args: Any, **kwargs: Any) -> dict:
     from rmtl.tasks.fetch_lift.quality import reward_quality
 
@@ -61,6 +71,8 @@ def fetch_lift_task() -> Task:
         micro_tasks=MICRO_TASKS, phase_measure=gripper_cube_distance, expert=_expert,
         curriculum_stages=PAPER_STAGES, camera_bank=CAMERA_BANK, dense_reward=_dense_reward, captions=_captions,
         quality_metrics=_quality, oracle_progress=oracle_progress, behaviours=MappingProxyType(BEHAVIOURS),
-        visible_state=visible_state, scorer_confusions=SCORER_CONFUSIONS,
-        coverage_scene=coverage_scene, coverage_category=coverage_category, scorer_metrics=_map_metrics,
+        visible_state=visible_state, scorer_confusions=SCORER_CONFUSIONS, quality_gates=MappingProxyType(GATES),
+        caption_options=MappingProxyType(asdict(CaptionConfig())), caption_prompt_leaks=_caption_prompt_leaks,
+        soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
+        scorer_metrics=_map_metrics,
     )

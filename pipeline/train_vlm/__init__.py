@@ -1,0 +1,57 @@
+"""Train a small domain CLIP on rendered Fetch frames with captions written from state.
+
+Contrastive training (OpenCLIP's symmetric InfoNCE) with *soft targets*: two samples
+whose task geometry (gripper-to-cube offset, finger opening, cube lift) is close count
+as partial positives, weighted by a Gaussian kernel of width ``soft_sigma`` metres. This
+makes image embeddings a smooth function of task progress, so a prompt's score grows
+steadily as the state approaches what it describes (what a dense reward needs), instead
+of being flat within each captioned situation.
+
+Whole episodes are held out; the reward-quality metrics (rmtl.tasks.fetch_lift.quality) are computed
+on held-out expert episodes at step 0 (the random-weight model of the same architecture)
+and every ``eval_every`` steps. Output directory (loadable as a model spec):
+
+    open_clip_config.json        architecture + preprocessing (OpenCLIP's format)
+    open_clip_model.safetensors  weights (float16)
+    metrics.json, train_log.csv, model_card.md, run.json
+    checkpoint.pt                resume state (not shipped)
+
+Modules: config (the options), data (rows and the three frame sources), objective (losses and
+schedule), captions (the text side and the caption bank), evaluate (held-out metrics and
+selection), loop (the training loop), export (weights, renderer.json, model card), cli.
+Public names load on first use, so importing the package (or its config) loads no torch.
+"""
+
+from __future__ import annotations
+
+from rmtl.lazy import lazy_attributes
+
+_LAZY = {
+    "TrainVLMConfig": "pipeline.train_vlm.config",
+    "HOLDOUT_SALT": "pipeline.train_vlm.data",
+    "RowFrames": "pipeline.train_vlm.data",
+    "TrainingData": "pipeline.train_vlm.data",
+    "FrameSource": "pipeline.train_vlm.data",
+    "encode_rows": "pipeline.train_vlm.data",
+    "baseline_balance_penalty": "pipeline.train_vlm.objective",
+    "soft_targets": "pipeline.train_vlm.objective",
+    "task_geometry": "pipeline.train_vlm.objective",
+    "caption_bank": "pipeline.train_vlm.captions",
+    "text_tower_frozen": "pipeline.train_vlm.captions",
+    "evaluate": "pipeline.train_vlm.evaluate",
+    "gate_margin": "pipeline.train_vlm.evaluate",
+    "train_reward_vlm": "pipeline.train_vlm.loop",
+    "reset_text_tower": "pipeline.train_vlm.loop",
+    "load_checkpoint": "pipeline.train_vlm.loop",
+    "save_model": "pipeline.train_vlm.export",
+    "write_model_card": "pipeline.train_vlm.export",
+    "invoking_command": "pipeline.train_vlm.export",
+    "train_vlm_command": "pipeline.train_vlm.cli",
+    "train_from_options": "pipeline.train_vlm.cli",
+    "main": "pipeline.train_vlm.cli",
+}
+"""Public names and their modules: imported on first use."""
+
+__all__ = list(_LAZY)
+
+__getattr__ = lazy_attributes(__name__, _LAZY)

@@ -1,0 +1,88 @@
+"""``python -m pipeline.train_vlm`` and ``rmtl train-reward-vlm``: options from
+:class:`TrainVLMConfig` plus the data options; the config is parsed before anything heavy loads."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+from pipeline.train_vlm.config import TrainVLMConfig
+
+
+def train_vlm_command(run: Any = None) -> Any:
+    """The ``train-reward-vlm`` command: options generated from TrainVLMConfig (rmtl.command_config)
+    plus the data options; ``run(config, **data options)`` defaults to training."""
+    import typer
+
+    from rmtl.command_config import config_command, option
+
+    return config_command(TrainVLMConfig, run or train_from_options, extra=[
+        option("store", Optional[list[str]], typer.Option(None, "--store", help="Dataset store(s) with frames (repeatable).")),
+        option("render_episodes", int, typer.Option(0, min=0, help="Render this many expert episodes instead.")),
+        option("random_episodes", int, typer.Option(0, min=0, help="And this many random-action episodes.")),
+        option("resolution", int, typer.Option(96, help="Frame size of rendered episodes (px).")),
+        option("workers", int, typer.Option(1, min=1, help="Render processes.")),
+        option("out", Path, typer.Option(..., "--out", help="Output directory of the weights and model card.")),
+    ], switches=False)  # its booleans have always taken a value: --keep-best false
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """``python -m pipeline.train_vlm``: train from stores, or render the data first; returns
+    the exit status (errors: one line on stderr, rmtl.console)."""
+    from rmtl.command_config import run_standalone
+
+    return run_standalone(train_vlm_command(), argv, prog or "python -m pipeline.train_vlm")
+
+
+def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, render_episodes: int = 0,
+                       random_episodes: int = 0, resolution: int = 96, workers: int = 1,
+                       out: Path | None = None) -> None:
+    """Train the domain reward VLM from stores and/or freshly rendered episodes into ``out``."""
+    from pipeline.train_vlm.data import TrainingData
+    from pipeline.train_vlm.evaluate import summary
+    from pipeline.train_vlm.export import invoking_command, store_renderers, write_model_card, write_renderer
+    from pipeline.train_vlm.loop import train_reward_vlm
+    from rmtl.console import check_output_dir
+    from storage.dataset import DatasetStore
+
+    stores = list(store or [])
+    check_output_dir(out, "--out")  # before any model or data loads
+    for path in stores:
+        DatasetStore.open(path, "r")  # a missing or foreign store fails now
+    parts, desc = [], []
+    init_vlm = None
+    if stores:
+        tower = None
+        if cfg.tune == "text":  # the locked tower's id finds its stored embeddings under any model id
+            from rmtl.vlm import load_vlm
+
+            init_vlm = load_vlm(cfg.init, device=cfg.device, precision="fp32")  # trained below, not loaded twice
+            tower = init_vlm.image_tower_id
+        stream = cfg.stream_frames and cfg.tune == "all"
+        parts.append(TrainingData.from_stores(stores, embeddings_of=cfg.init if cfg.tune == "text" else None,
+                                              image_tower=tower, stream=stream,
+                                              holdout_fraction=cfg.holdout_fraction if cfg.tune == "text" or stream
+                                              else None))
+        desc.append(f"stores {', '.join(stores)}")
+    if render_episodes or random_episodes:
+        from pipeline.rollout import RolloutConfig, map_rollouts
+
+        offset = int(max(p.episode.max() for p in parts)) + 1 if parts else 0
+        for policy, n in (("expert", render_episodes), ("random", random_episodes)):
+            if n:
+                rc = RolloutConfig.make(episodes=n, policy=policy, resolution=resolution, seed=cfg.seed + offset)
+                t = time.perf_counter()
+                batches = list(map_rollouts(rc, list(range(n)), workers=workers, chunk=4))
+                parts.append(TrainingData.from_batches(batches, rc.views, policy == "expert", offset))
+                print(f"rendered {n} {policy} episodes, {len(parts[-1])} rows in {time.perf_counter() - t:.0f} s", flush=True)
+                desc.append(f"{n} {policy} episodes ({len(parts[-1])} states x {len(rc.views)} views, "
+                            f"{resolution} px, curriculum stages 0-4, noise {rc.noise_std}/{2 * rc.noise_std})")
+                offset += n
+    data = TrainingData.concat(parts)
+    renderers = store_renderers(stores)
+    metrics = train_reward_vlm(data, cfg, out, vlm=init_vlm)
+    # Freshly rendered frames have no recorded render setting: the model then declares none.
+    renderer = None if render_episodes or random_episodes else write_renderer(out, renderers)
+    write_model_card(out, cfg, "; ".join(desc), metrics, invoking_command(), renderer)
+    print(f"final: {summary(metrics['final'])}\nwrote {out}")

@@ -1,0 +1,177 @@
+"""The training loop: train, evaluate and select a domain CLIP, resumable from a checkpoint."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from pipeline.train_vlm.captions import caption_source, text_tower_frozen
+from pipeline.train_vlm.config import TrainVLMConfig
+from pipeline.train_vlm.data import TrainingData, frame_source
+from pipeline.train_vlm.evaluate import evaluate, gate_margin, keep_if_best, summary
+from pipeline.train_vlm.export import save_run
+from pipeline.train_vlm.objective import (balance_prompts, baseline_balance_penalty, lr_at, param_groups,
+                                          soft_contrastive_loss, soft_targets, task_geometry)
+from rmtl.provenance import write_run_record
+from rmtl.tasks import get_task
+from rmtl.vlm import load_vlm
+from rmtl.vlm.loader import select_precision
+
+
+def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Path, progress: bool = True,
+                     vlm=None) -> dict:
+    """Train, evaluate and save a domain CLIP; resumes from ``out_dir/checkpoint.pt``.
+    ``vlm``: the model to train, already loaded as ``load_vlm(cfg.init or MODEL@random,
+    device=cfg.device, precision='fp32')`` (None: load it here)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    task = get_task()
+    torch.manual_seed(cfg.seed)
+    if vlm is None:
+        vlm = load_vlm(cfg.init or f"{cfg.model}@random", device=cfg.device, precision="fp32")
+    model, device = vlm.model, vlm.device
+    if cfg.reset_text_tower and not (out / "checkpoint.pt").is_file():  # a resumed run loads its own weights
+        reset_text_tower(vlm, cfg.model, cfg.device)
+    # None: the inference precision rule (bf16 on CUDA and on native-bf16 CPUs), as autocast
+    use_bf16 = cfg.bf16_autocast if cfg.bf16_autocast is not None else select_precision(device) != "fp32"
+
+    # Data: whole episodes held out; held-out expert episodes are what evaluation scores.
+    holdout = data.holdout_mask(cfg.holdout_fraction)
+    train_rows = np.flatnonzero(~holdout)
+    eval_rows = np.flatnonzero(holdout & data.expert)
+    if len(train_rows) == 0 or len(eval_rows) == 0:
+        raise ValueError(f"need training and held-out expert rows; got {len(train_rows)} and {len(eval_rows)}")
+    geometry = torch.from_numpy(task_geometry(data.states, task)).to(device)
+    if cfg.tune == "text":  # LiT: the image tower stays as init left it
+        model.visual.requires_grad_(False)
+    images = frame_source(vlm, data, train_rows, cfg)
+
+    def held_out_metrics(v=vlm) -> dict:
+        return evaluate(v, data, eval_rows, image_embeddings=images.stored_embeddings(eval_rows) if v is vlm else None,
+                        task=task)
+
+    # Optimiser, then the resume state or the reference evaluations of a new run.
+    opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
+    rng = np.random.default_rng(cfg.seed)
+    start, log, metrics, best = 0, [], {}, None  # best: (gate margin, step, state dict)
+    ckpt = out / "checkpoint.pt"
+    if ckpt.is_file():
+        state = load_checkpoint(ckpt, device)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start, log, metrics, best = state["step"], state["log"], state["metrics"], state.get("best")
+        rng.bit_generator.state = state["rng"]
+        print(f"resumed from {ckpt} at step {start}")
+    else:
+        random_vlm = vlm if cfg.init is None else load_vlm(f"{cfg.model}@random", device=cfg.device, precision="fp32")
+        metrics["random_init"] = held_out_metrics(random_vlm)
+        print(f"random weights: {summary(metrics['random_init'])}")
+        if cfg.init is not None:
+            metrics["init_model_id"] = vlm.model_id
+            metrics["initial"] = metrics["step_0"] = held_out_metrics()
+            print(f"step 0 ({cfg.init}): {summary(metrics['initial'])}  gate margin {gate_margin(metrics['initial']):.3f}")
+            best = keep_if_best(best, metrics["initial"], 0, model)
+    write_run_record(out, cfg, cfg.seed, rows=len(data), train_rows=int(len(train_rows)),
+                     eval_rows=int(len(eval_rows)), views=list(data.views))
+
+    # Text side: each batch's captions, and the prompts the balance penalty compares.
+    texts = caption_source(vlm, data.states, train_rows, cfg, task, cache=out / "caption_bank.pt")
+    if texts.record:
+        metrics["caption_bank"] = texts.record
+    prompts = balance_prompts(task) if cfg.baseline_balance > 0 else []
+
+    model.train()
+    if text_tower_frozen(model):
+        model.text.eval()  # no dropout in the frozen tower (its prompts are embedded in eval mode)
+    batches = images.batches(cfg.batch_size, rng)
+    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="train-reward-vlm")
+    t0 = time.perf_counter()
+    for step in bar:
+        rows, inputs = next(batches)
+        targets = soft_targets(geometry[torch.from_numpy(rows).to(device)], cfg.soft_sigma, cfg.soft_sigma_wide)
+        progress = (time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step, cfg, progress)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+            img = images.embed(model, inputs)
+            txt, prompt_emb = texts.embed(rows, rng, prompts)
+            logits = model.logit_scale.exp() * img.float() @ txt.T
+        loss = soft_contrastive_loss(logits, targets)
+        if cfg.baseline_balance > 0:
+            loss = loss + cfg.baseline_balance * baseline_balance_penalty(prompt_emb[1:], prompt_emb[0])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        with torch.no_grad():
+            model.logit_scale.clamp_(0, math.log(100))
+
+        done = step + 1
+        last = done == cfg.steps or progress >= 1.0
+        if done % 20 == 0 or last:
+            rate = (done - start) * cfg.batch_size / (time.perf_counter() - t0)
+            log.append({"step": done, "loss": loss.item(), "lr": opt.param_groups[0]["lr"], "images_per_s": rate})
+            bar.set_postfix(loss=f"{loss.item():.3f}", img_s=f"{rate:.0f}")
+        if done % cfg.eval_every == 0 or last:
+            metrics[f"step_{done}"] = m = held_out_metrics()
+            bar.write(f"step {done}: {summary(m)}  gate margin {gate_margin(m):.3f}")
+            best = keep_if_best(best, m, done, model)
+        if done % cfg.checkpoint_every == 0 or last:
+            # plain containers, numbers and tensors only: loadable with weights_only=True
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": done, "log": plain(log),
+                        "metrics": plain(metrics), "rng": plain(rng.bit_generator.state), "best": plain(best)}, ckpt)
+        if last:
+            break
+
+    # Selection: the best held-out weights (keep_best) or the last step's.
+    metrics["steps_done"] = done if start < cfg.steps else start
+    if cfg.keep_best and best is not None and best[1] != metrics["steps_done"]:
+        model.load_state_dict(best[2])
+        print(f"keeping the weights of step {best[1]} (gate margin {best[0]:.3f})")
+    metrics["selected_step"] = best[1] if cfg.keep_best and best is not None else metrics["steps_done"]
+    key = f"step_{metrics['selected_step']}"
+    metrics["final"] = metrics[key] if key in metrics else held_out_metrics()
+    metrics["train_seconds"] = time.perf_counter() - t0
+    metrics["bf16_autocast"] = bool(use_bf16)
+    metrics.update(images.report() or {})
+    model.eval()  # a VLM embeds in eval mode (a pretrained text tower has dropout)
+    save_run(vlm, cfg.model, out, metrics, log)
+    return metrics
+
+
+def reset_text_tower(vlm, arch: str, device: str | None = None) -> None:
+    """Replace the text tower and logit scale of ``vlm`` (every parameter outside ``visual.``)
+    with those of a fresh random model of architecture ``arch`` (torch's current seed)."""
+    fresh = load_vlm(f"{arch}@random", device=device, precision="fp32").model.state_dict()
+    text = {k: v for k, v in fresh.items() if not k.startswith("visual.")}
+    result = vlm.model.load_state_dict(text, strict=False)
+    if result.unexpected_keys or any(not k.startswith("visual.") for k in result.missing_keys):
+        raise ValueError(f"{arch} does not match the model's architecture: cannot reset its text tower")
+
+
+def plain(obj):
+    """``obj`` with numpy scalars and arrays turned into Python numbers and lists (tensors,
+    dicts, lists and tuples kept): what ``torch.load(weights_only=True)`` accepts."""
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(plain(v) for v in obj)
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    return obj
+
+
+def load_checkpoint(path: str | Path, device="cpu") -> dict:
+    """The resume state in ``checkpoint.pt``, loaded with ``weights_only=True``: tensors and
+    plain Python values only, so loading a checkpoint never runs code from it."""
+    from rmtl.train.artifacts import load_torch_state
+
+    return load_torch_state(path, "VLM training checkpoint", "delete it to train from the start, or choose "
+                            "another --out", map_location=device)
