@@ -1,0 +1,45 @@
+"""Copies the learnability runs of the worktree that runs them into this checkout's results
+(never checkpoints/ or tb/; a running run's resume/ comes along, a finished run has none), with the
+machine's paths in their text files made portable (repository-relative, $RMTL_DATA_DIR/...).
+
+    python experiments/learnability/sync_runs.py /path/to/worktree [--data-dir /path/to/data]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RUNS = Path("results/learnability/runs")
+TEXT = {".json", ".yaml", ".csv", ".md", ".txt"}
+SKIP = {"checkpoints", "tb"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("worktree", type=Path)
+    ap.add_argument("--data-dir", type=Path, default=None, help="the data dir the runs wrote to (made $RMTL_DATA_DIR)")
+    a = ap.parse_args(argv)
+    roots = [str(a.worktree.resolve()) + "/", str(REPO) + "/"]
+    for run in sorted((a.worktree / RUNS).iterdir()):
+        if not run.is_dir():
+            continue
+        dst = REPO / RUNS / run.name
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(run, dst, ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(".tmp")])
+        for f in dst.rglob("*"):
+            if f.is_file() and f.suffix in TEXT:
+                text = f.read_text(errors="strict")
+                for root in roots:
+                    text = text.replace(root, "")
+                if a.data_dir is not None:
+                    text = text.replace(str(a.data_dir.resolve()) + "/", "$RMTL_DATA_DIR/")
+                f.write_text(text)
+        print(f"synced {run.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
