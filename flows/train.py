@@ -149,10 +149,12 @@ def _lost(run: SweepRun, fr: dict, stale_seconds: float) -> str | None:
         return None
     run_dir = run_path(run.output_dir)
     info = lock_info(run_dir, stale_seconds)
-    if info.state == "stale" and kind == "RUNNING":
+    # a lock left by an earlier try is not this flow run's: until it takes the lock over, only time tells
+    mine = info.holder.get("flow_run_id") == fr["id"]
+    if info.state == "stale" and kind == "RUNNING" and mine:
         h = info.holder
         return f"its trainer ({h.get('host')} pid {h.get('pid')}) is gone (lock heartbeat {info.age:.0f} s old)"
-    if info.state != "live" and not is_finished(run_dir, run.steps):
+    if not (info.state == "live" and mine) and not is_finished(run_dir, run.steps):
         since = fr["state"].get("timestamp") if kind == "PENDING" else fr.get("start_time") or fr["state"].get("timestamp")
         from datetime import datetime
 

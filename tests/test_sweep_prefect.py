@@ -1,5 +1,6 @@
 """Integration: a sweep through a real Prefect server, a process work pool and two workers,
-one of them SIGKILLed mid-run; the re-run finishes every run exactly once."""
+one of them SIGKILLed mid-run; a re-run started at once adopts the runs still queued or
+running, resumes the lost one, and every run finishes exactly once."""
 
 from __future__ import annotations
 
@@ -114,18 +115,20 @@ def test_sweep_on_work_pool_survives_a_killed_worker(tmp_path):
                                  text=True, start_new_session=True)
         killed, killed_pid = _kill_worker_mid_run(runs, workers, timeout=240)
         t_kill = time.monotonic() - t0
-        out1, _ = first.communicate(timeout=240)
-        # the lost run is named, the others finished with the surviving worker
-        assert first.returncode == 2, out1
-        assert f"crashed: {killed}" in out1 and "did not finish" in out1 and "run the same sweep again" in out1, out1
-        assert killed_pid not in {w.pid for w in workers if w.poll() is None}
-
-        second = subprocess.run(sweep_cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=240)
+        # re-run at once, while the first sweep still waits: it must adopt the queued and running
+        # flow runs, not submit copies, and submit only the lost run again
+        second = subprocess.run(sweep_cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         out2 = second.stdout + second.stderr
         assert second.returncode == 0, out2
+        out1, _ = first.communicate(timeout=120)
         t_done = time.monotonic() - t0
+        # the first sweep names the lost run; the others finished with the surviving worker
+        assert first.returncode == 2, out1
+        assert f"crashed: {killed}" in out1 and "did not finish" in out1 and "run the same sweep again" in out1, out1
+        assert "already submitted:" in out2, out2
         for name in RUNS:
-            assert (f"submitted: {name}" in out2) == (name == killed), out2  # finished ones are skipped
+            submitted = any(ln.startswith(f"submitted: {name} ") for ln in out2.splitlines())
+            assert submitted == (name == killed), out2  # the others were adopted or done, never submitted again
             run = runs / name
             assert (run / "summary.json").is_file() and (run / "selection.json").is_file(), name
             assert not (run / "resume").exists() and not (run / "sweep.lock").exists(), name
@@ -142,11 +145,13 @@ def test_sweep_on_work_pool_survives_a_killed_worker(tmp_path):
             frs = api(server.url, "/flow_runs/filter", {"flow_runs": {"tags": {"all_": [f"rmtl-run:{runs / name}"]}}})
             states = sorted(fr["state"]["type"] for fr in frs)
             assert states == (["COMPLETED", "CRASHED"] if name == killed else ["COMPLETED"]), (name, states)
+        third = subprocess.run(sweep_cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert third.returncode == 0 and third.stdout.count("done: ") == 4 and "submitted" not in third.stdout, third
         table = (report / "success_table.md").read_text()
         rows = [ln for ln in table.splitlines() if ln.startswith("| oracle_rmtl |") or ln.startswith("| rule_only |")]
         assert len(rows) == 4, table
         print(f"\ntimings: server healthy {t_server:.1f} s, worker killed at {t_kill:.1f} s ({killed}), "
-              f"re-run finished at {t_done:.1f} s")
+              f"re-run finished at {t_done:.1f} s, third run (all done) at {time.monotonic() - t0:.1f} s")
     finally:
         for w in workers:
             kill_group(w, timeout=10)
