@@ -32,7 +32,7 @@ import re
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -76,7 +76,6 @@ class Sweep:
     deployment: str = DEFAULT_POOL
     """Deployment name of the training flows (default: the pool's name)."""
     lock_stale_seconds: float = DEFAULT_STALE_SECONDS
-    raw: dict[str, Any] = field(default_factory=dict)
 
 
 # -- the sweep file ------------------------------------------------------------------------
@@ -214,7 +213,7 @@ def load_sweep(path: str | Path) -> Sweep:
         raise ConfigError(f"sweep file {path}: lock_stale_seconds must be a positive number")
     pool = str(data.get("pool") or DEFAULT_POOL)
     # named after the pool by default: sweeps on other pools never repoint each other's deployment
-    return Sweep(path, runs, root, report, pool, str(data.get("deployment") or pool), float(stale), data)
+    return Sweep(path, runs, root, report, pool, str(data.get("deployment") or pool), float(stale))
 
 
 # -- run state -----------------------------------------------------------------------------
