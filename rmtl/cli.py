@@ -111,6 +111,12 @@ def _server_start_command():
     return server_start_command()
 
 
+def _sweep_command():
+    from flows.sweep import sweep_command
+
+    return sweep_command()
+
+
 def _train_vlm_command():
     from pipeline.train_vlm import train_vlm_command
 
@@ -122,6 +128,7 @@ LAZY_COMMANDS = {
                                                        "FAISS cache, summarise reward quality."),
     ("train-reward-vlm",): (_train_vlm_command, "Train the domain reward VLM."),
     ("serve",): (_serve_command, "Serve the flows as deployments."),
+    ("sweep",): (_sweep_command, "Run a sweep file's training runs on Prefect work pools (or --local)."),
     ("server", "start"): (_server_start_command, "Start a background Prefect server and print the settings clients need."),
     ("train", "stage1"): (train_cli.stage1_command, "Train the Stage-1 PPO worker (paper Table 1)."),
     ("train", "stage2"): (train_cli.stage2_command, "Train the Stage-2 manager over a Stage-1 worker (paper Table 2)."),

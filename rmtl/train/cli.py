@@ -54,7 +54,7 @@ def stage1_command():
 
     aliases = {**RUN_ALIASES, "model": "reward.model", "cache-store": "cache.store", "cache-radius": "cache.radius",
                "cache-grow": "cache.grow"}
-    return config_command(Stage1Config, _train_stage1, aliases=aliases, extra=_train_extras(), build=build)
+    return config_command(Stage1Config, run_stage1, aliases=aliases, extra=_train_extras(), build=build)
 
 
 def check_learner_options(cfg: Any) -> None:
@@ -105,7 +105,7 @@ def whole_rollouts(cfg: Any) -> Any:
     return cfg.replace(total_timesteps=rounded)
 
 
-def _train_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
+def run_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints.
     --steps rounds up to whole rollouts of n_envs * n_steps env steps."""
     check_learner_options(cfg)
@@ -270,11 +270,11 @@ def stage2_command():
     from rmtl.command_config import config_command
     from rmtl.train.config import Stage2Config
 
-    return config_command(Stage2Config, _train_stage2, aliases={**RUN_ALIASES, "bc-labels": "bc.labels"},
+    return config_command(Stage2Config, run_stage2, aliases={**RUN_ALIASES, "bc-labels": "bc.labels"},
                           extra=_train_extras())
 
 
-def _train_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
+def run_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
     check_learner_options(cfg)
     from rmtl.train.stage2 import train_stage2

@@ -1,0 +1,226 @@
+"""Training as Prefect flows, their work-pool deployments, and sweeps run through them.
+
+- ``train-stage1`` / ``train-stage2``: thin flows over the entry points of ``rmtl train stage1``
+  and ``rmtl train stage2`` (:func:`rmtl.train.cli.run_stage1`, :func:`~rmtl.train.cli.run_stage2`),
+  under the run's lock (:class:`rmtl.train.sweep.RunLock`), skipping a finished run.
+- :func:`deploy`: a process work pool (created if missing) and a deployment of each flow on it,
+  with a module-path entrypoint: a worker imports ``flows.train`` from the package installed
+  (or on ``PYTHONPATH``) on its machine, so no code storage or image is involved.
+- :func:`run_sweep`: one deployment run per sweep run (``run_deployment(..., timeout=0)``), a
+  wait for all of them that notices runs lost with their worker, then the report.
+
+Workers: ``prefect worker start --pool NAME --limit 1`` on each machine (docs/flows.md).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from prefect import flow
+
+from rmtl.errors import RmtlError
+from rmtl.train.sweep import (
+    DEFAULT_POOL,
+    DEFAULT_STALE_SECONDS,
+    RunLock,
+    Sweep,
+    SweepRun,
+    is_finished,
+    lock_info,
+    nest,
+    plan,
+    run_path,
+    train_run,
+    write_report,
+)
+
+FINAL_STATES = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
+RUN_TAG = "rmtl-run:"
+"""Tag of a training flow run: ``rmtl-run:<output dir>`` (one run directory, however many tries)."""
+
+
+def _flow_run_id() -> str | None:
+    from prefect.runtime import flow_run
+
+    return str(flow_run.id) if flow_run.id else None
+
+
+@flow(name="train-stage1", persist_result=False)
+def train_stage1_flow(variant: str = "rmtl", seed: int = 0, overrides: dict[str, Any] | None = None,
+                      output_dir: str | None = None, total_timesteps: int | None = None,
+                      lock_stale_seconds: float = DEFAULT_STALE_SECONDS) -> dict[str, Any]:
+    """``rmtl train stage1 --variant V --seed S --out DIR --steps N --set k=v ...`` (``overrides``:
+    dotted keys); resumes a run directory with ``resume/`` or checkpoints, skips a finished one."""
+    return train_run(variant, seed, overrides or {}, output_dir, total_timesteps, stale_seconds=lock_stale_seconds,
+                     flow_run_id=_flow_run_id())
+
+
+@flow(name="train-stage2", persist_result=False)
+def train_stage2_flow(worker: str, seed: int = 0, overrides: dict[str, Any] | None = None,
+                      output_dir: str | None = None, total_timesteps: int | None = None,
+                      lock_stale_seconds: float = DEFAULT_STALE_SECONDS) -> dict[str, Any]:
+    """``rmtl train stage2 --worker CK --seed S --out DIR --steps N --set k=v ...``; resumes from
+    the run directory's checkpoints, skips a run that trained ``total_timesteps``."""
+    from rmtl.train.cli import run_stage2
+    from rmtl.train.config import Stage2Config
+
+    values = nest({"progress_bar": False, **(overrides or {})})
+    values.update(worker=worker, seed=int(seed))
+    if output_dir is not None:
+        values["output_dir"] = output_dir
+    if total_timesteps is not None:
+        values["total_timesteps"] = int(total_timesteps)
+    cfg = Stage2Config.make(**values)
+    run_dir = cfg.run_dir()
+    if is_finished(run_dir, cfg.total_timesteps):
+        return {"run_dir": str(run_dir), "status": "finished"}
+    with RunLock(run_dir, lock_stale_seconds, flow_run_id=_flow_run_id()):
+        run_stage2(cfg)
+    return {"run_dir": str(run_dir), "status": "trained"}
+
+
+FLOWS = {"train-stage1": train_stage1_flow, "train-stage2": train_stage2_flow}
+
+
+# -- deployments on a work pool ------------------------------------------------------------
+def ensure_pool(pool: str, kind: str = "process") -> None:
+    """Create work pool ``pool`` (with the worker type's default job template) unless it exists."""
+    from prefect import get_client
+    from prefect.client.schemas.actions import WorkPoolCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        try:
+            client.read_work_pool(pool)
+            return
+        except ObjectNotFound:
+            pass
+        from prefect.workers.process import ProcessWorker
+
+        template = ProcessWorker.get_default_base_job_template() if kind == "process" else {}
+        try:
+            client.create_work_pool(WorkPoolCreate(name=pool, type=kind, base_job_template=template))
+        except ObjectAlreadyExists:  # a worker started at the same moment created it
+            pass
+
+
+def deploy(pool: str = DEFAULT_POOL, name: str | None = None, flows: tuple[str, ...] = tuple(FLOWS)) -> list[str]:
+    """Deployments ``<flow>/<name>`` (default name: the pool's) of the training flows on work pool
+    ``pool``; returns their ids."""
+    name = name or pool
+    from prefect.deployments.runner import EntrypointType
+
+    ensure_pool(pool)
+    ids = []
+    for flow_name in flows:
+        d = FLOWS[flow_name].to_deployment(name=name, entrypoint_type=EntrypointType.MODULE_PATH, tags=["rmtl"],
+                                           description=FLOWS[flow_name].description)
+        ids.append(str(d.apply(work_pool_name=pool)))
+    return ids
+
+
+# -- a sweep through the deployments -------------------------------------------------------
+def _api(path: str, body: dict | None = None) -> Any:
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.local import api
+
+    return api(str(PREFECT_API_URL.value()), path, body)
+
+
+def _active_flow_runs(tag: str) -> list[dict]:
+    return _api("/flow_runs/filter", {"flow_runs": {"tags": {"all_": [tag]},
+                                                    "state": {"type": {"not_any_": list(FINAL_STATES)}}},
+                                      "sort": "EXPECTED_START_TIME_DESC", "limit": 10})
+
+
+def _crash(flow_run_id: str, message: str) -> None:
+    _api(f"/flow_runs/{flow_run_id}/set_state", {"state": {"type": "CRASHED", "name": "Crashed", "message": message},
+                                                 "force": True})
+
+
+def _lost(run: SweepRun, fr: dict, stale_seconds: float) -> str | None:
+    """Why a Pending or Running flow run of ``run`` is lost with its process (None: it is not).
+    Nothing in Prefect OSS ends such a run: its worker or flow-run process was killed."""
+    kind = fr["state"]["type"]
+    if kind not in ("PENDING", "RUNNING"):
+        return None
+    run_dir = run_path(run.output_dir)
+    info = lock_info(run_dir, stale_seconds)
+    # a lock left by an earlier try is not this flow run's: until it takes the lock over, only time tells
+    mine = info.holder.get("flow_run_id") == fr["id"]
+    if info.state == "stale" and kind == "RUNNING" and mine:
+        h = info.holder
+        return f"its trainer ({h.get('host')} pid {h.get('pid')}) is gone (lock heartbeat {info.age:.0f} s old)"
+    if not (info.state == "live" and mine) and not is_finished(run_dir, run.steps):
+        since = fr["state"].get("timestamp") if kind == "PENDING" else fr.get("start_time") or fr["state"].get("timestamp")
+        from datetime import datetime
+
+        age = time.time() - datetime.fromisoformat(str(since).replace("Z", "+00:00")).timestamp() if since else 0
+        if age > stale_seconds:  # a live trainer holds the lock within seconds of starting
+            return f"{kind.lower()} for {age:.0f} s without taking the run's lock (its worker died before training)"
+    return None
+
+
+def submit(run: SweepRun, sweep: Sweep) -> str:
+    """One deployment run of ``train-stage1/<deployment>`` for ``run``; returns its id."""
+    from prefect.deployments import run_deployment
+
+    fr = run_deployment(f"train-stage1/{sweep.deployment}", timeout=0, as_subflow=False,
+                        flow_run_name=run.name, tags=[RUN_TAG + run.output_dir], parameters=sweep_parameters(run, sweep))
+    return str(fr.id)
+
+
+def run_sweep(sweep: Sweep, poll: float = 5.0, echo: Callable[[str], Any] = print) -> Path:
+    """Deploy, submit every unfinished run that no live flow run is training, wait for all, write
+    the report. A run lost with its worker is marked Crashed and named in the error; running the
+    same sweep again resumes it from its ``resume/`` state. Returns the report directory."""
+    deploy(sweep.pool, sweep.deployment)  # train-stage2 too: for Stage-2 runs started by hand on the same pool
+    waiting: dict[str, SweepRun] = {}  # flow run id -> run
+    for run, state in plan(sweep):
+        if state == "finished":
+            echo(f"done: {run.name}")
+            continue
+        adopted = None
+        for fr in _active_flow_runs(RUN_TAG + run.output_dir):
+            why = _lost(run, fr, sweep.lock_stale_seconds)
+            if why:
+                _crash(fr["id"], f"lost: {why}")
+                echo(f"lost earlier: {run.name} (flow run {fr['id']}: {why}); submitting it again")
+            elif adopted is None:
+                adopted = fr["id"]
+        if adopted:  # a live or queued flow run of this run: never a second copy
+            echo(f"already submitted: {run.name} (flow run {adopted}, {state}); waiting for it")
+            waiting[adopted] = run
+            continue
+        fid = submit(run, sweep)
+        echo(f"submitted: {run.name} ({'resumes' if state == 'resumable' else 'new'}; flow run {fid})")
+        waiting[fid] = run
+    failed: list[str] = []
+    while waiting:
+        time.sleep(poll)
+        for fid, run in list(waiting.items()):
+            fr = _api(f"/flow_runs/{fid}")
+            kind = fr["state"]["type"]
+            why = _lost(run, fr, sweep.lock_stale_seconds)
+            if why:
+                _crash(fid, f"lost: {why}")
+                kind, fr["state"]["message"] = "CRASHED", f"lost: {why}"
+            if kind in FINAL_STATES:
+                del waiting[fid]
+                msg = (fr["state"].get("message") or "").strip().splitlines()
+                echo(f"{kind.lower()}: {run.name}" + (f" ({msg[0][:200]})" if msg and kind != "COMPLETED" else ""))
+                if kind != "COMPLETED":
+                    failed.append(run.name)
+    if failed:
+        raise RmtlError(f"{len(failed)} of {len(sweep.runs)} runs did not finish ({', '.join(failed)}); run the same "
+                        f"sweep again to resume them (finished runs are skipped)")
+    return write_report(sweep)
+
+
+def sweep_parameters(run: SweepRun, sweep: Sweep) -> dict[str, Any]:
+    """The parameters of a run's flow (also what ``prefect deployment run --param`` would take)."""
+    return {"variant": run.variant, "seed": run.seed, "overrides": run.overrides, "output_dir": run.output_dir,
+            "total_timesteps": run.steps, "lock_stale_seconds": sweep.lock_stale_seconds}

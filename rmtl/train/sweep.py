@@ -1,0 +1,413 @@
+"""Experiment sweeps: a YAML file of Stage-1 runs (variants x seeds x override arms), each run
+kept in ``<output root>/<name>``, and what makes running them idempotent and resumable.
+
+Sweep file (docs/flows.md, ``experiments/*/*.yaml``)::
+
+    output_root: results/oracle_structure/runs   # relative: to the working directory; or $RMTL_DATA_DIR/...
+    report: results/oracle_structure/report      # optional (default <output_root>/report)
+    pool: rmtl-cpu                               # optional work pool (default rmtl); deployments train-stage1/<pool>
+    steps: 600000                                # total_timesteps of every run (a group may change it)
+    set: {checkpoint_every: 40000, vec_env: dummy}   # dotted Stage1Config keys, every run
+    runs:
+      - variants: [oracle_rmtl, rule_only]
+        seeds: [0, 1, 2]
+        set: {eval_every: 20000}                 # optional, this group's runs
+        arms: {lr_low: {learning_rate: 1.0e-4}}  # optional: one run per arm, named <variant>_<arm>_s<seed>
+
+A run is named ``<variant>_s<seed>`` (with arms ``<variant>_<arm>_s<seed>``). Every run keeps
+its results (``keep_results: true`` unless the file says otherwise), so a re-run skips
+finished runs and resumes unfinished ones from ``resume/``. :class:`RunLock` (host, pid and a
+heartbeat in ``<run>/sweep.lock``) keeps a second process from training a run that a live
+one is training; ``sweep_starts.jsonl`` in the run directory records every start.
+
+Nothing here imports Prefect or torch: a sweep file is checked before any server is asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from rmtl.errors import ConfigError, RmtlError
+
+LOCK_FILE = "sweep.lock"
+STARTS_FILE = "sweep_starts.jsonl"
+DEFAULT_POOL = "rmtl"
+DEFAULT_STALE_SECONDS = 180.0
+"""A lock whose heartbeat is older than this counts as lost (its holder on another host died)."""
+HEARTBEAT_SECONDS = 20.0
+RUN_DEFAULTS = {"keep_results": True, "progress_bar": False}
+"""Settings of every sweep run unless the file sets them: kept results make re-runs resume."""
+PLACEHOLDER = "SET-ME"
+"""A value a sweep file leaves for its user to fill in (refused until replaced)."""
+_TOP_KEYS = {"output_root", "report", "pool", "deployment", "steps", "set", "runs", "lock_stale_seconds"}
+_GROUP_KEYS = {"variants", "variant", "seeds", "steps", "set", "arms"}
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    """One training run of a sweep: what ``rmtl train stage1`` would be given."""
+
+    name: str
+    variant: str
+    seed: int
+    overrides: dict[str, Any]
+    """Dotted Stage1Config keys (``reward.model``), as ``--set`` takes them."""
+    output_dir: str
+    """Absolute, or ``$RMTL_DATA_DIR/...`` (expanded by whoever trains it)."""
+    steps: int
+
+
+@dataclass(frozen=True)
+class Sweep:
+    path: Path
+    runs: list[SweepRun]
+    output_root: str
+    report_dir: str
+    pool: str = DEFAULT_POOL
+    deployment: str = DEFAULT_POOL
+    """Deployment name of the training flows (default: the pool's name)."""
+    lock_stale_seconds: float = DEFAULT_STALE_SECONDS
+
+
+# -- the sweep file ------------------------------------------------------------------------
+def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Nested mappings as dotted keys (``{"env": {"resolution": 64}}`` -> ``{"env.resolution": 64}``)."""
+    out: dict[str, Any] = {}
+    for k, v in values.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, Mapping) and v:
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def nest(dotted: Mapping[str, Any]) -> dict[str, Any]:
+    """Dotted keys as nested mappings (the inverse of :func:`flatten`)."""
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        node = out
+        parts = key.split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
+def _portable_root(text: str) -> str:
+    """``$RMTL_DATA_DIR/...`` kept for the trainer to expand; any other path made absolute here."""
+    from rmtl.provenance import DATA_DIR_MARK
+
+    if text == DATA_DIR_MARK or text.startswith(DATA_DIR_MARK + "/"):
+        return text
+    if "://" in text:
+        raise ConfigError(f"output_root {text!r}: training writes to a local or shared filesystem path, not a URL "
+                          f"(s3:// and other object stores are not supported for run directories)")
+    return str(Path(text).expanduser().resolve())
+
+
+def stage1_run_config(variant: str, seed: int, overrides: Mapping[str, Any], output_dir: str | None = None,
+                      steps: int | None = None) -> Any:
+    """The Stage1Config ``rmtl train stage1 --variant V --seed S --out DIR --steps N --set k=v ...`` builds."""
+    from rmtl.train.config import stage1_config
+
+    values = nest({**RUN_DEFAULTS, **overrides})
+    values["seed"] = int(seed)
+    if output_dir is not None:
+        values["output_dir"] = str(output_dir)
+    if steps is not None:
+        values["total_timesteps"] = int(steps)
+    return stage1_config(variant, **values)
+
+
+def _mapping(value: Any, what: str, path: Path) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"sweep file {path}: {what} must be a mapping of Stage1Config keys to values")
+    return flatten(value)
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read and check a sweep file: every run's config is built (unknown variants and keys fail
+    with one line naming the run), before any server or trainer starts."""
+    from rmtl.config import read_yaml_mapping
+    from rmtl.train.config import VARIANTS
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"sweep file {path} does not exist; pass a YAML sweep file (e.g. "
+                          f"experiments/oracle_structure/structure.yaml)")
+    try:
+        data = read_yaml_mapping(path)
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("config file", "sweep file", 1)) from None
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"sweep file {path}: unknown key {unknown[0]!r}; allowed: {', '.join(sorted(_TOP_KEYS))}")
+    if not data.get("output_root"):
+        raise ConfigError(f"sweep file {path}: output_root is missing; give the directory the run folders go to")
+    groups = data.get("runs")
+    if not isinstance(groups, list) or not groups:
+        raise ConfigError(f"sweep file {path}: runs must be a non-empty list of groups "
+                          f"({{variants: [...], seeds: [...]}})")
+    root = _portable_root(str(data["output_root"]))
+    common = _mapping(data.get("set"), "set", path)
+    runs: list[SweepRun] = []
+    for i, group in enumerate(groups):
+        where = f"sweep file {path}: runs[{i}]"
+        if not isinstance(group, Mapping):
+            raise ConfigError(f"{where} must be a mapping with variants and seeds")
+        bad = sorted(set(group) - _GROUP_KEYS)
+        if bad:
+            raise ConfigError(f"{where}: unknown key {bad[0]!r}; allowed: {', '.join(sorted(_GROUP_KEYS))}")
+        variants = group.get("variants", group.get("variant"))
+        variants = [variants] if isinstance(variants, str) else variants
+        seeds = group.get("seeds")
+        if not variants or not isinstance(variants, list):
+            raise ConfigError(f"{where}: variants is missing (a list of Stage-1 variant names)")
+        if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+            raise ConfigError(f"{where}: seeds must be a non-empty list of integers >= 0")
+        steps = group.get("steps", data.get("steps"))
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise ConfigError(f"{where}: steps must be a positive integer (set it at the top or in the group)")
+        group_set = {**common, **_mapping(group.get("set"), "set", path)}
+        arms = group.get("arms") or {None: {}}
+        if not isinstance(arms, Mapping):
+            raise ConfigError(f"{where}: arms must map arm names to override mappings")
+        for variant in variants:
+            if variant not in VARIANTS:
+                raise ConfigError(f"{where}: unknown Stage-1 variant {variant!r}; choose from {', '.join(VARIANTS)}")
+            for arm, arm_set in arms.items():
+                overrides = {**group_set, **_mapping(arm_set, f"arms.{arm}", path)}
+                unset = next((k for k, v in overrides.items() if str(v).startswith(PLACEHOLDER)), None)
+                if unset:
+                    raise ConfigError(f"{where}: {unset} is still the placeholder {overrides[unset]!r}; set it in the "
+                                      f"sweep file")
+                for seed in seeds:
+                    name = f"{variant}_{arm}_s{seed}" if arm else f"{variant}_s{seed}"
+                    out = root.rstrip("/") + "/" + name
+                    try:  # the config the trainer will build: unknown keys and bad values fail here
+                        stage1_run_config(variant, seed, overrides, out, steps)
+                    except ConfigError as e:
+                        m = re.match(r"bad config value Stage1Config\.(\S+?)=.*Extra inputs are not permitted", str(e))
+                        why = f"unknown override key {m.group(1)!r} (no such Stage1Config field)" if m else str(e)
+                        raise ConfigError(f"{where}, run {name}: {why}") from None
+                    runs.append(SweepRun(name, variant, int(seed), dict(overrides), out, int(steps)))
+    names = [r.name for r in runs]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise ConfigError(f"sweep file {path}: run {dup!r} appears twice; give each group other variants, seeds or arms")
+    report = _portable_root(str(data["report"])) if data.get("report") else root.rstrip("/") + "/report"
+    stale = data.get("lock_stale_seconds", DEFAULT_STALE_SECONDS)
+    if not isinstance(stale, (int, float)) or stale <= 0:
+        raise ConfigError(f"sweep file {path}: lock_stale_seconds must be a positive number")
+    pool = str(data.get("pool") or DEFAULT_POOL)
+    # named after the pool by default: sweeps on other pools never repoint each other's deployment
+    return Sweep(path, runs, root, report, pool, str(data.get("deployment") or pool), float(stale))
+
+
+# -- run state -----------------------------------------------------------------------------
+def run_path(output_dir: str) -> Path:
+    """A run's directory on this machine (``$RMTL_DATA_DIR/...`` expanded)."""
+    from rmtl.provenance import expand_data_dir
+
+    return expand_data_dir(output_dir).resolve()
+
+
+def is_finished(run_dir: Path, steps: int) -> bool:
+    """A kept run that trained ``steps`` env steps and was selected: ``summary.json`` and
+    ``selection.json``, no ``resume/`` (a run without kept results: ``summary.json`` only)."""
+    summary = run_dir / "summary.json"
+    if not summary.is_file() or (run_dir / "resume").exists():
+        return False
+    try:
+        done = int(json.loads(summary.read_text()).get("env_steps", 0)) >= steps
+    except (ValueError, OSError):
+        return False
+    kept = (run_dir / "validation.csv").is_file()
+    return done and (not kept or (run_dir / "selection.json").is_file())
+
+
+def run_state(run_dir: Path, steps: int) -> str:
+    """'finished', 'resumable' (has ``resume/`` or a checkpoint) or 'new'."""
+    if is_finished(run_dir, steps):
+        return "finished"
+    if (run_dir / "resume").is_dir() or (run_dir / "checkpoints" / "latest.txt").is_file():
+        return "resumable"
+    return "new"
+
+
+def _process_started(pid: int) -> float | None:
+    try:
+        import psutil
+
+        return float(psutil.Process(pid).create_time())
+    except Exception:
+        return None
+
+
+@dataclass
+class LockInfo:
+    state: str
+    """'free', 'live' or 'stale'."""
+    holder: dict[str, Any]
+    age: float
+    """Seconds since the holder's last heartbeat."""
+
+
+def lock_info(run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS) -> LockInfo:
+    """Who holds a run's lock. On this host a dead pid (or a reused one) makes it stale at once;
+    a holder on another host is stale when its heartbeat is older than ``stale_seconds``."""
+    p = Path(run_dir) / LOCK_FILE
+    try:
+        holder = json.loads(p.read_text())
+        age = time.time() - p.stat().st_mtime
+    except FileNotFoundError:
+        return LockInfo("free", {}, 0.0)
+    except (ValueError, OSError):  # half written: its writer is about to finish it
+        return LockInfo("live", {}, 0.0)
+    if holder.get("host") == socket.gethostname():
+        started = _process_started(int(holder.get("pid", -1)))
+        alive = started is not None and abs(started - float(holder.get("pid_started", started))) < 1.0
+        return LockInfo("live" if alive else "stale", holder, age)
+    return LockInfo("live" if age < stale_seconds else "stale", holder, age)
+
+
+class RunLock:
+    """``<run>/sweep.lock``: this process trains the run. Created exclusively; a stale lock
+    (:func:`lock_info`) is taken over; a heartbeat thread keeps its mtime fresh."""
+
+    def __init__(self, run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS, **record: Any):
+        self.path = Path(run_dir) / LOCK_FILE
+        self.stale_seconds = stale_seconds
+        self.record = {"host": socket.gethostname(), "pid": os.getpid(),
+                       "pid_started": _process_started(os.getpid()), "since": time.time(), **record}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _create(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.record, f)
+        return True
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self._create():
+            return self._beat()
+        info = lock_info(self.path.parent, self.stale_seconds)
+        if info.state == "stale":
+            self.path.unlink(missing_ok=True)
+            if self._create():  # two takers of one stale lock: only one creates the new file
+                return self._beat()
+            info = lock_info(self.path.parent, self.stale_seconds)
+        h = info.holder
+        raise RmtlError(f"run {self.path.parent} is being trained by {h.get('host', '?')} pid {h.get('pid', '?')} "
+                        f"(heartbeat {info.age:.0f} s ago); not starting a second copy. If that process is gone, "
+                        f"its lock goes stale after {self.stale_seconds:.0f} s, or delete {self.path}")
+
+    def _beat(self) -> None:
+        def beat() -> None:
+            while not self._stop.wait(HEARTBEAT_SECONDS):
+                with contextlib.suppress(OSError):
+                    os.utime(self.path)
+
+        self._thread = threading.Thread(target=beat, name="sweep-lock-heartbeat", daemon=True)
+        self._thread.start()
+
+    def release(self) -> None:
+        self._stop.set()
+        try:
+            if json.loads(self.path.read_text()).get("pid") == os.getpid():
+                self.path.unlink()
+        except (OSError, ValueError):
+            pass
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+# -- training one run ----------------------------------------------------------------------
+def train_run(variant: str, seed: int, overrides: Mapping[str, Any] | None = None, output_dir: str | None = None,
+              steps: int | None = None, *, stale_seconds: float = DEFAULT_STALE_SECONDS,
+              flow_run_id: str | None = None) -> dict[str, Any]:
+    """Train one Stage-1 run as ``rmtl train stage1`` does (:func:`rmtl.train.cli.run_stage1`),
+    unless it is finished; under its lock. Returns {run_dir, status ('finished' before,
+    'trained'), env_steps}."""
+    from rmtl.train.cli import run_stage1
+
+    cfg = stage1_run_config(variant, seed, overrides or {}, output_dir, steps)
+    run_dir = cfg.run_dir()
+    if is_finished(run_dir, cfg.total_timesteps):
+        return {"run_dir": str(run_dir), "status": "finished", "env_steps": _env_steps(run_dir)}
+    with RunLock(run_dir, stale_seconds, flow_run_id=flow_run_id):
+        from rmtl.train.run_dir import latest_checkpoint, resume_checkpoint
+
+        ck = latest_checkpoint(run_dir) or resume_checkpoint(run_dir)
+        start = json.loads((ck / "meta.json").read_text()).get("num_timesteps", 0) if ck else 0
+        with open(run_dir / STARTS_FILE, "a") as f:  # who started it when: a run started twice at once shows here
+            f.write(json.dumps({"time": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+                                "flow_run_id": flow_run_id, "from_step": int(start)}) + "\n")
+        run_stage1(cfg)
+    return {"run_dir": str(run_dir), "status": "trained", "env_steps": _env_steps(run_dir)}
+
+
+def _env_steps(run_dir: Path) -> int:
+    try:
+        return int(json.loads((run_dir / "summary.json").read_text())["env_steps"])
+    except (OSError, ValueError, KeyError):
+        return 0
+
+
+def run_starts(run_dir: Path) -> list[dict[str, Any]]:
+    """The starts ``train_run`` recorded for a run, oldest first."""
+    p = Path(run_dir) / STARTS_FILE
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()] if p.is_file() else []
+
+
+# -- the whole sweep -----------------------------------------------------------------------
+def plan(sweep: Sweep) -> list[tuple[SweepRun, str]]:
+    """Each run with its state: finished, resumable or new."""
+    return [(r, run_state(run_path(r.output_dir), r.steps)) for r in sweep.runs]
+
+
+def write_report(sweep: Sweep) -> Path:
+    """``rmtl report`` over the sweep's runs into its report directory; returns the directory."""
+    from rmtl.train.cli import ReportConfig, report
+
+    out = run_path(sweep.report_dir)
+    kept = [stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps) for r in sweep.runs]
+    report(ReportConfig.make(runs=tuple(str(run_path(r.output_dir)) for r in sweep.runs), out=str(out),
+                             validation_episodes=min(c.validation_episodes for c in kept),
+                             test_episodes=min(c.test_episodes for c in kept)))
+    return out
+
+
+def run_local(sweep: Sweep, echo: Any = print) -> Path:
+    """Every run of the sweep in order in this process (finished ones skipped), then the report."""
+    for r, state in plan(sweep):
+        if state == "finished":
+            echo(f"done: {r.name}")
+            continue
+        echo(f"{'resuming' if state == 'resumable' else 'starting'}: {r.name}")
+        train_run(r.variant, r.seed, r.overrides, r.output_dir, r.steps, stale_seconds=sweep.lock_stale_seconds)
+    return write_report(sweep)
+
+

@@ -1,0 +1,144 @@
+"""Sweep files (checked before any server), the committed experiment sweeps, the run lock,
+and a local sweep that skips what it finished."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rmtl.cli import run
+from rmtl.train.sweep import LOCK_FILE, RunLock, load_sweep, lock_info, plan, run_starts
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = {"n_envs": 2, "n_steps": 16, "batch_size": 16, "n_epochs": 2, "checkpoint_every": 64, "eval_every": 64,
+        "eval_episodes": 2, "validation_episodes": 2, "test_episodes": 2, "torch_threads": 1, "vec_env": "dummy",
+        "env.max_episode_steps": 16}
+
+
+def _write(path: Path, data: object) -> Path:
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return path
+
+
+def _spec(root: Path, **extra: object) -> dict:
+    return {"output_root": str(root), "steps": 64, "set": dict(TINY),
+            "runs": [{"variants": ["rule_only"], "seeds": [0]}], **extra}
+
+
+@pytest.mark.parametrize("content, words", [
+    (None, ["does not exist"]),
+    ("runs: [\n", ["not valid YAML"]),
+    ({"output_root": None}, ["output_root is missing"]),
+    ({"runs": [{"variants": ["no_such_variant"], "seeds": [0]}]}, ["unknown Stage-1 variant 'no_such_variant'"]),
+    ({"set": {"n_env": 2}}, ["unknown override key 'n_env'", "rule_only_s0"]),
+    ({"set": {"reward.nope": 1}}, ["unknown override key 'reward.nope'"]),
+    ({"set": {"n_envs": 0}}, ["n_envs"]),
+    ({"runs": [{"variants": ["rule_only"], "seeds": [0, 0]}]}, ["appears twice"]),
+    ({"runs": [{"variants": ["rule_only"], "seeds": "0"}]}, ["seeds must be"]),
+    ({"set": {"reward.model": "SET-ME"}, "runs": [{"variants": ["rmtl"], "seeds": [0]}]}, ["placeholder"]),
+    ({"output_root": "s3://bucket/runs"}, ["not supported"]),
+    ({"pools": "x"}, ["unknown key 'pools'"]),
+])
+def test_bad_sweep_file_is_one_line_status_2_before_any_server(tmp_path, capsys, monkeypatch, content, words):
+    monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # nothing listens: a contact would say so
+    path = tmp_path / "sweep.yaml"
+    if content is not None:
+        _write(path, content if isinstance(content, str) else {**_spec(tmp_path / "runs"), **content})
+    rc = run(["sweep", str(path)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+    assert all(w in err for w in words) and "Prefect API" not in err and "Traceback" not in err, err
+
+
+def test_sweep_without_api_says_how(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    rc = run(["sweep", str(_write(tmp_path / "s.yaml", _spec(tmp_path / "runs")))])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "--local" in err and "PREFECT_API_URL" in err, err
+
+
+def test_structure_sweep_reproduces_the_oracle_structure_runs():
+    """Every run folder of results/oracle_structure/runs (the continued-rule diagnostic aside) is a
+    run of the sweep under the same name, with the steps and checkpoint spacing it ran with; all
+    are finished, so running the sweep trains nothing."""
+    sweep = load_sweep(ROOT / "experiments" / "oracle_structure" / "structure.yaml")
+    runs_dir = ROOT / "results" / "oracle_structure" / "runs"
+    names = {r.name for r in sweep.runs}
+    assert names == {p.name for p in runs_dir.iterdir() if p.is_dir()} - {"oracle_rmtl_s0_rule_continued"}
+    for r in sweep.runs:
+        saved = yaml.safe_load((runs_dir / r.name / "config.yaml").read_text())
+        assert saved["variant"] == r.variant and saved["seed"] == r.seed
+        assert saved["total_timesteps"] >= r.steps > saved["total_timesteps"] - 640
+        for key in ("checkpoint_every", "eval_every", "vec_env", "torch_threads", "keep_results"):
+            assert saved[key] == r.overrides[key], (r.name, key)
+    assert all(state == "finished" for _, state in plan(sweep))
+    assert sweep.report_dir == str(ROOT / "results" / "oracle_structure" / "report")
+
+
+def test_pixel_sweep_needs_its_model():
+    with pytest.raises(Exception, match="placeholder"):
+        load_sweep(ROOT / "experiments" / "pixel" / "pixel_rmtl.yaml")
+    spec = yaml.safe_load((ROOT / "experiments" / "pixel" / "pixel_rmtl.yaml").read_text())
+    assert spec["steps"] == 600_000 and spec["set"]["vec_env"] == "workers" and spec["runs"][0]["seeds"] == [0, 1, 2]
+
+
+def test_lock_live_stale_and_refused(tmp_path):
+    run_dir = tmp_path / "r"
+    with RunLock(run_dir, stale_seconds=60):
+        assert lock_info(run_dir).state == "live"
+        with pytest.raises(Exception, match="not starting a second copy"):
+            RunLock(run_dir, stale_seconds=60).acquire()
+    assert lock_info(run_dir).state == "free"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    import socket
+
+    (run_dir / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid}))
+    assert lock_info(run_dir).state == "stale"  # this host, no such process
+    with RunLock(run_dir, stale_seconds=60):  # taken over
+        assert json.loads((run_dir / LOCK_FILE).read_text())["pid"] == os.getpid()
+    (run_dir / LOCK_FILE).write_text(json.dumps({"host": "elsewhere", "pid": 1}))
+    assert lock_info(run_dir, stale_seconds=60).state == "live"  # another host: its heartbeat decides
+    old = time.time() - 120
+    os.utime(run_dir / LOCK_FILE, (old, old))
+    assert lock_info(run_dir, stale_seconds=60).state == "stale"
+
+
+def test_local_sweep_trains_once_then_skips(tmp_path, capsys):
+    root = tmp_path / "runs"
+    path = _write(tmp_path / "s.yaml", _spec(root, runs=[{"variants": ["rule_only"], "seeds": [0, 1]}]))
+    assert run(["sweep", str(path), "--local"]) == 0
+    assert "starting: rule_only_s1" in capsys.readouterr().out
+    assert run(["sweep", str(path), "--local"]) == 0
+    out = capsys.readouterr().out
+    assert "done: rule_only_s0" in out and "done: rule_only_s1" in out and "starting" not in out
+    for name in ("rule_only_s0", "rule_only_s1"):
+        assert len(run_starts(root / name)) == 1 and (root / name / "selection.json").is_file()
+        assert not (root / name / LOCK_FILE).exists()
+    table = (root / "report" / "success_table.md").read_text()
+    assert sum(ln.startswith("| rule_only |") for ln in table.splitlines()) == 2
+
+
+def test_train_flows_wrap_the_cli_entry_points(tmp_path, tiny_dense_run):
+    """The flows' bodies (called without the Prefect engine): Stage 2 over a Stage-1 worker trains
+    under the run's lock, then counts as finished; Stage 1 skips a finished run."""
+    from flows.train import train_stage1_flow, train_stage2_flow
+
+    params = dict(worker=str(tiny_dense_run), seed=0, output_dir=str(tmp_path / "s2"), total_timesteps=64,
+                  overrides={"freeze_steps": 32, "checkpoint_every": 32, "eval_every": 64, "eval_episodes": 2,
+                             "torch_threads": 1, "bc.episodes": 6, "bc.prefill_segments": 8, "bc.updates": 20})
+    first = train_stage2_flow.fn(**params)
+    assert first["status"] == "trained" and (tmp_path / "s2" / "summary.json").is_file()
+    assert not (tmp_path / "s2" / LOCK_FILE).exists()
+    assert train_stage2_flow.fn(**params)["status"] == "finished"
+    cfg = yaml.safe_load((tiny_dense_run / "config.yaml").read_text())
+    again = train_stage1_flow.fn(variant="dense_reference", seed=cfg["seed"], output_dir=str(tiny_dense_run),
+                                 total_timesteps=cfg["total_timesteps"], overrides={"keep_results": False})
+    assert again["status"] == "finished"
