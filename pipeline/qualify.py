@@ -157,7 +157,9 @@ def model_scores(model: str, task: str, families: Sequence[Family], store_dir: P
     from rmtl.reward.projection import goal_baseline_scores
     from storage.dataset import DatasetStore
 
-    out = np.zeros((len(rows.states), 0))
+    from rmtl.reward.config import RewardConfig
+
+    alpha = RewardConfig.model_fields["alpha"].default  # the reward's projection mix
     parts = []
     for fam in families:
         cfg = RenderAndEmbedConfig.make(task=task, model=model, store=str(store_dir / f"{fam.name}.zarr"), **fam.rollout)
@@ -167,14 +169,13 @@ def model_scores(model: str, task: str, families: Sequence[Family], store_dir: P
             n = store.embedded_rows(model_id)
             cols = store.read(slice(0, n), fields=["state"])
             text = text_embeddings(store, model_id)
-            per_view = goal_baseline_scores(store.embeddings(model_id, slice(0, n)), text.goals, text.baseline, 0.9)
+            per_view = goal_baseline_scores(store.embeddings(model_id, slice(0, n)), text.goals, text.baseline, alpha)
         mine = rows.family == fam.name
         if len(cols["state"]) != int(mine.sum()) or not np.allclose(cols["state"], rows.states[mine], atol=1e-4):
             raise ConfigError(f"qualification store {cfg.store_path()} does not hold family {fam.name}'s episodes; "
                               "delete it and run qualify again")
         parts.append(per_view.mean(axis=1))
-    out = np.concatenate(parts) if parts else out
-    return out
+    return np.concatenate(parts) if parts else np.zeros((0, 0))
 
 
 def scorer_metrics(task: Any, scores: np.ndarray | None, rows: StateSet, mask: np.ndarray | None = None) -> dict[str, float]:
