@@ -14,7 +14,7 @@ import typer
 from pydantic import Field
 
 from rmtl.config import MAX_EPISODES, Config
-from rmtl.errors import ConfigError
+from rmtl.errors import ConfigError, StoreError
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.provenance import portable_values
 from rmtl.train.variants import variant_names
@@ -423,6 +423,25 @@ def export_lerobot(cfg: ExportLeRobotConfig) -> None:
                f"{res['model_id']} in next.reward_vlm)")
 
 
+def _check_renderers(ds: Any, cfg: Any) -> None:
+    """Refuse, before the model loads, a model whose declared renderer is not the store's:
+    the one ``embed`` would write, and the stored ones a reader would read (``model``,
+    ``against``). A model the store lacks is left to the command to report."""
+    from pipeline.store_models import check_model_renderer, spec_of, stored_model_id
+
+    if isinstance(cfg, EmbedConfig):
+        check_model_renderer(ds, cfg.model)
+        return
+    for name in ("model", "against"):
+        if not hasattr(cfg, name) or (name == "against" and getattr(cfg, name) is None):
+            continue
+        try:
+            mid = stored_model_id(ds, getattr(cfg, name))
+        except (ConfigError, StoreError):
+            continue
+        check_model_renderer(ds, spec_of(ds, mid), mid)
+
+
 def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
     """``run_it`` checking its inputs first: the stores it reads (``store``, ``reference``) open and
     have every committed chunk file, and its model spec (``model``) parses. Its own imports
@@ -434,12 +453,13 @@ def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
         from rmtl.vlm.spec import parse_spec
         from storage.dataset import DatasetStore
 
+        if isinstance(getattr(cfg, "model", None), str):
+            parse_spec(cfg.model)
         for name in ("store", "reference"):
             if getattr(cfg, name, None):
                 with DatasetStore.open(getattr(cfg, name), "r") as ds:
                     ds.require_chunks()
-        if isinstance(getattr(cfg, "model", None), str):
-            parse_spec(cfg.model)
+                    _check_renderers(ds, cfg)
         return run_it(cfg)
 
     return run

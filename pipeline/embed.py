@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.store_models import store_prompts
+from pipeline.store_models import check_model_renderer, store_prompts
 from rmtl.errors import StoreError
 from rmtl.reward.prompt_sets import config_prompt_sets
 from rmtl.reward.prompts import PromptConfig
@@ -80,6 +80,7 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
         if not store.has_frames:
             raise StoreError(f"{path} holds no frames to embed; render episodes into it first "
                              f"(rmtl render-and-embed --store {path})")
+        check_model_renderer(store, str(model) if isinstance(model, str) else str(vlm.spec), vlm.model_id)
         prompts = store_prompts(store, prompts)  # default: the prompts of the store's task
         n, views = store.num_rows, len(store.views)
         start = store.embedded_rows(vlm.model_id)

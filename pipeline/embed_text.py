@@ -46,14 +46,14 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
     them under the model's id and each set's id. The model must have image embeddings in
     the store (text embeddings of another model would score nothing)."""
     from pipeline.store_models import resolve_model_id, store_prompts
-    from rmtl.vlm import VLM, load_vlm
     from storage.dataset import DatasetStore
 
     if not prompt_sets:
         raise StoreError("no prompt sets to embed")
+    loaded = model is not None and not isinstance(model, str)  # a VLM: rmtl.vlm (torch) is imported only after the checks
     with DatasetStore.open(store_path, "r") as st:  # check before a model loads or a lock is taken
         prompt_sets = [store_prompts(st, s) for s in prompt_sets]  # each set for the store's task
-        if isinstance(model, VLM):
+        if loaded:
             if model.model_id not in st.model_ids():
                 raise StoreError(f"{st.path} has no image embeddings of {model.model_id} (it has "
                                  f"{st.model_ids() or 'none'}); embed its frames first: rmtl embed --store {st.path}")
@@ -61,7 +61,9 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
         else:
             model_id = resolve_model_id(st, model)
             spec = str(model) if model is not None else spec_of(st, model_id)
-    vlm = model if isinstance(model, VLM) else load_vlm(spec, device=device)
+    from rmtl.vlm import load_vlm
+
+    vlm = model if loaded else load_vlm(spec, device=device)
     if vlm.model_id != model_id:
         raise StoreError(f"model {spec!r} loads as {vlm.model_id}, but the store's embeddings are of {model_id}; "
                          f"pass the spec those were made with (--model)")

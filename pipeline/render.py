@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipeline.rollout import RolloutConfig, map_rollouts
 from rmtl.env.render_settings import LEGACY_RENDERER_ID
-from rmtl.errors import StoreError
+from rmtl.errors import ConfigError, StoreError
 
 RESUME_KEYS = ("task", "policy", "noise_std", "noise_levels", "deterministic", "stages", "seed", "render_reset")
 """Rollout settings that must match to resume a store (views/resolution are checked too)."""
@@ -28,6 +28,41 @@ class RenderResult:
     resumed: bool
 
 
+SCHEDULER_CONNECT_TIMEOUT_S = 5
+"""Seconds a Dask scheduler address may take to accept a connection before it is named as unreachable."""
+_SCHEDULER_FIX = ("start one there (`dask scheduler`, with workers: `dask worker ADDRESS`), fix --dask-address, "
+                  "or leave it out to render with --workers local processes")
+
+
+def check_scheduler(address: str) -> None:
+    """One ConfigError line, within SCHEDULER_CONNECT_TIMEOUT_S, when nothing accepts a TCP
+    connection at a Dask scheduler address (``tcp://host:port``, ``host:port``); other
+    schemes (tls://, inproc://) are left to Dask."""
+    import socket
+    from urllib.parse import urlsplit
+
+    text = address.strip()
+    scheme = text.split("://", 1)[0] if "://" in text else "tcp"
+    if scheme != "tcp":
+        return
+    try:
+        parts = urlsplit(text if "://" in text else f"tcp://{text}")
+        host, port = parts.hostname, parts.port
+    except ValueError as e:
+        raise ConfigError(f"--dask-address {address!r} is not a scheduler address ({e}); give tcp://HOST:PORT, "
+                          f"or leave it out to render with --workers local processes") from None
+    if not host or port is None:
+        raise ConfigError(f"--dask-address {address!r} names no host and port; give tcp://HOST:PORT (a Dask "
+                          f"scheduler listens on 8786 by default), or leave it out to render with --workers local "
+                          f"processes")
+    try:
+        socket.create_connection((host, port), timeout=SCHEDULER_CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        why = (f"no answer within {SCHEDULER_CONNECT_TIMEOUT_S} s" if isinstance(e, TimeoutError)
+               else e.strerror or type(e).__name__)
+        raise ConfigError(f"the Dask scheduler at {address} cannot be reached ({why}); {_SCHEDULER_FIX}") from None
+
+
 @contextlib.contextmanager
 def dask_client(workers: int, address: str | None = None):
     """A Dask client on ``address`` (an existing cluster), or on a LocalCluster of
@@ -38,7 +73,13 @@ def dask_client(workers: int, address: str | None = None):
     from distributed import Client, LocalCluster
 
     if address is not None:
-        with Client(address) as client:
+        check_scheduler(address)
+        try:
+            client = Client(address, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as e:
+            raise ConfigError(f"the Dask scheduler at {address} cannot be reached ({type(e).__name__}); "
+                              f"{_SCHEDULER_FIX}") from None
+        with client:
             yield client
         return
     import logging

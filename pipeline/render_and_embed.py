@@ -68,6 +68,14 @@ class RenderAndEmbedConfig(Config):
     render: RenderSettings = RenderSettings()
     """Renderer settings (culling, mesh simplification, anti-aliasing; rmtl.env.render_settings)."""
 
+    @field_validator("task")
+    @classmethod
+    def _task(cls, v: str) -> str:
+        from rmtl.tasks import get_task
+
+        get_task(v)  # one line naming the known tasks, on this field (not on the views checked against it)
+        return v
+
     @field_validator("views", mode="after")
     @classmethod
     def _bank_views(cls, v: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
@@ -149,6 +157,10 @@ def preflight(cfg: RenderAndEmbedConfig) -> None:
     from storage.lock import WriterLock
 
     rollout = rollout_config(cfg, cfg.resolution or 64)  # the model picks the real resolution later
+    if cfg.dask_address is not None:
+        from pipeline.render import check_scheduler
+
+        check_scheduler(cfg.dask_address)
     path = cfg.store_path()
     check_store_path(path, "store")
     loc = Location(path)

@@ -49,6 +49,7 @@ def text_for(store: Any, model_id: str, prompts: PromptConfig, single_prompt: bo
 
 def prompt_set_text(store: Any, model_id: str, pset: PromptSet, single_prompt: bool | None = None) -> TextEmbeddings:
     """TextEmbeddings of a prompt set (its own kind unless ``single_prompt`` says otherwise)."""
+    pset = store_prompts(store, pset)  # the set for the store's task: one line if it misses a micro-task's goal
     single = pset.single_prompt if single_prompt is None else single_prompt
     return text_for(store, model_id, pset.prompts, single, f"prompt set {pset.name}, id {pset.id}",
                     pset.source or "FILE", set_id=pset.id)

@@ -106,9 +106,26 @@ def _node(loc: Location, g: Any, node: str) -> Any:
                     f"read ({reason(e)})", "restore the store from a copy, or re-create it") from None
 
 
+def _creatable(loc: Location) -> bool:
+    """Whether a store could be made at a local ``loc``: its nearest existing ancestor is a
+    directory this process may write (remote addresses: assumed so)."""
+    import os
+    from pathlib import Path
+
+    if not loc.is_local:
+        return True
+    p = Path(loc.path).parent
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p.is_dir() and os.access(p, os.W_OK | os.X_OK)
+
+
 def load_committed(loc: Location, zstore: Any, mode: Literal["r", "a"]) -> Committed:
     """Read the metadata and the commit record of the store at `loc`, validating the store."""
     if not loc.exists():
+        if not _creatable(loc):  # render-and-embed could not make one there either: no command to suggest
+            raise StoreError(f"no dataset store at {loc}, and none can be made there (no writable directory "
+                             f"above it); check the path")
         raise StoreError(f"no dataset store at {loc}; make one with `rmtl render-and-embed --store {loc}` "
                          f"(or check the path)")
     _check_root_metadata(loc)

@@ -22,6 +22,34 @@ _STAT_LOCAL = True
 (bench/chunk_check.py times both)."""
 
 
+def _blosc_trailer(a: Any) -> int | None:
+    """Bytes after the blosc frame in a chunk file of array ``a`` (4: a CRC32C; 0: none), or None
+    when its last compression step is neither blosc nor blosc then CRC32C."""
+    from zarr.codecs import BloscCodec, Crc32cCodec
+
+    comp = list(a.compressors or ())
+    if comp and isinstance(comp[-1], Crc32cCodec):
+        return 4 if len(comp) >= 2 and isinstance(comp[-2], BloscCodec) else None
+    return 0 if comp and isinstance(comp[-1], BloscCodec) else None
+
+
+def _size_problem(path: str, trailer: int) -> str | None:
+    """A truncated or overwritten local chunk file: its size against the compressed size in its
+    blosc header (bytes 12-15) plus ``trailer``; None if they agree."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+            size = f.seek(0, 2)
+    except OSError as e:
+        return f"chunk file cannot be read ({type(e).__name__})"
+    if len(head) < 16:
+        return f"chunk file is truncated ({size} bytes, shorter than a blosc header)"
+    want = int.from_bytes(head[12:16], "little") + trailer
+    if want != size:
+        return f"chunk file has {size} bytes but its header says {want} (truncated or overwritten)"
+    return None
+
+
 def _take(arr: Any, idx: slice | np.ndarray, view_idx: np.ndarray | None = None) -> np.ndarray:
     """Rows `idx` (slice or int array, any order, repeats allowed) and optionally some views of axis 1."""
     views = () if view_idx is None else (view_idx,)
@@ -85,12 +113,19 @@ class StoreRead:
             present = fs.exists
         else:
             present = set(fs.find(f"{self._loc.path}/{node}")).__contains__
+        trailer = _blosc_trailer(a) if self._loc.is_local else None
         for coords, key in keys:
+            problem = None
             if not present(key):
+                problem = "chunk file is missing (it would read as fill values)"
+            elif trailer is not None:
+                # A missing and a truncated chunk are refused alike before any read: the file's size
+                # against its blosc header (16 bytes read, no decode; flipped bytes: at read or verify).
+                problem = _size_problem(key, trailer)
+            if problem:
                 limit = self._row_limit(node, 0)
                 view = self.views[coords[1]] if node == FRAMES and coords[1] < len(self.views) else None
-                bad = Damage(node, "chunk file is missing (it would read as fill values)", coords,
-                             (coords[0] * c0, min((coords[0] + 1) * c0, limit)), view)
+                bad = Damage(node, problem, coords, (coords[0] * c0, min((coords[0] + 1) * c0, limit)), view)
                 raise StoreError(f"store {self._loc} is damaged: cannot read {bad.describe()}; "
                                  f"{VERIFY_HINT.format(store=self._loc)}, then restore the store from a copy "
                                  f"or re-create it")

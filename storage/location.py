@@ -33,8 +33,11 @@ def _filesystem(url: str) -> tuple[Any, str]:
     StoreError line saying what to install (the endpoint and credentials come from the
     backend's usual settings: environment variables, config files, FSSPEC_<SCHEME>_<OPTION>)."""
     scheme = url.split("://", 1)[0]
+    options: dict[str, Any] = dict(_STORAGE_OPTIONS)
+    if scheme in _EXTRA_PROTOCOLS:  # an endpoint that does not answer is named within seconds
+        options["config_kwargs"] = {"connect_timeout": S3_CONNECT_TIMEOUT_S}
     try:
-        return fsspec.core.url_to_fs(url, **_STORAGE_OPTIONS)
+        return fsspec.core.url_to_fs(url, **options)
     except ImportError as e:
         if scheme in _EXTRA_PROTOCOLS:
             raise StoreError(f"store address {url} needs the S3 backend (s3fs), which is not installed; install "
@@ -46,6 +49,53 @@ def _filesystem(url: str) -> tuple[Any, str]:
             raise StoreError(f"store address {url} has an unknown scheme {scheme}://; use a local path or an "
                              f"s3:// URL ({CLOUD_EXTRA})") from None
         raise
+
+
+_REACHED: set[tuple[str, str]] = set()
+"""(scheme, bucket) pairs this process has already reached (checked once each)."""
+S3_CONNECT_TIMEOUT_S = 5
+"""Seconds an S3 connection may take before the store is named as unreachable."""
+_CREDENTIALS_HELP = ("credentials are found in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, else ~/.aws/credentials "
+                     "and ~/.aws/config (the profile in AWS_PROFILE, default 'default'); the endpoint of an "
+                     "S3-compatible server in AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL")
+
+
+def _access_problem(err: BaseException) -> str | None:
+    """What an object-store error says about credentials or the connection, or None."""
+    name = type(err).__name__
+    if name in ("NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError"):
+        return f"no usable credentials ({name}: {err})"
+    if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError", "ReadTimeoutError",
+                "ClientConnectorError", "ServerDisconnectedError") or isinstance(err, (ConnectionError, TimeoutError)):
+        return f"the endpoint cannot be reached ({name}: {' '.join(str(err).split())[:200]})"
+    if isinstance(err, PermissionError) or name in ("ClientError", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return f"access was refused ({name}: {' '.join(str(err).split())[:200]})"
+    return None
+
+
+def _check_reachable(loc: "Location") -> None:
+    """One StoreError line naming the URL, before anything else touches it, when an s3:// store
+    cannot be reached: no credentials, an endpoint that does not answer (within
+    S3_CONNECT_TIMEOUT_S), access refused. Checked once per bucket per process."""
+    scheme = loc.url.split("://", 1)[0]
+    if scheme not in _EXTRA_PROTOCOLS:
+        return
+    bucket = loc.path.split("/", 1)[0]
+    if (scheme, bucket) in _REACHED:
+        return
+    try:  # one attempt, no retries: an endpoint that refuses is named at once
+        options = {**getattr(loc.fs, "storage_options", {}), "skip_instance_cache": True,
+                   "config_kwargs": {"connect_timeout": S3_CONNECT_TIMEOUT_S, "retries": {"max_attempts": 1}}}
+        probe = type(loc.fs)(**options)
+        if hasattr(probe, "retries"):
+            probe.retries = 1  # s3fs's own retry loop
+        probe.exists(loc.path)
+    except Exception as e:  # botocore's errors do not share a base class with the builtins
+        problem = _access_problem(e)
+        if problem is None:
+            raise
+        raise StoreError(f"cannot reach store {loc.url}: {problem}; {_CREDENTIALS_HELP}") from None
+    _REACHED.add((scheme, bucket))
 
 
 class Location:
@@ -63,6 +113,7 @@ class Location:
         else:
             self.url = s.rstrip("/")
             self.fs, self.path = _filesystem(self.url)
+            _check_reachable(self)
 
     def __str__(self) -> str:
         return self.url

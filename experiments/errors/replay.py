@@ -58,7 +58,8 @@ def fixtures(w: Path, code: Path) -> dict[str, str]:
         return str(w / name)
 
     meta = json.dumps({"num_timesteps": 64, "config": {"env": {}}})
-    return {"W": str(w), "S": str(s), **{f"NO_{k.upper()}": str(w / f"no_{k}.zarr")
+    extra = _more_fixtures(w, code, s, run_dir, meta)
+    return {**extra, "W": str(w), "S": str(s), **{f"NO_{k.upper()}": str(w / f"no_{k}.zarr")
                                          for k in ("state", "episode", "frames", "emb")},
             "NOTES": str(w / "notes.txt"), "BIN": str(w / "binary.yaml"), "DIR": str(w / "confdir"),
             "GARBAGE_RUN": run_dir("garbage_run", b"this is not a zip file", meta),
@@ -66,7 +67,67 @@ def fixtures(w: Path, code: Path) -> dict[str, str]:
             "MISSING_STEP_RUN": run_dir("missing_step_run", b"PK\x05\x06" + b"\0" * 18, meta, "step_000000999")}
 
 
-# (case id, item, arguments of `rmtl`, timeout in seconds)
+R5 = "rmtl-fetch-fast-r5"
+"""A model that declares a renderer other than the package default."""
+
+
+def _more_fixtures(w: Path, code: Path, s: Path, run_dir, meta: str) -> dict[str, str]:
+    """Inputs of the later cases: a store with embeddings of a model of another renderer, a
+    truncated frames chunk, Stage-1 runs with one damaged file each, model folders (broken
+    renderer.json; no weights), a prompt set missing a micro-task, a run with only resume/."""
+    r5 = w / "r5.zarr"
+    if not (r5 / "zarr.json").exists():
+        shutil.rmtree(r5, ignore_errors=True)
+        shutil.copytree(s, r5)
+        # embedded as `rmtl embed` did before it compared renderers (the check switched off here)
+        subprocess.run([sys.executable, "-c", "import pipeline.embed as e; e.check_model_renderer = lambda *a, **k: None; "
+                        "e.embed_store(%r, %r, progress=False)" % (str(r5), R5)],
+                       env=_env(code, w), check=True, capture_output=True)
+    s_copy = w / "s_copy.zarr"  # what `embed` may write into
+    shutil.rmtree(s_copy, ignore_errors=True)
+    shutil.copytree(s, s_copy)
+    trunc = w / "trunc_frames.zarr"
+    shutil.rmtree(trunc, ignore_errors=True)
+    shutil.copytree(s, trunc)
+    chunk = next(trunc.glob("frames/c/0/0/0/0/0"))
+    chunk.write_bytes(chunk.read_bytes()[: chunk.stat().st_size // 2])
+    kept = REPO / "results" / "stage1_vlm_budget" / "rmtl_s1"
+    runs = w / "runs"
+    shutil.rmtree(runs, ignore_errors=True)
+    for name in ("good", "badmeta", "randcsv", "bincfg", "listcfg"):
+        (runs / name).mkdir(parents=True)
+        for f in ("config.yaml", "eval.csv", "curriculum.csv"):
+            shutil.copy(kept / f, runs / name / f)
+    (runs / "badmeta" / "checkpoints" / "step_1").mkdir(parents=True)
+    (runs / "badmeta" / "checkpoints" / "latest.txt").write_text("step_1")
+    (runs / "badmeta" / "checkpoints" / "step_1" / "meta.json").write_text("{not json")
+    (runs / "randcsv" / "eval.csv").write_bytes(bytes((i * 97 + 13) % 256 for i in range(300)))
+    (runs / "bincfg" / "config.yaml").write_bytes(bytes(range(256)))
+    (runs / "listcfg" / "config.yaml").write_text("- a\n- b\n")
+    arch = json.loads((REPO / "rmtl" / "vlm" / "model_configs" / "rmtl-fetch-tiny.json").read_text())
+    for name, weights, renderer in [("model_badrenderer", True, '{"msaa_samples": 0,'), ("model_noweights", False, None)]:
+        m = w / name
+        m.mkdir(exist_ok=True)
+        (m / "open_clip_config.json").write_text(json.dumps({"model_cfg": arch}))
+        if weights:
+            shutil.copy(REPO / "rmtl" / "vlm" / "weights" / "rmtl-fetch-tiny" / "open_clip_model.safetensors", m)
+        if renderer:
+            (m / "renderer.json").write_text(renderer)
+    (w / "miss.yaml").write_text("name: miss\nbaseline: a robot gripper and a red cube on a table\ngoals:\n"
+                                 "  approach: a robot gripper above a red cube\n  align: a robot gripper pinching a red cube\n")
+    res = w / "resume_run" / "resume"
+    res.mkdir(parents=True, exist_ok=True)
+    (res / "model.zip").write_bytes(b"this is not a zip file")
+    (res / "meta.json").write_text(meta)
+    return {"S_COPY": str(s_copy), "R5S": str(r5), "TRUNC": str(trunc), "RUNS": str(runs), "BADREND": str(w / "model_badrenderer"),
+            "NOWEIGHTS": str(w / "model_noweights"), "MISS": str(w / "miss.yaml"), "RESUME_RUN": str(w / "resume_run"),
+            "TINY_FAST_WEIGHTS": f"rmtl-fetch-tiny:{REPO}/rmtl/vlm/weights/rmtl-fetch-fast/open_clip_model.safetensors"}
+
+
+S3_ENV = {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9"}
+"""An S3 endpoint nothing listens on (no request leaves the machine), and no credentials."""
+
+# (case id, item, arguments of `rmtl`, timeout in seconds[, extra environment])
 CASES = [
     ("missing state chunk: query", "A", ["query", "--store", "{NO_STATE}", "--out", "{W}/q"], 60),
     ("missing episode chunk: export minari", "A", ["export", "minari", "{NO_EPISODE}", "--name", "replay"], 60),
@@ -93,6 +154,40 @@ CASES = [
     ("missing run: eval", "B", ["eval", "/nonexistent/run"], 60),
     ("missing run: train select", "B", ["train", "select", "/nonexistent/run"], 60),
     ("missing config: train stage1", "B", ["train", "stage1", "--config", "/nonexistent.yaml"], 60),
+    ("worker meta.json not JSON: train stage2", "C", ["train", "stage2", "--worker", "{BADMETA_RUN}", "--out",
+                                                      "{W}/s2"], 60),
+    ("damaged runs below DIR: report", "C", ["report", "{RUNS}", "--out", "{W}/report"], 60),
+    ("model of another renderer: embed", "C", ["embed", "--store", "{S_COPY}", "--model", R5], 60),
+    ("embeddings of another renderer: query", "C", ["query", "--store", "{R5S}", "--model", R5, "--out", "{W}/q"], 60),
+    ("embeddings of another renderer: reward-quality", "C", ["reward-quality", "--store", "{R5S}", "--model", R5], 60),
+    ("embeddings of another renderer: return-ranking", "C", ["return-ranking", "--store", "{R5S}", "--model", R5], 60),
+    ("embeddings of another renderer: export minari", "C", ["export", "minari", "{R5S}", "--name", "r5", "--model",
+                                                            R5], 60),
+    ("broken renderer.json: embed", "C", ["embed", "--store", "{S_COPY}", "--model", "{BADREND}"], 60),
+    ("broken renderer.json: render-and-embed", "C", ["render-and-embed", "--store", "{W}/rb.zarr", "--model",
+                                                     "{BADREND}", "--episodes", "1"], 60),
+    ("truncated frames chunk: query", "C", ["query", "--store", "{TRUNC}", "--out", "{W}/q"], 60),
+    ("truncated frames chunk: export minari", "C", ["export", "minari", "{TRUNC}", "--name", "tf"], 60),
+    ("S3 without credentials: query", "C", ["query", "--store", "s3://b/x.zarr"], 60, S3_ENV),
+    ("S3 without credentials: store verify", "C", ["store", "verify", "s3://b/x.zarr"], 60, S3_ENV),
+    ("--dask-address nobody listens on", "C", ["render-and-embed", "--dask-address", "tcp://127.0.0.1:1", "--store",
+                                               "{W}/dask.zarr", "--episodes", "1"], 90),
+    ("prompt set missing a micro-task: export minari", "C", ["export", "minari", "{S}", "--name", "m", "--prompts",
+                                                             "{MISS}"], 60),
+    ("prompt set missing a micro-task: export lerobot", "C", ["export", "lerobot", "{S}", "--out", "{W}/lr",
+                                                              "--prompts", "{MISS}"], 60),
+    ("--model nosuch: return-ranking", "C", ["return-ranking", "--store", "{S}", "--model", "nosuch"], 60),
+    ("--model nosuch: reward-quality", "C", ["reward-quality", "--store", "{S}", "--model", "nosuch"], 60),
+    ("--model nosuch: export lerobot", "C", ["export", "lerobot", "{S}", "--out", "{W}/lr2", "--model", "nosuch"], 60),
+    ("--model nosuch: embed-text", "C", ["embed-text", "--store", "{S}", "--prompts", "paper", "--model", "nosuch"],
+     60),
+    ("--model DIR without weights: query", "C", ["query", "--store", "{S}", "--model", "{NOWEIGHTS}"], 60),
+    ("--task nosuch: render-and-embed", "C", ["render-and-embed", "--task", "nosuch", "--store", "{W}/t.zarr"], 60),
+    ("train select FILE", "C", ["train", "select", "{NOTES}"], 60),
+    ("--set reward.kind= (empty)", "C", ["train", "stage1", "--set", "reward.kind=", "--out", "{W}/tr2"], 60),
+    ("weights of another architecture: embed", "C", ["embed", "--store", "{S_COPY}", "--model", "{TINY_FAST_WEIGHTS}"],
+     90),
+    ("run with only resume/: eval", "C", ["eval", "{RESUME_RUN}", "--episodes", "1"], 60),
 ]
 
 
@@ -103,16 +198,22 @@ def _env(code: Path, w: Path) -> dict[str, str]:
     return env
 
 
-def replay(code: Path, w: Path, only: list[str] | None = None) -> list[dict[str, str]]:
+def replay(code: Path, w: Path, only: list[str] | None = None, items: list[str] | None = None) -> list[dict[str, str]]:
     fx = fixtures(w, code)
     rows = []
-    for case, item, args, timeout in CASES:
+    for case, item, args, timeout, *more in CASES:
         if only and not any(o in case for o in only):
             continue
+        if items and item not in items:
+            continue
         argv = [a.format(**fx) for a in args]
+        env = _env(code, w)
+        if more:
+            env = {k: v for k, v in env.items() if not k.startswith("AWS_")}
+            env.update(HOME=str(w / "home"), AWS_EC2_METADATA_DISABLED="true", **more[0])
         t = time.monotonic()
         # its own session, so a timeout stops the command and everything it started
-        p = subprocess.Popen([sys.executable, "-m", "rmtl", *argv], cwd=w, env=_env(code, w), text=True,
+        p = subprocess.Popen([sys.executable, "-m", "rmtl", *argv], cwd=w, env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
             out, err = p.communicate(timeout=timeout)
@@ -159,12 +260,13 @@ def main() -> None:
     ap.add_argument("--work", default=str(Path(tempfile.gettempdir()) / "rmtl-replay"),
                     help="where the inputs and outputs go (a folder per label)")
     ap.add_argument("--only", nargs="*", help="replay only cases whose name contains one of these")
+    ap.add_argument("--item", nargs="*", help="replay only cases of these items (A, B, C)")
     ap.add_argument("--table", action="store_true", help="print the Markdown table of cases.csv and exit")
     a = ap.parse_args()
     if a.table:
         print(table())
         return
-    rows = replay(Path(a.code).resolve(), Path(a.work).resolve() / a.label, a.only)
+    rows = replay(Path(a.code).resolve(), Path(a.work).resolve() / a.label, a.only, a.item)
     for r in rows:
         r["label"] = a.label
     kept = []

@@ -208,16 +208,23 @@ def report(cfg: ReportConfig) -> None:
             raise ConfigError(f"--stage 2 reports one Stage-2 run, got {len(cfg.runs)}; pass one run directory")
         _stage2_report(Path(cfg.runs[0]), out, cfg)
         return
-    from rmtl.train.report import stage1_report, stage1_run_dirs
+    from rmtl.console import report as error_line
+    from rmtl.train.report import load_runs, stage1_report, stage1_run_dirs
 
-    runs, skipped = stage1_run_dirs(cfg.runs)
+    run_dirs, skipped = stage1_run_dirs(cfg.runs)
     if skipped:
         typer.echo(f"passed over {len(skipped)} Stage-2 run(s) ({', '.join(map(str, skipped))}); report each with "
                    f"rmtl report --stage 2 RUN")
-    paths = stage1_report(runs, out, select=cfg.select,
-                          validation_episodes=cfg.validation_episodes, test_episodes=cfg.test_episodes)
-    typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
-    typer.echo(paths["success_table_md"].read_text())
+    runs, damaged = load_runs(run_dirs)  # a run with a damaged file is named and left out, not a traceback
+    if runs:
+        paths = stage1_report(runs, out, select=cfg.select,
+                              validation_episodes=cfg.validation_episodes, test_episodes=cfg.test_episodes)
+        typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
+        typer.echo(paths["success_table_md"].read_text())
+    for line in damaged:
+        error_line(line)
+    if damaged:
+        raise typer.Exit(2)
 
 
 def _stage2_report(run: Path, out: Path, cfg: Stage2ReportConfig) -> None:
@@ -247,6 +254,9 @@ def select(cfg: SelectConfig) -> None:
     from rmtl.train.run_dir import checkpoint_meta
 
     run = Path(cfg.run)
+    if run.is_file():
+        raise ConfigError(f"{run} is a file, not a run directory; pass the directory written by rmtl train stage1 "
+                          f"(the one holding checkpoints/), e.g. {run.parent}")
     if not run.is_dir():  # before MuJoCo and torch load
         raise ConfigError(f"run directory {run} does not exist; pass a directory written by rmtl train stage1")
     for ck in sorted(run.glob("checkpoints/step_*")):
@@ -277,6 +287,9 @@ def stage2_command():
 def run_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
     check_learner_options(cfg)
+    from rmtl.train.run_dir import checkpoint_meta, resolve_checkpoint
+
+    checkpoint_meta(resolve_checkpoint(cfg.worker))  # a damaged worker checkpoint fails before torch loads
     from rmtl.train.stage2 import train_stage2
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads

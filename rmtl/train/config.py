@@ -143,6 +143,13 @@ class Stage1Config(Config):
         data = with_declared_renderer(data, ("reward", "model"), ("env", "render"), DEFAULT_MODEL)
         return upgrade_reward_layout(data)
 
+    @field_validator("task")
+    @classmethod
+    def _task(cls, v: str) -> str:
+        if v not in task_names():  # on this field, not on the whole config
+            raise ValueError(f"unknown task {v!r}; known tasks: {', '.join(task_names())}")
+        return v
+
     @field_validator("reward", mode="before")
     @classmethod
     def _reward_kind(cls, v: Any) -> Any:

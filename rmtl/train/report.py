@@ -32,36 +32,94 @@ from rmtl.provenance import portable_path, recorded_path
 from rmtl.train.csv_log import read_csv, write_csv
 
 
+class RunSkipped(ConfigError):
+    """A run directory the report passes over: one of its files cannot be read (the message names it)."""
+
+
+_FIX = "restore it from a copy, or leave the run out"
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    """A JSON object file ({} if missing); RunSkipped naming the file if it is not one."""
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError, OSError) as e:
+        raise RunSkipped(f"{path} is not valid JSON ({type(e).__name__}); {_FIX}") from None
+    if not isinstance(value, dict):
+        raise RunSkipped(f"{path} holds a JSON {type(value).__name__}, not an object; {_FIX}")
+    return value
+
+
+def _csv_rows(path: Path, numeric: Sequence[str]) -> list[dict[str, Any]]:
+    """Rows of a log CSV whose ``numeric`` columns are numbers; RunSkipped naming the file if not."""
+    try:
+        rows = read_csv(path)
+    except (UnicodeDecodeError, OSError, __import__("csv").Error) as e:
+        raise RunSkipped(f"{path} is not a CSV log written by rmtl ({type(e).__name__}); {_FIX}") from None
+    for i, row in enumerate(rows):
+        bad = [c for c in numeric if not isinstance(row.get(c), (int, float)) or isinstance(row.get(c), bool)]
+        if bad:
+            raise RunSkipped(f"{path} is not a CSV log written by rmtl (row {i + 1} has no number in column "
+                             f"{bad[0]!r}); {_FIX}")
+    return rows
+
+
 def load_run(run_dir: str | Path) -> dict[str, Any]:
-    """What the report needs of one run directory."""
+    """What the report needs of one run directory; RunSkipped (one line naming the file) if a
+    file it reads is damaged."""
     d = Path(run_dir)
     if not (d / "config.yaml").is_file():
         raise ConfigError(f"{d} is not a Stage-1 run directory (no config.yaml)")
-    config = yaml.safe_load((d / "config.yaml").read_text()) or {}
+    try:
+        config = yaml.safe_load((d / "config.yaml").read_text()) or {}
+    except UnicodeDecodeError:
+        raise RunSkipped(f"{d / 'config.yaml'} is not a text file (not UTF-8); {_FIX}") from None
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        raise RunSkipped(f"{d / 'config.yaml'} is not valid YAML{at}; {_FIX}") from None
+    if not isinstance(config, dict):
+        raise RunSkipped(f"{d / 'config.yaml'} holds a YAML {type(config).__name__}, not the run's config "
+                         f"(a mapping); {_FIX}")
     curriculum: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
     latest = d / "checkpoints" / "latest.txt"
     if latest.is_file():
-        cj = d / "checkpoints" / latest.read_text().strip() / "curriculum.json"
-        if cj.is_file():
-            curriculum = json.loads(cj.read_text())
-    summary = json.loads((d / "summary.json").read_text()) if (d / "summary.json").is_file() else {}
-    meta = {}
-    if latest.is_file():
-        mj = d / "checkpoints" / latest.read_text().strip() / "meta.json"
-        if mj.is_file():
-            meta = json.loads(mj.read_text())
+        ck = d / "checkpoints" / latest.read_text(errors="replace").strip()
+        curriculum = _json_object(ck / "curriculum.json")
+        meta = _json_object(ck / "meta.json")
+        if curriculum and not all(isinstance(curriculum.get(k), list) for k in
+                                  ("steps_per_stage", "episodes_per_stage", "successes_per_stage")):
+            raise RunSkipped(f"{ck / 'curriculum.json'} is not a curriculum state written by rmtl; {_FIX}")
+    summary = _json_object(d / "summary.json")
+    _json_object(d / "selection.json")  # the success table reads it
     return {
         "dir": d, "variant": config.get("variant", d.name), "seed": config.get("seed"), "config": config,
-        "eval": read_csv(d / "eval.csv"), "curriculum_rows": read_csv(d / "curriculum.csv"),
+        "eval": _csv_rows(d / "eval.csv", ("timesteps", "episodes", "successes", "success_rate", "ci_low",
+                                                     "ci_high")),
+        "curriculum_rows": _csv_rows(d / "curriculum.csv", ("timesteps", "window_success_rate", "stage")),
         "curriculum": curriculum, "summary": summary, "meta": meta,
     }
+
+
+def load_runs(run_dirs: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The runs that can be read, and one line per run passed over (what is wrong, naming the file)."""
+    runs, skipped = [], []
+    for d in run_dirs:
+        try:
+            runs.append(load_run(d))
+        except RunSkipped as e:
+            skipped.append(f"skipped run {d}: {e}")
+    return runs, skipped
 
 
 def is_stage2_run(run_dir: Path) -> bool:
     """Whether a run directory holds a Stage-2 run (its config names a Stage-1 ``worker``)."""
     try:
         config = yaml.safe_load((run_dir / "config.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
         return False  # load_run names what is wrong with it
     return isinstance(config, dict) and "worker" in config
 
@@ -98,7 +156,7 @@ def _label(run: dict[str, Any]) -> str:
     return f"{run['variant']}/s{run['seed']}"
 
 
-def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *, select: bool = False,
+def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str | Path, *, select: bool = False,
                   validation_episodes: int = 100, test_episodes: int = 200) -> dict[str, Path]:
     """Write the report files (module docstring) into ``out_dir``; returns name -> path.
     ``select``: evaluate checkpoints for the success table (validation and test seeds,
@@ -107,7 +165,7 @@ def stage1_report(run_dirs: Sequence[str | Path], out_dir: str | Path, *, select
 
     if not run_dirs:
         raise ConfigError("give at least one Stage-1 run directory")
-    runs = [load_run(d) for d in run_dirs]
+    runs = [r if isinstance(r, dict) else load_run(r) for r in run_dirs]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}

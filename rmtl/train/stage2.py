@@ -59,8 +59,10 @@ _FRESH = "start over with --fresh, or use another --out"
 
 def worker_stage1_config(config: Stage2Config) -> Stage1Config:
     """The worker's Stage-1 config (its checkpoint's meta.json) with ``config.stage1`` merged on top."""
+    from rmtl.train.run_dir import checkpoint_meta
+
     ck = resolve_checkpoint(config.worker)
-    meta = json.loads((ck / "meta.json").read_text()) if (ck / "meta.json").is_file() else {}
+    meta = checkpoint_meta(ck)  # one line if it is not a JSON object
     if "config" not in meta:
         raise ConfigError(f"worker checkpoint {ck} has no meta.json with its Stage-1 config")
     # merge_stage1: the meta may hold the earlier reward layout, an override may switch the kind.

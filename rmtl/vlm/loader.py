@@ -352,6 +352,33 @@ def _resolve(spec: str | ModelSpec, cache_dir: str | Path | None = None) -> tupl
     )
 
 
+def _state_dict_mismatch(text: str, shown: int = 3) -> str | None:
+    """torch's "Error(s) in loading state_dict" as one line: the first missing, unexpected and
+    mis-shaped keys and how many of each, and what to do; None for another error."""
+    import re
+
+    if "Error(s) in loading state_dict" not in text:
+        return None
+    head = text.splitlines()[0].strip().rstrip(":")
+    parts = []
+    for label, pattern in (("missing keys", r'Missing key\(s\) in state_dict: (.*?)\.\s*(?:\n|$)'),
+                           ("unexpected keys", r'Unexpected key\(s\) in state_dict: (.*?)\.\s*(?:\n|$)')):
+        m = re.search(pattern, text, re.S)
+        if m:
+            keys = re.findall(r'"([^"]+)"', m.group(1))
+            more = f" and {len(keys) - shown} more" if len(keys) > shown else ""
+            parts.append(f"{len(keys)} {label} ({', '.join(keys[:shown])}{more})")
+    shapes = re.findall(r"size mismatch for ([^:]+): copying a param with shape (torch.Size\(\[[^\]]*\]\)) from "
+                        r"checkpoint, the shape in current model is (torch.Size\(\[[^\]]*\]\))", text)
+    if shapes:
+        k, a, b = shapes[0]
+        more = f" and {len(shapes) - 1} more" if len(shapes) > 1 else ""
+        parts.append(f"{len(shapes)} shape mismatches ({k}: {a} in the file, {b} in the model{more})")
+    return (f"{head}: {'; '.join(parts) or 'keys do not match'}; the weights are of another architecture than "
+            f"the one named: name the architecture they were trained as (ARCH:PATH), or pass the model folder "
+            f"they were saved in")
+
+
 def load_vlm(
     spec: str | ModelSpec,
     device: str | torch.device | None = None,
@@ -398,7 +425,7 @@ def load_vlm(
     except ModelLoadError:
         raise
     except Exception as err:
-        reason = str(err).splitlines()[0][:300] if str(err) else type(err).__name__
+        reason = _state_dict_mismatch(str(err)) or (str(err).splitlines()[0][:300] if str(err) else type(err).__name__)
         raise ModelLoadError(f"cannot build model spec {s.text!r} from {plan.where}: {type(err).__name__}: {reason}") from None
     embed_dim = plan.arch_config.get("embed_dim")
     if embed_dim is None:

@@ -276,10 +276,39 @@ def declared_renderer(spec: str) -> dict[str, Any] | None:
     path = Path(text.removeprefix("local-dir:")).expanduser()
     if path.is_dir():
         f = path / RENDERER_FILE_NAME
-        return json.loads(f.read_text()) if f.is_file() else None
+        return read_renderer_file(f) if f.is_file() else None
     name = text.removesuffix("@random").split(":", 1)[0]
     table = yaml.safe_load(RENDERERS_FILE.read_text()) or {}
     return dict(table[name]) if name in table else None
+
+
+def read_renderer_file(path: Path) -> dict[str, Any]:
+    """A model directory's ``renderer.json``: render settings (rmtl.env.render_settings) as a
+    JSON object. One line naming the file if it is not (a ModelLoadError, not a ValueError, so
+    a config validator passes it on as it is instead of as a field error)."""
+    from pydantic import ValidationError
+
+    from rmtl.env.render_settings import RenderSettings
+    from rmtl.errors import ModelLoadError
+
+    fix = (f"write it as a JSON object of render settings (e.g. {{\"msaa_samples\": 0}}; fields: "
+           f"{', '.join(RenderSettings.model_fields)}), or delete it to use the default renderer")
+    try:
+        value = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ModelLoadError(f"model renderer file {path} is not valid JSON ({type(e).__name__}: {e}); {fix}") from None
+    if not isinstance(value, dict):
+        raise ModelLoadError(f"model renderer file {path} holds a JSON {type(value).__name__}, not an object; {fix}")
+    unknown = sorted(set(value) - set(RenderSettings.model_fields))
+    if unknown:
+        raise ModelLoadError(f"model renderer file {path} has unknown render setting(s) {', '.join(unknown)}; {fix}")
+    try:
+        RenderSettings(**value)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise ModelLoadError(f"model renderer file {path}: {'.'.join(map(str, err['loc']))}={err.get('input')!r}: "
+                             f"{err['msg']}; {fix}") from None
+    return value
 
 
 def with_declared_renderer(data: Any, model_path: tuple[str, ...], render_path: tuple[str, ...],

@@ -72,7 +72,11 @@ def reward_kind_config(data: Mapping[str, Any] | RewardKindConfig) -> RewardKind
         return data
     if not isinstance(data, Mapping):
         raise ConfigError(f"a reward section must be a mapping with a kind, not {type(data).__name__}")
-    return kind_config(str(data.get("kind", DEFAULT_KIND))).model_validate(dict(data))
+    kind = data.get("kind", DEFAULT_KIND)
+    if kind is None or not str(kind).strip():  # `--set reward.kind=` reads as no value
+        known = ", ".join(n for n in kind_names() if _KINDS[n].config_class is not None)
+        raise ConfigError(f"the reward kind is empty; set it to one of {known} (e.g. --set reward.kind=vlm)")
+    return kind_config(str(kind)).model_validate(dict(data))
 
 
 # Registration: one import per kind module.
