@@ -224,9 +224,11 @@ def replay(code: Path, w: Path, only: list[str] | None = None, items: list[str] 
             rc = "timeout"
         secs = time.monotonic() - t
         lines = [ln.strip() for ln in (err or out or "").splitlines() if ln.strip()]
-        first = (lines[0] if lines else "").replace(str(w), "{W}")  # the same text whatever the work folder
+        first = lines[0] if lines else ""
         if "Traceback" in (err or ""):  # the line that says what went wrong, not the header
-            first = f"[traceback, {len(lines)} lines] {lines[-1]}".replace(str(w), "{W}")
+            first = f"[traceback, {len(lines)} lines] {lines[-1]}"
+        # The same text whatever the work folder and checkout: results never hold a machine's paths.
+        first = first.replace(str(w), "{W}").replace(str(code).rstrip("/") + "/", "")
         rows.append({"case": case, "item": item, "label": "", "command": "rmtl " + " ".join(
             repr(a) if a == "" else a for a in args), "exit": rc, "seconds": f"{secs:.1f}", "first_line": first[:300]})
         print(f"{rc:>7} {secs:6.1f}s  {case}: {first[:160]}", flush=True)
