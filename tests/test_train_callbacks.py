@@ -104,7 +104,7 @@ def test_each_reward_kind_has_its_own_config_and_switching_kind_replaces_the_sec
     # a VLM field on another kind is refused in one line, never ignored
     with pytest.raises(ConfigError, match=r"reward\.model='x': Extra inputs are not permitted"):
         stage1_config("oracle_rmtl", **parse_overrides(["reward.model=x"]))
-    with pytest.raises(ConfigError, match="unknown reward kind 'nope'; known kinds: dense, oracle, rule_only, vlm"):
+    with pytest.raises(ConfigError, match="unknown reward kind 'nope'; known kinds: degraded_oracle, dense, hybrid, oracle, rule_only, vlm"):
         stage1_config("rmtl", reward={"kind": "nope"})
     # back to the default kind: the VLM defaults, not the oracle's shaping
     back = stage1_config("oracle_sweep_level_only", reward={"kind": "vlm"})
