@@ -542,7 +542,7 @@ def test_crafted_torch_checkpoints_are_refused(tmp_path):
     import torch
 
     from pipeline.train_vlm import load_checkpoint
-    from rmtl.train.manager_callback import load_manager
+    from rmtl.train.stage2.manager_callback import load_manager
 
     marker = tmp_path / "PWNED"
     torch.save({"model": {}, "step": Crafted(marker)}, tmp_path / "checkpoint.pt")
@@ -559,7 +559,7 @@ def test_vecnormalize_statistics_round_trip_as_json(tmp_path):
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    from rmtl.train.artifacts import NORMALIZER_FILE, load_normalizer, restore_normalizer, save_normalizer
+    from rmtl.train.run.artifacts import NORMALIZER_FILE, load_normalizer, restore_normalizer, save_normalizer
 
     class DictEnv(gym.Env):
         observation_space = gym.spaces.Dict({"a": gym.spaces.Box(-5, 5, (3,)), "b": gym.spaces.Box(0, 1, (2,))})

@@ -85,8 +85,8 @@ def runs(tmp_path_factory, random_tiny_vlm):
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_variant_trains_checkpoints_and_evaluates(runs, variant):
-    from rmtl.train.evaluate import evaluate_checkpoint, load_checkpoint
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.eval.evaluate import evaluate_checkpoint, load_checkpoint
+    from rmtl.train.run.csv_log import read_csv
 
     d = runs[variant]
     n = smoke_steps(variant)
@@ -126,7 +126,7 @@ def test_variant_trains_checkpoints_and_evaluates(runs, variant):
 
 
 def test_evaluation_is_seeded(runs):
-    from rmtl.train.evaluate import evaluate_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
 
     a = evaluate_checkpoint(runs["rmtl"], episodes=2, seed=3)
     b = evaluate_checkpoint(runs["rmtl"], episodes=2, seed=3)
@@ -134,8 +134,8 @@ def test_evaluation_is_seeded(runs):
 
 
 def test_resume_continues_from_checkpoint(tmp_path):
-    from rmtl.train.evaluate import load_checkpoint
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.eval.evaluate import load_checkpoint
+    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
     d = train_stage1(small("dense_reference", tmp_path / "r", total_timesteps=96, checkpoint_every=64, eval_every=64))
@@ -156,7 +156,7 @@ def test_resume_continues_from_checkpoint(tmp_path):
 
 
 def test_report(runs, tmp_path):
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.report import stage1_report
 
     paths = stage1_report([runs[v] for v in ("rmtl", "single_prompt_multi_view", "dense_reference")], tmp_path / "rep")
@@ -211,7 +211,7 @@ def test_cached_reward_path(random_tiny_vlm, tmp_path):
     from pipeline.embed import embed_store
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
     store = tmp_path / "s.zarr"
@@ -262,7 +262,7 @@ def test_normalised_run_checkpoints_statistics_as_json_and_refuses_pickles(tmp_p
     import pickle
 
     from rmtl.errors import ConfigError
-    from rmtl.train.evaluate import evaluate_checkpoint, load_checkpoint, resolve_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint, load_checkpoint, resolve_checkpoint
     from rmtl.train.stage1 import train_stage1
 
     kw = dict(total_timesteps=64, checkpoint_every=64, eval_every=64, normalize_observations=True)

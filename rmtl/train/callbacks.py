@@ -20,9 +20,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.env.curriculum import ReverseCurriculum
 from rmtl.reward.vec_env import REWARD_INFO
-from rmtl.train.csv_log import append_csv
-from rmtl.train.run_dir import CHECKPOINTS, LATEST
-from rmtl.train.timing import Timings
+from rmtl.train.run.csv_log import append_csv
+from rmtl.train.run.run_dir import CHECKPOINTS, LATEST
+from rmtl.train.run.timing import Timings
 
 
 
@@ -287,9 +287,9 @@ def save_checkpoint(run_dir: Path, model: Any, curriculum_cb: CurriculumCallback
     if curriculum_cb is not None:
         (ck / "curriculum.json").write_text(json.dumps(curriculum_cb.state_dict(), indent=1))
     if normalizer is not None:
-        from rmtl.train.artifacts import save_normalizer
+        from rmtl.train.run.artifacts import save_normalizer
 
-        save_normalizer(normalizer, ck)  # JSON, never a pickle (rmtl.train.artifacts)
+        save_normalizer(normalizer, ck)  # JSON, never a pickle (rmtl.train.run.artifacts)
     if shaper is not None:
         (ck / REWARD_STATE).write_text(json.dumps(shaper.state_dict()))
     (ck / "meta.json").write_text(json.dumps({**meta, "num_timesteps": step,

@@ -139,8 +139,8 @@ class EvalConfig(Config):
 
 def evaluate(cfg: EvalConfig) -> None:
     """Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."""
-    from rmtl.train.artifacts import normalizer_stats
-    from rmtl.train.run_dir import check_model_file, checkpoint_meta, resolve_checkpoint
+    from rmtl.train.run.artifacts import normalizer_stats
+    from rmtl.train.run.run_dir import check_model_file, checkpoint_meta, resolve_checkpoint
 
     ck = resolve_checkpoint(cfg.checkpoint)
     # A wrong path or a damaged checkpoint fails before MuJoCo and torch load.
@@ -151,7 +151,7 @@ def evaluate(cfg: EvalConfig) -> None:
     if out is not None:
         check_output_file(out, "--out")
     from rmtl.provenance import portable_values
-    from rmtl.train.evaluate import evaluate_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
 
     res = evaluate_checkpoint(cfg.checkpoint, cfg.episodes, cfg.seed, deterministic=not cfg.stochastic)
     if out is not None:
@@ -244,14 +244,14 @@ class SelectConfig(Config):
 
 def select(cfg: SelectConfig) -> None:
     """Best checkpoint on validation seeds, it and the final one on test seeds, mean of the last 5 evaluations."""
-    from rmtl.train.run_dir import checkpoint_meta
+    from rmtl.train.run.run_dir import checkpoint_meta
 
     run = Path(cfg.run)
     if not run.is_dir():  # before MuJoCo and torch load
         raise ConfigError(f"run directory {run} does not exist; pass a directory written by rmtl train stage1")
     for ck in sorted(run.glob("checkpoints/step_*")):
         checkpoint_meta(ck)
-    from rmtl.train.selection import SELECTION_FILE, select_checkpoint
+    from rmtl.train.eval.selection import SELECTION_FILE, select_checkpoint
 
     sel = select_checkpoint(Path(cfg.run), cfg.validation_episodes, cfg.test_episodes, verbose=True)
     best, final, last = sel["best"], sel["final"], sel["last_periodic"]
@@ -277,7 +277,7 @@ def stage2_command():
 def _train_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
     check_learner_options(cfg)
-    from rmtl.train.stage2 import train_stage2
+    from rmtl.train.stage2.trainer import train_stage2
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
     run = train_stage2(cfg, resume=not fresh, verbose=int(verbose))
@@ -325,7 +325,7 @@ train_app.command("stage2-report", hidden=True)(config_command(Stage2ReportAlias
 def _check_stage2_run(run: Path) -> None:
     """A Stage-2 run directory or checkpoint, with the files the report reads (one line if not)."""
     from rmtl.errors import ConfigError
-    from rmtl.train.evaluate import resolve_checkpoint
+    from rmtl.train.eval.evaluate import resolve_checkpoint
 
     ck = resolve_checkpoint(run)
     fix = "pass a run directory (or checkpoint) written by rmtl train stage2"

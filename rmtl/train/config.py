@@ -106,7 +106,7 @@ class Stage1Config(Config):
 
     # ---------------------------------------------------------------- run management
     vec_env: Literal["workers", "dummy", "subproc"] = "workers"
-    """'workers': the sub-envs step and render in ``workers`` processes (rmtl.train.vec_env);
+    """'workers': the sub-envs step and render in ``workers`` processes (rmtl.train.envs.process_group);
     'dummy': all in the learner process; 'subproc': SB3's one process per env."""
     workers: int | None = Field(None, ge=1)
     """Worker processes for vec_env='workers'; None: one per available core (at most n_envs)."""
@@ -123,7 +123,7 @@ class Stage1Config(Config):
     output_dir: str | None = None
     """Run directory; None: <data dir>/runs/stage1/<variant>_s<seed>."""
     keep_results: bool = False
-    """Keep what survives a stop and a new machine in the run directory (rmtl.train.committed): the
+    """Keep what survives a stop and a new machine in the run directory (rmtl.train.eval.committed): the
     newest checkpoint as ``resume/`` until the run finishes, and the best policy on the validation
     seeds, chosen at each checkpoint, as ``best/`` (for a run directory under results/)."""
     validation_episodes: int = Field(100, ge=1)

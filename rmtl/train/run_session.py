@@ -1,6 +1,6 @@
 """One session of a training run, as Stage 1 and Stage 2 both run it around SB3's ``learn``.
 
-A session starts fresh or resumes a checkpoint that :func:`rmtl.train.run_dir.open_run` found;
+A session starts fresh or resumes a checkpoint that :func:`rmtl.train.run.run_dir.open_run` found;
 the stage builds its env, model and callbacks, and the session does the rest the two stages
 share: restoring a checkpoint's normaliser, reward-shaper and curriculum state, reseeding and
 recording a resumed session, the SB3 logger, the evaluation env (made on first use), wall time
@@ -21,14 +21,14 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_checkpoint
-from rmtl.train.run_dir import attach_logger, cut_logs_to, restore_normalizer, restore_reward_state
+from rmtl.train.run.run_dir import attach_logger, cut_logs_to, restore_normalizer, restore_reward_state
 
 
 class RunSession:
     """What a Stage-1 or Stage-2 session does besides building its model and callbacks.
 
     ``config`` needs ``seed``, ``total_timesteps`` and ``progress_bar``; ``env`` is the
-    training env stack (:class:`rmtl.train.train_env.TrainEnv`); ``checkpoint`` / ``meta_prev``
+    training env stack (:class:`rmtl.train.envs.train_env.TrainEnv`); ``checkpoint`` / ``meta_prev``
     are what ``open_run`` returned (None / {} for a fresh start).
     """
 

@@ -1,10 +1,10 @@
 """Stage 1 (paper section 3.5, Table 1): the PPO worker on the phased multi-view VLM reward.
 
 ``train_stage1(config) -> run dir``. The loop is SB3's PPO; everything RMTL adds is a
-vec-env wrapper (reward, phase one-hot; the stack: rmtl.train.train_env) or a callback
+vec-env wrapper (reward, phase one-hot; the stack: rmtl.train.envs.train_env) or a callback
 (curriculum, logging, evaluation, checkpoints).
 
-Run directory (see docs/stage1.md; handling shared with Stage 2: rmtl.train.run_dir, and the
+Run directory (see docs/stage1.md; handling shared with Stage 2: rmtl.train.run.run_dir, and the
 session around ``learn``: rmtl.train.run_session):
 ``config.yaml``, ``run.json`` (+ ``run_resume_<step>.json``), ``progress_<start step>.csv``,
 ``tb/``, ``eval.csv``, ``curriculum.csv``, ``checkpoints/step_<N>/``, ``checkpoints/latest.txt``,
@@ -22,12 +22,12 @@ from rmtl.reward.config import RewardConfig
 from rmtl.task import Task
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
 from rmtl.train.config import Stage1Config
-from rmtl.train.csv_log import read_csv
-from rmtl.train.evaluate import evaluate_policy_success
-from rmtl.train.run_dir import open_run
+from rmtl.train.run.csv_log import read_csv
+from rmtl.train.eval.evaluate import evaluate_policy_success
+from rmtl.train.run.run_dir import open_run
 from rmtl.train.run_session import RunSession
-from rmtl.train.timing import Timings
-from rmtl.train.train_env import SourceFactory, build_train_env, make_curriculum, task_of, task_reward_config
+from rmtl.train.run.timing import Timings
+from rmtl.train.envs.train_env import SourceFactory, build_train_env, make_curriculum, task_of, task_reward_config
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device",
@@ -64,7 +64,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     replace the model loaded from ``config.reward.model`` and the reward's embedding
     source (tests, the cached reward path); ``callbacks`` are extra SB3 callbacks. ``task``
     trains another task (its env, curriculum, phase rule, dense reference reward and micro-task
-    prompts; :func:`rmtl.train.train_env.build_train_env`) instead of pick-and-lift.
+    prompts; :func:`rmtl.train.envs.train_env.build_train_env`) instead of pick-and-lift.
     """
     import torch
     from stable_baselines3 import PPO
@@ -113,7 +113,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
 
         def after_save(ck: Path) -> None:
             if config.keep_results:
-                from rmtl.train.committed import keep_resume_state, validate_and_keep_best
+                from rmtl.train.eval.committed import keep_resume_state, validate_and_keep_best
 
                 keep_resume_state(run_dir, ck)
                 validate_and_keep_best(run_dir, ck, config.validation_episodes, device=config.device)
@@ -125,8 +125,8 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
                                      eval_cb=eval_cb, curriculum_cb=curriculum_cb, meta=meta, before_save=before_save)
         _write_summary(run_dir, config, steps, session.wall_seconds(), final, curriculum_cb, timings, stats_fn)
         if config.keep_results and steps >= config.total_timesteps:
-            from rmtl.train.committed import drop_resume_state, select_kept_run
-            from rmtl.train.run_dir import latest_checkpoint
+            from rmtl.train.eval.committed import drop_resume_state, select_kept_run
+            from rmtl.train.run.run_dir import latest_checkpoint
 
             select_kept_run(run_dir, latest_checkpoint(run_dir), config.test_episodes, device=config.device)
             drop_resume_state(run_dir)

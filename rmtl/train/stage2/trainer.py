@@ -3,7 +3,7 @@
 ``train_stage2(config) -> run dir``. The worker is SB3's PPO loaded from a Stage-1
 checkpoint; everything Stage 2 adds is a vec-env hook or a callback:
 
-    Stage-1 stack (rmtl.train.train_env.build_train_env), with
+    Stage-1 stack (rmtl.train.envs.train_env.build_train_env), with
       ManagerDecide    inserted directly below the reward wrapper (decisions every H steps)
       ManagerSegments  inserted directly above PhaseObservation (segments, episode-start decisions)
       one ExternalPhaseSelector driving both the reward's prompt and the phase one-hot
@@ -11,10 +11,10 @@ checkpoint; everything Stage 2 adds is a vec-env hook or a callback:
     ManagerCallback        REINFORCE update of the manager after every PPO rollout
 
 Before RL the manager is warm-started by BC on rule labels (a bc-labels store, or the
-worker rolled out with the rule: :func:`rmtl.train.bc_data.worker_rule_rollouts`).
+worker rolled out with the rule: :func:`rmtl.train.stage2.bc_data.worker_rule_rollouts`).
 
-The parts live beside this module: rmtl.train.stage2_env (the stack), worker_freeze,
-manager_callback, bc_data, selector_eval; run-directory handling is rmtl.train.run_dir's, and the
+The parts live beside this module: rmtl.train.stage2.manager_env (the stack), worker_freeze,
+manager_callback, bc_data, selector_eval; run-directory handling is rmtl.train.run.run_dir's, and the
 session around SB3's learn (resume, logger, eval env, final checkpoint) is rmtl.train.run_session's,
 as in Stage 1.
 
@@ -32,23 +32,23 @@ from typing import Any, Sequence
 
 from rmtl.errors import ConfigError
 from rmtl.reward.phase import RulePhaseSelector
-from rmtl.train.artifacts import load_torch_state
-from rmtl.train.bc_data import bc_dataset, run_bc
+from rmtl.train.run.artifacts import load_torch_state
+from rmtl.train.stage2.bc_data import bc_dataset, run_bc
 from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
 from rmtl.train.config import Stage1Config, Stage2Config, merge_stage1
-from rmtl.train.csv_log import read_csv
-from rmtl.train.evaluate import EvalResult, resolve_checkpoint
-from rmtl.train.manager.network import ManagerNet
-from rmtl.train.manager.vec_env_hooks import ManagerController
-from rmtl.train.manager_callback import MANAGER_FILE, ManagerCallback
-from rmtl.train.run_dir import CHECKPOINTS, open_run, saved_config
+from rmtl.train.run.csv_log import read_csv
+from rmtl.train.eval.evaluate import EvalResult, resolve_checkpoint
+from rmtl.train.stage2.manager.network import ManagerNet
+from rmtl.train.stage2.manager.vec_env_hooks import ManagerController
+from rmtl.train.stage2.manager_callback import MANAGER_FILE, ManagerCallback
+from rmtl.train.run.run_dir import CHECKPOINTS, open_run, saved_config
 from rmtl.train.run_session import RunSession
-from rmtl.train.selector_eval import evaluate_selector
-from rmtl.train.stage2_env import build_stage2_env
+from rmtl.train.stage2.selector_eval import evaluate_selector
+from rmtl.train.stage2.manager_env import build_stage2_env
 from rmtl.provenance import portable_path
-from rmtl.train.timing import Timings
-from rmtl.train.train_env import make_curriculum, task_of
-from rmtl.train.worker_freeze import FreezeWorkerCallback
+from rmtl.train.run.timing import Timings
+from rmtl.train.envs.train_env import make_curriculum, task_of
+from rmtl.train.stage2.worker_freeze import FreezeWorkerCallback
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "device"}
