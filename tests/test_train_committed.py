@@ -63,7 +63,7 @@ def test_resume_state_and_best_policy(tmp_path):
     # A new machine: the run directory without its checkpoints resumes from resume/.
     moved = tmp_path / "moved"
     shutil.copytree(run, moved, ignore=shutil.ignore_patterns("checkpoints"))
-    import rmtl.train.run_session as session_mod
+    import rmtl.train.run.session as session_mod
 
     restored = {}
     real, real_norm = session_mod.restore_reward_state, session_mod.restore_normalizer

@@ -206,6 +206,26 @@ def test_cli_commands(runs, tmp_path, capsys):
     assert "32 env steps" in capsys.readouterr().out
 
 
+def test_python_call_rounds_steps_up_to_whole_rollouts_as_the_cli_does(tmp_path, capsys):
+    """A Python call of train_stage1 gets the CLI's rounding to whole rollouts (Stage1Config's
+    validator) and its one line, once."""
+    from rmtl.cli import run
+    from rmtl.train.config import Stage1Config
+    from rmtl.train.stage1 import train_stage1
+
+    line = "--steps 40 rounds up to 64 env steps: PPO trains in whole rollouts of n_envs*n_steps = 2*16 = 32 steps"
+    d = train_stage1(small("dense_reference", tmp_path / "py", total_timesteps=40, eval_every=0, eval_episodes=1))
+    assert capsys.readouterr().out.count(line) == 1
+    args = ["train", "stage1", "--variant", "dense_reference", "--steps", "40", "--out", str(tmp_path / "cli"),
+            "--no-progress", "--set", "n_envs=2", "--set", "n_steps=16", "--set", "batch_size=16",
+            "--set", "eval_episodes=1", "--set", "vec_env=dummy", "--set", "env.max_episode_steps=16"]
+    assert run(args) == 0
+    assert capsys.readouterr().out.count(line) == 1
+    for run_dir in (d, tmp_path / "cli"):
+        assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 64
+        assert Stage1Config.from_yaml(run_dir / "config.yaml").total_timesteps == 64
+
+
 def test_cached_reward_path(random_tiny_vlm, tmp_path):
     """RMTL on the FAISS state cache (rmtl.reward.cached_source): lookups, misses rendered and appended."""
     from pipeline.embed import embed_store

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,62 +56,12 @@ def stage1_command():
     return config_command(Stage1Config, _train_stage1, aliases=aliases, extra=_train_extras(), build=build)
 
 
-def check_learner_options(cfg: Any) -> None:
-    """Values the config accepts but the learner would misuse or fail on deep inside torch or
-    SB3 (one line each): hidden sizes and thread counts below 1, a device this machine lacks."""
-    for name in ("net_arch_pi", "net_arch_vf"):
-        sizes = getattr(cfg, name, None)
-        if sizes is not None and any(int(n) < 1 for n in sizes):
-            shown = ",".join(map(str, sizes))
-            raise ConfigError(f"--{name.replace('_', '-')} {shown}: hidden layer sizes must be at least 1 "
-                              f"(e.g. --{name.replace('_', '-')} 256,256)")
-    threads = getattr(cfg, "torch_threads", None)
-    if threads is not None and threads < 1:
-        raise ConfigError(f"--torch-threads {threads}: give at least 1 thread, or leave it out for torch's default")
-    device = str(getattr(cfg, "device", "cpu"))
-    if device in ("cpu", "auto"):
-        return
-    if device.split(":")[0] == "cuda" and sys.platform.startswith("linux") and not any(
-            Path(node).exists() for node in ("/dev/nvidiactl", "/dev/dxg")):  # the driver's nodes (dxg: WSL2)
-        # No NVIDIA driver device node, so no CUDA device: said without the seconds torch takes to import.
-        raise ConfigError(f"--device {device}: this machine has no NVIDIA driver (no /dev/nvidiactl), so no CUDA "
-                          f"device; use --device cpu (or auto)")
-    import torch  # training imports it anyway; checked here, before the reward model loads
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"--device {device!r} is not a torch device; use cpu, auto or cuda") from None
-    if dev.type == "cuda":
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n == 0:
-            raise ConfigError(f"--device {device}: torch finds no CUDA device on this machine; use --device cpu "
-                              f"(or auto)")
-        if dev.index is not None and dev.index >= n:
-            raise ConfigError(f"--device {device}: this machine has {n} CUDA device(s), cuda:0..cuda:{n - 1}")
-
-
-def whole_rollouts(cfg: Any) -> Any:
-    """``cfg`` with ``total_timesteps`` rounded up to whole rollouts of n_envs * n_steps env
-    steps (PPO collects whole rollouts, so it trains that many anyway), saying so in one line."""
-    n_envs, n_steps = int(getattr(cfg, "n_envs", 0) or 0), int(getattr(cfg, "n_steps", 0) or 0)
-    rollout, steps = n_envs * n_steps, int(cfg.total_timesteps)
-    if not rollout or steps % rollout == 0:
-        return cfg
-    rounded = -(-steps // rollout) * rollout
-    typer.echo(f"--steps {steps} rounds up to {rounded} env steps: PPO trains in whole rollouts of "
-               f"n_envs*n_steps = {n_envs}*{n_steps} = {rollout} steps")
-    return cfg.replace(total_timesteps=rounded)
-
-
 def _train_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints.
     --steps rounds up to whole rollouts of n_envs * n_steps env steps."""
-    check_learner_options(cfg)
     from rmtl.train.stage1 import train_stage1
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
-    cfg = whole_rollouts(cfg)
     run = train_stage1(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
@@ -276,7 +225,6 @@ def stage2_command():
 
 def _train_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
-    check_learner_options(cfg)
     from rmtl.train.stage2.trainer import train_stage2
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
