@@ -3,7 +3,7 @@ cache lookup, policy/other, PPO update.
 
 Runs ``train_stage1`` for a short run of each variant at the given sizes (default: the
 paper's 16 envs x n_steps 40, RMTL's 6 views at the model's input size) and reads the
-timers of rmtl.train.timing. GL contexts and the model are warmed up before timing.
+timers of rmtl.train.run.timing. GL contexts and the model are warmed up before timing.
 
     python bench/train.py                                   # rmtl + dense_reference, 2 rollouts
     python bench/train.py --variants rmtl --vec-env subproc --rollouts 3

@@ -44,7 +44,7 @@ TODAY_RENDER = {"cull_invisible": False, "mesh_reduction": 0.0, "msaa_samples": 
 
 def run_path(name: str, args, vlms: dict) -> dict:
     from rmtl.train import stage1_config
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
     fast = name != "today"

@@ -1,5 +1,5 @@
 """Stage-2 BC labels: rule-phase labels on rollouts of a policy, written as a frames-free
-dataset store (read back by rmtl.train.bc_data.read_bc_labels)."""
+dataset store (read back by rmtl.train.stage2.bc_data.read_bc_labels)."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ GROUP_COLUMNS = (("approach rank", "approach_spearman", "approach_count"),
 
 def checkpoint_store_name(checkpoint: str | Path) -> str:
     """``<run>_<step dir>`` of a Stage-1 checkpoint, the store name of its rollouts."""
-    from rmtl.train.evaluate import resolve_checkpoint
+    from rmtl.train.eval.evaluate import resolve_checkpoint
 
     ck = resolve_checkpoint(checkpoint)
     return f"{ck.parent.parent.name}_{ck.name}"
@@ -50,7 +50,7 @@ def gate_set_configs(out_dir: str | Path, *, checkpoints: Sequence[str | Path] =
     and ``<run>_<step>.zarr`` per checkpoint, all under ``out_dir``. ``common``: further
     RenderAndEmbedConfig fields (views, stages, workers, batch_size...)."""
     from pipeline.render_and_embed import RenderAndEmbedConfig
-    from rmtl.train.evaluate import resolve_checkpoint
+    from rmtl.train.eval.evaluate import resolve_checkpoint
 
     out = Path(out_dir)
     configs = []

@@ -157,7 +157,7 @@ def policy_label(config: RolloutConfig, plan: EpisodePlan) -> str:
 @functools.lru_cache(maxsize=2)
 def _checkpoint(path: str):
     """(PPO model, observation adapter) of a Stage-1 checkpoint, loaded once per process."""
-    from rmtl.train.evaluate import ObsAdapter, checkpoint_task, load_checkpoint
+    from rmtl.train.eval.evaluate import ObsAdapter, checkpoint_task, load_checkpoint
 
     model, meta, normalizer = load_checkpoint(path)
     return model, ObsAdapter.for_model(model, normalizer, checkpoint_task(meta))

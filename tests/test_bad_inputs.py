@@ -239,14 +239,17 @@ def test_cuda_device_without_cuda_is_refused(fx, capsys):
 
 
 def test_steps_round_up_to_whole_rollouts_and_say_so(capsys, monkeypatch):
-    from rmtl.train.cli import whole_rollouts
-    from rmtl.train.config import stage1_config
+    from rmtl.train.config import Stage1Config, stage1_config
 
-    cfg = whole_rollouts(stage1_config("rmtl", total_timesteps=64, n_envs=16, n_steps=40))
-    assert cfg.total_timesteps == 640
-    assert capsys.readouterr().out.strip() == ("--steps 64 rounds up to 640 env steps: PPO trains in whole rollouts "
-                                               "of n_envs*n_steps = 16*40 = 640 steps")
-    assert whole_rollouts(cfg) is cfg and capsys.readouterr().out == ""  # whole rollouts: unchanged, silent
+    cfg = stage1_config("rmtl", total_timesteps=64, n_envs=16, n_steps=40)
+    assert cfg.total_timesteps == 640 and cfg.requested_timesteps == 64
+    assert cfg.rounding_note() == ("--steps 64 rounds up to 640 env steps: PPO trains in whole rollouts "
+                                   "of n_envs*n_steps = 16*40 = 640 steps")
+    again = Stage1Config.make(**cfg.model_dump())  # whole rollouts: unchanged, nothing to say
+    assert again.total_timesteps == 640 and again.rounding_note() is None
+    # a changed rollout rounds the requested steps, not the earlier rounding
+    assert cfg.replace(n_envs=2).total_timesteps == 80 and stage1_config("rmtl", cfg, n_envs=2).total_timesteps == 80
+    assert Stage1Config().total_timesteps == 600_320 and stage1_config("rmtl", n_envs=8).total_timesteps == 600_000
     monkeypatch.setenv("COLUMNS", "250")  # the help is a table: keep each option's text on one line
     assert run(["train", "stage1", "--help"]) == 0
     steps = [ln for ln in capsys.readouterr().out.splitlines() if ln.lstrip("│ ").startswith("--steps ")]
@@ -544,7 +547,7 @@ def test_crafted_torch_checkpoints_are_refused(tmp_path):
     import torch
 
     from pipeline.train_vlm import load_checkpoint
-    from rmtl.train.manager_callback import load_manager
+    from rmtl.train.stage2.manager_callback import load_manager
 
     marker = tmp_path / "PWNED"
     torch.save({"model": {}, "step": Crafted(marker)}, tmp_path / "checkpoint.pt")
@@ -561,7 +564,7 @@ def test_vecnormalize_statistics_round_trip_as_json(tmp_path):
     import gymnasium as gym
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    from rmtl.train.artifacts import NORMALIZER_FILE, load_normalizer, restore_normalizer, save_normalizer
+    from rmtl.train.run.artifacts import NORMALIZER_FILE, load_normalizer, restore_normalizer, save_normalizer
 
     class DictEnv(gym.Env):
         observation_space = gym.spaces.Dict({"a": gym.spaces.Box(-5, 5, (3,)), "b": gym.spaces.Box(0, 1, (2,))})

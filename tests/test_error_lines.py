@@ -207,7 +207,7 @@ def test_report_names_each_damaged_run_and_reports_the_others(w):
 
 
 def test_a_run_with_only_resume_is_evaluated_from_it(tmp_path):
-    from rmtl.train.run_dir import resolve_checkpoint
+    from rmtl.train.run.run_dir import resolve_checkpoint
 
     (tmp_path / "resume").mkdir()
     (tmp_path / "resume" / "model.zip").write_bytes(b"PK")

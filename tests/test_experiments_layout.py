@@ -70,7 +70,7 @@ def test_experiments_import_no_private_names():
 
 
 def test_private_import_check_catches_one():
-    assert private_imports("from rmtl.train.committed import _write_policy\n") == ["rmtl.train.committed._write_policy"]
+    assert private_imports("from rmtl.train.eval.committed import _write_policy\n") == ["rmtl.train.eval.committed._write_policy"]
     assert private_imports("from numpy import _core\nfrom rmtl.train import committed\n") == []
 
 

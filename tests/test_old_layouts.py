@@ -63,9 +63,9 @@ def test_a_key_spec_of_another_version_is_refused(old):
 
 def test_old_stage1_run_loads_evaluates_and_resumes(old):
     from rmtl.train.config import Stage1Config, Stage2Config
-    from rmtl.train.evaluate import evaluate_policy_success, load_checkpoint, resolve_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_policy_success, load_checkpoint, resolve_checkpoint
     from rmtl.train.stage1 import train_stage1
-    from rmtl.train.stage2 import worker_stage1_config
+    from rmtl.train.stage2.trainer import worker_stage1_config
 
     run = old / "stage1_run"
     ck = resolve_checkpoint(run)
@@ -102,7 +102,7 @@ def test_an_oracle_run_of_the_earlier_reward_layout_resumes_without_a_difference
     from rmtl.reward.kinds.oracle import OracleProgressConfig, OracleRewardConfig
     from rmtl.reward.shaping import ShapingConfig
     from rmtl.train.config import EARLIER_REWARD_FIELDS, Stage1Config, stage1_config
-    from rmtl.train.run_dir import CHECKPOINTS, LATEST, config_differences, open_run
+    from rmtl.train.run.run_dir import CHECKPOINTS, LATEST, config_differences, open_run
     from rmtl.train.stage1 import RESUME_FREE_FIELDS
 
     saved = yaml.safe_load(EARLIER_ORACLE_CONFIG.read_text())
@@ -166,7 +166,7 @@ def test_a_vlm_run_with_prompts_and_views_spelled_out_resumes_under_the_task_def
 
     from rmtl.tasks import get_task
     from rmtl.train.config import EARLIER_REWARD_FIELDS, Stage1Config, stage1_config
-    from rmtl.train.run_dir import config_differences
+    from rmtl.train.run.run_dir import config_differences
     from rmtl.train.stage1 import RESUME_FREE_FIELDS
 
     saved = yaml.safe_load(EARLIER_VLM_CONFIG.read_text())

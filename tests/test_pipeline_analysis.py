@@ -117,7 +117,7 @@ def test_bc_labels_store_resumes_without_duplicates(tmp_path):
     from pipeline.bc_labels import bc_labels
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
-    from rmtl.train.bc_data import read_bc_labels
+    from rmtl.train.stage2.bc_data import read_bc_labels
     from storage.dataset import DatasetStore
 
     path = tmp_path / "bc.zarr"

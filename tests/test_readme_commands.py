@@ -52,7 +52,7 @@ def run_layout(tmp_path, monkeypatch):
 
 
 def _reported_runs(root: Path) -> list[str]:
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
 
     return sorted(Path(r["run"]).name for r in read_csv(root / "data" / "reports" / "stage1" / "final_success.csv"))
 

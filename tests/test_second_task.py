@@ -197,8 +197,8 @@ def test_second_task_renders_embeds_caches_and_scores(task, store, random_tiny_v
 
 def test_second_task_trains_a_tiny_stage1_run(task, tmp_path):
     from rmtl.train.config import stage1_config
-    from rmtl.train.csv_log import read_csv
-    from rmtl.train.evaluate import load_checkpoint
+    from rmtl.train.run.csv_log import read_csv
+    from rmtl.train.eval.evaluate import load_checkpoint
     from rmtl.train.stage1 import train_stage1
 
     cfg = stage1_config("dense_reference", task="reach2d", n_envs=2, n_steps=16, batch_size=16, n_epochs=1,
@@ -259,7 +259,7 @@ class RewardCheck:
 
 def test_second_task_trains_on_its_vlm_reward(task, tmp_path, random_tiny_vlm):
     from rmtl.train.config import stage1_config
-    from rmtl.train.evaluate import load_checkpoint
+    from rmtl.train.eval.evaluate import load_checkpoint
     from rmtl.train.stage1 import train_stage1
 
     cfg = stage1_config("rmtl", task="reach2d", n_envs=2, n_steps=16, batch_size=16, n_epochs=1, total_timesteps=32,

@@ -27,8 +27,8 @@ from rmtl.train.config import (
     Stage1Config,
     stage1_config,
 )
-from rmtl.train.train_env import make_curriculum
-from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
+from rmtl.train.envs.train_env import make_curriculum
+from rmtl.train.envs.phase_observation import PHASE_KEY, PhaseObservation
 
 RULE = RulePhaseSelector(get_task().phases)
 """Pick-and-lift's phase rule (the distance rule), as training builds it from the task."""

@@ -1,6 +1,6 @@
 """Runs kept with the results: resume/ until the run finishes, best/ chosen on validation at each
 checkpoint, a run directory without checkpoints resumes from resume/ with the reward shaper's bounds
-and the normaliser as they were, and `rmtl eval` reads best/ (rmtl.train.committed)."""
+and the normaliser as they were, and `rmtl eval` reads best/ (rmtl.train.eval.committed)."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class StopAt:
 
 def test_resume_state_and_best_policy(tmp_path):
     from rmtl.reward.shaping import RewardShaper
-    from rmtl.train.artifacts import load_normalizer
+    from rmtl.train.run.artifacts import load_normalizer
     from rmtl.train.stage1 import train_stage1
 
     run = tmp_path / "run"
@@ -63,7 +63,7 @@ def test_resume_state_and_best_policy(tmp_path):
     # A new machine: the run directory without its checkpoints resumes from resume/.
     moved = tmp_path / "moved"
     shutil.copytree(run, moved, ignore=shutil.ignore_patterns("checkpoints"))
-    import rmtl.train.run_session as session_mod
+    import rmtl.train.run.session as session_mod
 
     restored = {}
     real, real_norm = session_mod.restore_reward_state, session_mod.restore_normalizer
@@ -105,13 +105,13 @@ def test_resume_state_and_best_policy(tmp_path):
     rows = (moved / "validation.csv").read_text().split()[1:]
     assert [r.split(",")[0] for r in rows] == ["32", "64", "96", "128"]
     # finished: the best and the final policy on the test seeds, in the schema the report reads
-    from rmtl.train.selection import TEST_SEED, load_selection
+    from rmtl.train.eval.selection import TEST_SEED, load_selection
 
     sel = load_selection(moved)
     assert sel["final"]["num_timesteps"] == 128 and sel["best"]["test"]["episodes"] == 4
     assert sel["best"]["test"]["seed"] == TEST_SEED and sel["best"]["checkpoint"] in {r.split(",")[-1] for r in rows}
     # rmtl eval on the run directory without checkpoints evaluates best/
-    from rmtl.train.evaluate import resolve_checkpoint
+    from rmtl.train.eval.evaluate import resolve_checkpoint
 
     shutil.rmtree(moved / "checkpoints")
     assert resolve_checkpoint(moved) == moved / "best"

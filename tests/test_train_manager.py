@@ -18,12 +18,12 @@ from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.tasks import get_task
 from rmtl.tasks.fetch_lift.state import CUBE_REL_POS, STATE_DIM
-from rmtl.train.manager.bc import bc_train
-from rmtl.train.manager.loss import reinforce_loss, smoothed_rule
-from rmtl.train.manager.network import ManagerNet
-from rmtl.train.manager.progress import ProgressSignal
-from rmtl.train.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
-from rmtl.train.wrappers import PhaseObservation
+from rmtl.train.stage2.manager.bc import bc_train
+from rmtl.train.stage2.manager.loss import reinforce_loss, smoothed_rule
+from rmtl.train.stage2.manager.network import ManagerNet
+from rmtl.train.stage2.manager.progress import ProgressSignal
+from rmtl.train.stage2.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
+from rmtl.train.envs.phase_observation import PhaseObservation
 
 RULE = RulePhaseSelector(get_task().phases)
 """Pick-and-lift's phase rule (the distance rule), as training builds it from the task."""

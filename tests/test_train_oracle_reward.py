@@ -69,7 +69,7 @@ def test_a_task_without_oracle_progress_is_refused_in_one_line():
     from rmtl.errors import ConfigError
     from rmtl.tasks import get_task
     from rmtl.train.config import stage1_config
-    from rmtl.train.train_env import build_train_env
+    from rmtl.train.envs.train_env import build_train_env
 
     task = dataclasses.replace(get_task(), name="no_oracle", oracle_progress=None)
     cfg = stage1_config("oracle_rmtl", n_envs=1, n_steps=64, vec_env="dummy")

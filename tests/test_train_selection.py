@@ -1,4 +1,4 @@
-"""Evaluation that survives PPO's swings (rmtl.train.selection): best checkpoint on validation
+"""Evaluation that survives PPO's swings (rmtl.train.eval.selection): best checkpoint on validation
 seeds reported on disjoint test seeds, the final one on the same test seeds, the mean of the
 last 5 periodic evaluations, and the report's table, on a tiny dense-reward run."""
 
@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from rmtl.errors import ConfigError
-from rmtl.train.selection import (
+from rmtl.train.eval.selection import (
     SEED_BLOCK,
     TEST_SEED,
     VALIDATION_SEED,
@@ -40,8 +40,8 @@ def test_seed_ranges_are_disjoint():
 
 
 def test_select_evaluates_every_checkpoint_and_tests_best_and_final(run):
-    from rmtl.train.evaluate import evaluate_checkpoint
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
+    from rmtl.train.run.csv_log import read_csv
 
     sel = select_checkpoint(run, validation_episodes=3, test_episodes=4)
     assert [v["checkpoint"] for v in sel["validation"]] == STEPS
@@ -75,7 +75,7 @@ def test_a_selection_without_stamps_is_evaluated_again(run):
 
 
 def test_best_is_the_highest_validation_rate_ties_to_the_later(run, monkeypatch):
-    import rmtl.train.evaluate as ev
+    import rmtl.train.eval.evaluate as ev
 
     rates = {"step_000000032": 0.2, "step_000000064": 0.6, "step_000000096": 0.6, "step_000000128": 0.1}
     calls = []
@@ -129,7 +129,7 @@ def test_report_table_and_cli(run, tmp_path):
     from typer.testing import CliRunner
 
     from rmtl.train.cli import report_cmd, train_app
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.report import stage1_report
 
     paths = stage1_report([run], tmp_path / "rep", select=True, validation_episodes=3, test_episodes=4)

@@ -85,8 +85,8 @@ def runs(tmp_path_factory, random_tiny_vlm):
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_variant_trains_checkpoints_and_evaluates(runs, variant):
-    from rmtl.train.evaluate import evaluate_checkpoint, load_checkpoint
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.eval.evaluate import evaluate_checkpoint, load_checkpoint
+    from rmtl.train.run.csv_log import read_csv
 
     d = runs[variant]
     n = smoke_steps(variant)
@@ -126,7 +126,7 @@ def test_variant_trains_checkpoints_and_evaluates(runs, variant):
 
 
 def test_evaluation_is_seeded(runs):
-    from rmtl.train.evaluate import evaluate_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
 
     a = evaluate_checkpoint(runs["rmtl"], episodes=2, seed=3)
     b = evaluate_checkpoint(runs["rmtl"], episodes=2, seed=3)
@@ -134,8 +134,8 @@ def test_evaluation_is_seeded(runs):
 
 
 def test_resume_continues_from_checkpoint(tmp_path):
-    from rmtl.train.evaluate import load_checkpoint
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.eval.evaluate import load_checkpoint
+    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
     d = train_stage1(small("dense_reference", tmp_path / "r", total_timesteps=96, checkpoint_every=64, eval_every=64))
@@ -156,7 +156,7 @@ def test_resume_continues_from_checkpoint(tmp_path):
 
 
 def test_report(runs, tmp_path):
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.report import stage1_report
 
     paths = stage1_report([runs[v] for v in ("rmtl", "single_prompt_multi_view", "dense_reference")], tmp_path / "rep")
@@ -206,12 +206,32 @@ def test_cli_commands(runs, tmp_path, capsys):
     assert "32 env steps" in capsys.readouterr().out
 
 
+def test_python_call_rounds_steps_up_to_whole_rollouts_as_the_cli_does(tmp_path, capsys):
+    """A Python call of train_stage1 gets the CLI's rounding to whole rollouts (Stage1Config's
+    validator) and its one line, once."""
+    from rmtl.cli import run
+    from rmtl.train.config import Stage1Config
+    from rmtl.train.stage1 import train_stage1
+
+    line = "--steps 40 rounds up to 64 env steps: PPO trains in whole rollouts of n_envs*n_steps = 2*16 = 32 steps"
+    d = train_stage1(small("dense_reference", tmp_path / "py", total_timesteps=40, eval_every=0, eval_episodes=1))
+    assert capsys.readouterr().out.count(line) == 1
+    args = ["train", "stage1", "--variant", "dense_reference", "--steps", "40", "--out", str(tmp_path / "cli"),
+            "--no-progress", "--set", "n_envs=2", "--set", "n_steps=16", "--set", "batch_size=16",
+            "--set", "eval_episodes=1", "--set", "vec_env=dummy", "--set", "env.max_episode_steps=16"]
+    assert run(args) == 0
+    assert capsys.readouterr().out.count(line) == 1
+    for run_dir in (d, tmp_path / "cli"):
+        assert json.loads((run_dir / "summary.json").read_text())["env_steps"] == 64
+        assert Stage1Config.from_yaml(run_dir / "config.yaml").total_timesteps == 64
+
+
 def test_cached_reward_path(random_tiny_vlm, tmp_path):
     """RMTL on the FAISS state cache (rmtl.reward.cached_source): lookups, misses rendered and appended."""
     from pipeline.embed import embed_store
     from pipeline.render import render_to_store
     from pipeline.rollout import RolloutConfig
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
     store = tmp_path / "s.zarr"
@@ -262,7 +282,7 @@ def test_normalised_run_checkpoints_statistics_as_json_and_refuses_pickles(tmp_p
     import pickle
 
     from rmtl.errors import ConfigError
-    from rmtl.train.evaluate import evaluate_checkpoint, load_checkpoint, resolve_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint, load_checkpoint, resolve_checkpoint
     from rmtl.train.stage1 import train_stage1
 
     kw = dict(total_timesteps=64, checkpoint_every=64, eval_every=64, normalize_observations=True)

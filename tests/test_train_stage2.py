@@ -39,7 +39,7 @@ def small_stage2(worker, out, **kw):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, random_tiny_vlm):
     from rmtl.train.stage1 import train_stage1
-    from rmtl.train.stage2 import train_stage2
+    from rmtl.train.stage2.trainer import train_stage2
 
     root = tmp_path_factory.mktemp("stage2")
     worker = train_stage1(small_stage1("rmtl", root / "worker"), vlm=random_tiny_vlm)
@@ -53,7 +53,7 @@ def _ck(run, step):
 
 
 def test_stage2_trains_checkpoints_and_logs(runs):
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
 
     d = runs["run"]
     assert (d / "config.yaml").is_file() and (d / "run.json").is_file() and any((d / "tb").iterdir())
@@ -77,8 +77,8 @@ def test_stage2_trains_checkpoints_and_logs(runs):
 
 
 def test_freeze_keeps_actor_bit_identical_then_trains_it(runs):
-    from rmtl.train.evaluate import load_checkpoint
-    from rmtl.train.worker_freeze import actor_parameters
+    from rmtl.train.eval.evaluate import load_checkpoint
+    from rmtl.train.stage2.worker_freeze import actor_parameters
 
     w, _, _ = load_checkpoint(runs["worker"])
     w_actor = dict(actor_parameters(w.policy))
@@ -96,8 +96,8 @@ def test_freeze_keeps_actor_bit_identical_then_trains_it(runs):
 
 def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm, tmp_path, capsys):
     from rmtl.cli import run
-    from rmtl.train.csv_log import read_csv
-    from rmtl.train.stage2 import train_stage2
+    from rmtl.train.run.csv_log import read_csv
+    from rmtl.train.stage2.trainer import train_stage2
 
     d = tmp_path / "copy"
     shutil.copytree(runs["run"], d)
@@ -120,10 +120,10 @@ def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
     from typer.testing import CliRunner
 
     from rmtl.cli import app
-    from rmtl.train.evaluate import load_checkpoint
-    from rmtl.train.csv_log import read_csv
-    from rmtl.train.manager_callback import load_manager
-    from rmtl.train.selector_eval import evaluate_selector
+    from rmtl.train.eval.evaluate import load_checkpoint
+    from rmtl.train.run.csv_log import read_csv
+    from rmtl.train.stage2.manager_callback import load_manager
+    from rmtl.train.stage2.selector_eval import evaluate_selector
 
     from rmtl.tasks.fetch_lift.env import EnvConfig
 
@@ -164,7 +164,7 @@ def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
 
 def test_single_prompt_worker_is_refused(tmp_path):
     """One phase (single prompt): nothing for a manager to choose; refused before anything is built."""
-    from rmtl.train.stage2 import worker_stage1_config
+    from rmtl.train.stage2.trainer import worker_stage1_config
 
     ck = tmp_path / "checkpoints" / "step_000000032"
     ck.mkdir(parents=True)

@@ -20,7 +20,7 @@ def _make(cfg):
 def test_workers_match_dummy_vec_env():
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from rmtl.train.vec_env import ProcessGroupVecEnv
+    from rmtl.train.envs.process_group import ProcessGroupVecEnv
 
     cfg = EnvConfig(max_episode_steps=5, difficulty=0.3)
     make = functools.partial(_make, cfg)
@@ -76,7 +76,7 @@ class _EnvironmentProbe(gym.Env):
 
 def test_worker_thread_pools_and_rasteriser():
     from rmtl.env.threads import worker_thread_env
-    from rmtl.train.vec_env import ProcessGroupVecEnv
+    from rmtl.train.envs.process_group import ProcessGroupVecEnv
 
     # the rasteriser's helper threads are the worker's threads less the one that calls it
     assert worker_thread_env(1)["LP_NUM_THREADS"] == "0"

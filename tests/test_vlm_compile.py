@@ -50,7 +50,7 @@ def test_a_tower_that_cannot_compile_fails_at_load_with_one_line(monkeypatch):
 
 def test_stage1_compiles_an_injected_model_when_its_config_says_so(monkeypatch, tmp_path):
     from rmtl.train import stage1_config
-    from rmtl.train.train_env import build_train_env
+    from rmtl.train.envs.train_env import build_train_env
     from rmtl.vlm.testing import tiny_vlm
 
     calls = []

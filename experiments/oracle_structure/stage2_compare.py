@@ -26,12 +26,12 @@ import json
 from pathlib import Path
 
 from rmtl.tasks.fetch_lift.env import EnvConfig
-from rmtl.train.evaluate import checkpoint_task, load_checkpoint
-from rmtl.train.manager_callback import load_manager
+from rmtl.train.eval.evaluate import checkpoint_task, load_checkpoint
+from rmtl.train.stage2.manager_callback import load_manager
 from rmtl.train.report import PAPER_AGREEMENT, PAPER_FIG7
-from rmtl.train.run_dir import latest_checkpoint
-from rmtl.train.selection import TEST_SEED
-from rmtl.train.selector_eval import evaluate_selector
+from rmtl.train.run.run_dir import latest_checkpoint
+from rmtl.train.eval.selection import TEST_SEED
+from rmtl.train.stage2.selector_eval import evaluate_selector
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "results" / "oracle_structure"

@@ -14,10 +14,10 @@ import json
 import math
 from pathlib import Path
 
-from rmtl.train.committed import select_kept_run
-from rmtl.train.csv_log import read_csv
-from rmtl.train.run_dir import latest_checkpoint
-from rmtl.train.selection import last_evaluations, load_selection
+from rmtl.train.eval.committed import select_kept_run
+from rmtl.train.run.csv_log import read_csv
+from rmtl.train.run.run_dir import latest_checkpoint
+from rmtl.train.eval.selection import last_evaluations, load_selection
 
 HERE = Path(__file__).resolve().parents[2] / "results" / "oracle_structure"
 """Where the kept runs are and where the tables go."""

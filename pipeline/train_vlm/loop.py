@@ -171,7 +171,7 @@ def plain(obj):
 def load_checkpoint(path: str | Path, device="cpu") -> dict:
     """The resume state in ``checkpoint.pt``, loaded with ``weights_only=True``: tensors and
     plain Python values only, so loading a checkpoint never runs code from it."""
-    from rmtl.train.artifacts import load_torch_state
+    from rmtl.train.run.artifacts import load_torch_state
 
     return load_torch_state(path, "VLM training checkpoint", "delete it to train from the start, or choose "
                             "another --out", map_location=device)

@@ -1,15 +1,12 @@
-"""SB3 callbacks of the Stage-1 learner: curriculum, logging, periodic evaluation, checkpoints.
+"""SB3 callbacks of both learners: curriculum, logging, periodic evaluation.
 
-They hook into SB3's own PPO loop (no fork of it). Everything a resumed run needs is
-in a checkpoint directory: ``model.zip``, ``curriculum.json`` (curriculum state and the
-per-level statistics), ``vecnormalize.json`` when observations are normalised (JSON, never a pickle), and
-``meta.json`` (step count and the run's config).
+They hook into SB3's own PPO loop (no fork of it). The checkpoint callback is the run
+session's (rmtl.train.run.checkpoints): only the session saves and restores.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from collections import deque
 from pathlib import Path
@@ -20,9 +17,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.env.curriculum import ReverseCurriculum
 from rmtl.reward.vec_env import REWARD_INFO
-from rmtl.train.csv_log import append_csv
-from rmtl.train.run_dir import CHECKPOINTS, LATEST
-from rmtl.train.timing import Timings
+from rmtl.train.run.csv_log import append_csv
+from rmtl.train.run.timing import Timings
 
 
 
@@ -253,6 +249,15 @@ class PeriodicEvalCallback(BaseCallback):
             self._next = (self.num_timesteps // self.every + 1) * self.every
         return True
 
+    def evaluate_final(self, model: Any) -> Any:
+        """Evaluate ``model`` at the end of training, unless this callback already did at its step
+        (None then)."""
+        if self.last_eval_step == int(model.num_timesteps):
+            return None
+        if self.model is None:  # training never started (e.g. a resumed run already at its total)
+            self.init_callback(model)
+        return self.run_eval()
+
     def run_eval(self) -> Any:
         t0 = time.perf_counter()
         self.num_timesteps = int(self.model.num_timesteps)
@@ -270,80 +275,3 @@ class PeriodicEvalCallback(BaseCallback):
         if self.verbose:
             print(f"eval at {self.num_timesteps}: {res}")
         return res
-
-
-REWARD_STATE = "reward_state.json"
-"""The reward shaper's running statistics in a checkpoint."""
-
-
-def save_checkpoint(run_dir: Path, model: Any, curriculum_cb: CurriculumCallback | None, meta: dict[str, Any],
-                    normalizer: Any = None, shaper: Any = None) -> Path:
-    """Write ``checkpoints/step_<N>/`` and point ``checkpoints/latest.txt`` at it (written last)."""
-    step = int(model.num_timesteps)
-    root = Path(run_dir) / CHECKPOINTS
-    ck = root / f"step_{step:09d}"
-    ck.mkdir(parents=True, exist_ok=True)
-    model.save(ck / "model.zip")
-    if curriculum_cb is not None:
-        (ck / "curriculum.json").write_text(json.dumps(curriculum_cb.state_dict(), indent=1))
-    if normalizer is not None:
-        from rmtl.train.artifacts import save_normalizer
-
-        save_normalizer(normalizer, ck)  # JSON, never a pickle (rmtl.train.artifacts)
-    if shaper is not None:
-        (ck / REWARD_STATE).write_text(json.dumps(shaper.state_dict()))
-    (ck / "meta.json").write_text(json.dumps({**meta, "num_timesteps": step,
-                                               "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1, default=str))
-    tmp = root / (LATEST + ".tmp")
-    tmp.write_text(ck.name)
-    tmp.replace(root / LATEST)
-    return ck
-
-
-class CheckpointCallback(BaseCallback):
-    """Saves a checkpoint every ``every`` env steps via :func:`save_checkpoint`.
-
-    It saves at the start of a rollout, i.e. *after* the PPO update (and any other
-    per-rollout update) of the rollout that crossed the threshold, so checkpoint
-    ``step_N`` holds everything learnt from the first N env steps.
-    """
-
-    def __init__(self, run_dir: str | Path, every: int, curriculum_cb: CurriculumCallback | None,
-                 meta: dict[str, Any], normalizer: Any = None, on_save: Callable[[Path], None] | None = None,
-                 after_save: Callable[[Path], None] | None = None, shaper: Any = None, verbose: int = 0):
-        super().__init__(verbose)
-        self.run_dir = Path(run_dir)
-        self.every = int(every)
-        self.curriculum_cb = curriculum_cb
-        self.meta = meta
-        self.normalizer = normalizer
-        self.on_save = on_save
-        self.after_save = after_save
-        self.shaper = shaper
-        """The reward shaper whose running bounds are checkpointed (None: nothing to keep)."""
-        """Called with the written checkpoint directory (e.g. to keep resume state and the best policy)."""
-        self.last_saved: int | None = None
-        self._next: int | None = None
-
-    def _on_training_start(self) -> None:
-        self._next = (self.num_timesteps // self.every + 1) * self.every
-
-    def _on_step(self) -> bool:
-        return True
-
-    def _on_rollout_start(self) -> None:
-        steps = int(self.model.num_timesteps)
-        if self._next is not None and steps >= self._next and self.last_saved != steps:
-            self.save()
-            self._next = (steps // self.every + 1) * self.every
-
-    def save(self) -> Path:
-        if self.on_save is not None:
-            self.on_save(self.run_dir)
-        ck = save_checkpoint(self.run_dir, self.model, self.curriculum_cb, self.meta, self.normalizer, self.shaper)
-        self.last_saved = int(self.model.num_timesteps)
-        if self.after_save is not None:
-            self.after_save(ck)
-        if self.verbose:
-            print(f"checkpoint {ck}")
-        return ck

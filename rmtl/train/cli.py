@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -57,62 +56,12 @@ def stage1_command():
     return config_command(Stage1Config, run_stage1, aliases=aliases, extra=_train_extras(), build=build)
 
 
-def check_learner_options(cfg: Any) -> None:
-    """Values the config accepts but the learner would misuse or fail on deep inside torch or
-    SB3 (one line each): hidden sizes and thread counts below 1, a device this machine lacks."""
-    for name in ("net_arch_pi", "net_arch_vf"):
-        sizes = getattr(cfg, name, None)
-        if sizes is not None and any(int(n) < 1 for n in sizes):
-            shown = ",".join(map(str, sizes))
-            raise ConfigError(f"--{name.replace('_', '-')} {shown}: hidden layer sizes must be at least 1 "
-                              f"(e.g. --{name.replace('_', '-')} 256,256)")
-    threads = getattr(cfg, "torch_threads", None)
-    if threads is not None and threads < 1:
-        raise ConfigError(f"--torch-threads {threads}: give at least 1 thread, or leave it out for torch's default")
-    device = str(getattr(cfg, "device", "cpu"))
-    if device in ("cpu", "auto"):
-        return
-    if device.split(":")[0] == "cuda" and sys.platform.startswith("linux") and not any(
-            Path(node).exists() for node in ("/dev/nvidiactl", "/dev/dxg")):  # the driver's nodes (dxg: WSL2)
-        # No NVIDIA driver device node, so no CUDA device: said without the seconds torch takes to import.
-        raise ConfigError(f"--device {device}: this machine has no NVIDIA driver (no /dev/nvidiactl), so no CUDA "
-                          f"device; use --device cpu (or auto)")
-    import torch  # training imports it anyway; checked here, before the reward model loads
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"--device {device!r} is not a torch device; use cpu, auto or cuda") from None
-    if dev.type == "cuda":
-        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if n == 0:
-            raise ConfigError(f"--device {device}: torch finds no CUDA device on this machine; use --device cpu "
-                              f"(or auto)")
-        if dev.index is not None and dev.index >= n:
-            raise ConfigError(f"--device {device}: this machine has {n} CUDA device(s), cuda:0..cuda:{n - 1}")
-
-
-def whole_rollouts(cfg: Any) -> Any:
-    """``cfg`` with ``total_timesteps`` rounded up to whole rollouts of n_envs * n_steps env
-    steps (PPO collects whole rollouts, so it trains that many anyway), saying so in one line."""
-    n_envs, n_steps = int(getattr(cfg, "n_envs", 0) or 0), int(getattr(cfg, "n_steps", 0) or 0)
-    rollout, steps = n_envs * n_steps, int(cfg.total_timesteps)
-    if not rollout or steps % rollout == 0:
-        return cfg
-    rounded = -(-steps // rollout) * rollout
-    typer.echo(f"--steps {steps} rounds up to {rounded} env steps: PPO trains in whole rollouts of "
-               f"n_envs*n_steps = {n_envs}*{n_steps} = {rollout} steps")
-    return cfg.replace(total_timesteps=rounded)
-
-
 def run_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints.
     --steps rounds up to whole rollouts of n_envs * n_steps env steps."""
-    check_learner_options(cfg)
     from rmtl.train.stage1 import train_stage1
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
-    cfg = whole_rollouts(cfg)
     run = train_stage1(cfg, resume=not fresh, verbose=int(verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
@@ -139,8 +88,8 @@ class EvalConfig(Config):
 
 def evaluate(cfg: EvalConfig) -> None:
     """Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."""
-    from rmtl.train.artifacts import normalizer_stats
-    from rmtl.train.run_dir import check_model_file, checkpoint_meta, resolve_checkpoint
+    from rmtl.train.run.artifacts import normalizer_stats
+    from rmtl.train.run.run_dir import check_model_file, checkpoint_meta, resolve_checkpoint
 
     ck = resolve_checkpoint(cfg.checkpoint)
     # A wrong path or a damaged checkpoint fails before MuJoCo and torch load.
@@ -151,7 +100,7 @@ def evaluate(cfg: EvalConfig) -> None:
     if out is not None:
         check_output_file(out, "--out")
     from rmtl.provenance import portable_values
-    from rmtl.train.evaluate import evaluate_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
 
     res = evaluate_checkpoint(cfg.checkpoint, cfg.episodes, cfg.seed, deterministic=not cfg.stochastic)
     if out is not None:
@@ -251,7 +200,7 @@ class SelectConfig(Config):
 
 def select(cfg: SelectConfig) -> None:
     """Best checkpoint on validation seeds, it and the final one on test seeds, mean of the last 5 evaluations."""
-    from rmtl.train.run_dir import checkpoint_meta
+    from rmtl.train.run.run_dir import checkpoint_meta
 
     run = Path(cfg.run)
     if run.is_file():
@@ -261,7 +210,7 @@ def select(cfg: SelectConfig) -> None:
         raise ConfigError(f"run directory {run} does not exist; pass a directory written by rmtl train stage1")
     for ck in sorted(run.glob("checkpoints/step_*")):
         checkpoint_meta(ck)
-    from rmtl.train.selection import SELECTION_FILE, select_checkpoint
+    from rmtl.train.eval.selection import SELECTION_FILE, select_checkpoint
 
     sel = select_checkpoint(Path(cfg.run), cfg.validation_episodes, cfg.test_episodes, verbose=True)
     best, final, last = sel["best"], sel["final"], sel["last_periodic"]
@@ -286,11 +235,10 @@ def stage2_command():
 
 def run_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
-    check_learner_options(cfg)
-    from rmtl.train.run_dir import checkpoint_meta, resolve_checkpoint
+    from rmtl.train.run.run_dir import checkpoint_meta, resolve_checkpoint
 
     checkpoint_meta(resolve_checkpoint(cfg.worker))  # a damaged worker checkpoint fails before torch loads
-    from rmtl.train.stage2 import train_stage2
+    from rmtl.train.stage2.trainer import train_stage2
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
     run = train_stage2(cfg, resume=not fresh, verbose=int(verbose))
@@ -338,7 +286,7 @@ train_app.command("stage2-report", hidden=True)(config_command(Stage2ReportAlias
 def _check_stage2_run(run: Path) -> None:
     """A Stage-2 run directory or checkpoint, with the files the report reads (one line if not)."""
     from rmtl.errors import ConfigError
-    from rmtl.train.evaluate import resolve_checkpoint
+    from rmtl.train.eval.evaluate import resolve_checkpoint
 
     ck = resolve_checkpoint(run)
     fix = "pass a run directory (or checkpoint) written by rmtl train stage2"

@@ -8,10 +8,11 @@ same code as RMTL.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, Field, SerializeAsAny, field_validator, model_validator
+from pydantic import BaseModel, Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
 
 from rmtl.config import Config, deep_merge
 from rmtl.default_model import DEFAULT_MODEL
@@ -28,6 +29,45 @@ from rmtl.train.variants import VARIANT_REGISTRY, VARIANTS, Variant, variant_nam
 
 FINAL_STAGE_RANGE: tuple[float, float] = (PAPER_STAGES[-1].d_min, PAPER_STAGES[-1].d_max)
 """Difficulty range of the final (fully random) curriculum stage; evaluation always uses it."""
+
+
+def check_learner_values(cfg: Any) -> None:
+    """Values a config's fields accept but the learner would misuse or fail on deep inside torch or
+    SB3 (one line each): hidden sizes and thread counts below 1."""
+    for name in ("net_arch_pi", "net_arch_vf"):
+        sizes = getattr(cfg, name, None)
+        if sizes is not None and any(int(n) < 1 for n in sizes):
+            flag, shown = "--" + name.replace("_", "-"), ",".join(map(str, sizes))
+            raise ValueError(f"{flag} {shown}: hidden layer sizes must be at least 1 (e.g. {flag} 256,256)")
+    threads = getattr(cfg, "torch_threads", None)
+    if threads is not None and threads < 1:
+        raise ValueError(f"--torch-threads {threads}: give at least 1 thread, or leave it out for torch's default")
+
+
+def check_device(device: str) -> None:
+    """A device this machine has, or one line saying why not. Checked where training starts, not by
+    the configs: a saved config names the device it was trained on, and must load on any machine."""
+    device = str(device)
+    if device in ("cpu", "auto"):
+        return
+    if device.split(":")[0] == "cuda" and sys.platform.startswith("linux") and not any(
+            Path(node).exists() for node in ("/dev/nvidiactl", "/dev/dxg")):  # the driver's nodes (dxg: WSL2)
+        # No NVIDIA driver device node, so no CUDA device: said without the seconds torch takes to import.
+        raise ConfigError(f"--device {device}: this machine has no NVIDIA driver (no /dev/nvidiactl), so no CUDA "
+                          f"device; use --device cpu (or auto)")
+    import torch  # training imports it anyway; checked before the reward model loads
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"--device {device!r} is not a torch device; use cpu, auto or cuda") from None
+    if dev.type == "cuda":
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ConfigError(f"--device {device}: torch finds no CUDA device on this machine; use --device cpu "
+                              f"(or auto)")
+        if dev.index is not None and dev.index >= n:
+            raise ConfigError(f"--device {device}: this machine has {n} CUDA device(s), cuda:0..cuda:{n - 1}")
 
 
 class CacheConfig(Config):
@@ -106,7 +146,7 @@ class Stage1Config(Config):
 
     # ---------------------------------------------------------------- run management
     vec_env: Literal["workers", "dummy", "subproc"] = "workers"
-    """'workers': the sub-envs step and render in ``workers`` processes (rmtl.train.vec_env);
+    """'workers': the sub-envs step and render in ``workers`` processes (rmtl.train.envs.process_group);
     'dummy': all in the learner process; 'subproc': SB3's one process per env."""
     workers: int | None = Field(None, ge=1)
     """Worker processes for vec_env='workers'; None: one per available core (at most n_envs)."""
@@ -123,13 +163,16 @@ class Stage1Config(Config):
     output_dir: str | None = None
     """Run directory; None: <data dir>/runs/stage1/<variant>_s<seed>."""
     keep_results: bool = False
-    """Keep what survives a stop and a new machine in the run directory (rmtl.train.committed): the
+    """Keep what survives a stop and a new machine in the run directory (rmtl.train.eval.committed): the
     newest checkpoint as ``resume/`` until the run finishes, and the best policy on the validation
     seeds, chosen at each checkpoint, as ``best/`` (for a run directory under results/)."""
     validation_episodes: int = Field(100, ge=1)
     """Validation-seed episodes per checkpoint when ``keep_results`` chooses the best policy."""
     test_episodes: int = Field(200, ge=1)
     """Test-seed episodes of the best and the final policy when a ``keep_results`` run finishes."""
+
+    _requested_timesteps: int | None = PrivateAttr(None)
+    """``total_timesteps`` as given when the validator rounded it up (None: it was whole rollouts)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -164,7 +207,38 @@ class Stage1Config(Config):
             raise ValueError(
                 f"a rollout of n_envs*n_steps={self.n_envs * self.n_steps} steps is smaller than batch_size={self.batch_size}"
             )
+        check_learner_values(self)
+        rollout = self.n_envs * self.n_steps
+        if self.total_timesteps % rollout:
+            # PPO collects whole rollouts, so it trains this many anyway (train_stage1 says so, once).
+            self._requested_timesteps = self.total_timesteps
+            object.__setattr__(self, "total_timesteps", -(-self.total_timesteps // rollout) * rollout)  # frozen model
         return self
+
+    @property
+    def requested_timesteps(self) -> int:
+        """``total_timesteps`` as given, before the rounding up to whole rollouts."""
+        return self._requested_timesteps if self._requested_timesteps is not None else self.total_timesteps
+
+    def rounding_note(self) -> str | None:
+        """One line saying that ``total_timesteps`` was rounded up to whole rollouts (None: it was not)."""
+        if self._requested_timesteps is None:
+            return None
+        return (f"--steps {self._requested_timesteps} rounds up to {self.total_timesteps} env steps: PPO trains in "
+                f"whole rollouts of n_envs*n_steps = {self.n_envs}*{self.n_steps} = {self.n_envs * self.n_steps} steps")
+
+    def __eq__(self, other: object) -> bool:
+        """Equal fields are equal configs: a saved config reloads equal to the one that rounded its steps."""
+        if not isinstance(other, Stage1Config):
+            return NotImplemented
+        return type(self) is type(other) and self.__dict__ == other.__dict__
+
+    __hash__ = Config.__hash__
+
+    def replace(self, **changes: Any) -> "Stage1Config":
+        """A validated copy with some fields changed; steps are rounded from the requested count again
+        (a changed rollout size must not round an earlier rounding)."""
+        return super().replace(**{"total_timesteps": self.requested_timesteps, **changes})
 
     def run_dir(self, data_dir: str | Path | None = None) -> Path:
         """Where this run writes (``output_dir`` or the default under the data directory)."""
@@ -261,10 +335,9 @@ def stage1_config(variant: str = "rmtl", base: Stage1Config | Mapping[str, Any] 
     """
     if variant not in VARIANTS:
         raise ConfigError(f"unknown Stage-1 variant {variant!r}; choose from {', '.join(VARIANTS)}")
-    if isinstance(base, Stage1Config):
-        data = base.model_dump()
-    else:
-        data = Stage1Config.make(**dict(base or {})).model_dump()
+    base = base if isinstance(base, Stage1Config) else Stage1Config.make(**dict(base or {}))
+    # The requested steps, not the base's rounding: the variant or the overrides may change the rollout.
+    data = {**base.model_dump(), "total_timesteps": base.requested_timesteps}
     data = merge_stage1(data, VARIANTS[variant])
     data["variant"] = variant
     data = merge_stage1(data, overrides)
@@ -353,6 +426,11 @@ class Stage2Config(Config):
     device: str = "cpu"
     output_dir: str | None = None
     """Run directory; None: <data dir>/runs/stage2/<worker run name>_s<seed>."""
+
+    @model_validator(mode="after")
+    def _check(self) -> "Stage2Config":
+        check_learner_values(self)
+        return self
 
     def run_dir(self, data_dir: str | Path | None = None) -> Path:
         if self.output_dir:

@@ -12,7 +12,7 @@
 - ``final_success.csv/.md``: last evaluation of every run (steps, rate, CI, wall time);
 - ``success_table.csv/.md``: per run, the final checkpoint and the best checkpoint on
   validation seeds, both on the test seeds, and the mean of the last 5 periodic
-  evaluations, each with a 95% CI (rmtl.train.selection; with ``select`` the selection
+  evaluations, each with a 95% CI (rmtl.train.eval.selection; with ``select`` the selection
   is computed or brought up to date, else read from each run's ``selection.json``). A run
   directory with no checkpoints (only its logs, as kept in results/) gets the last-5 mean only.
 """
@@ -29,7 +29,7 @@ import yaml
 
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_path, recorded_path
-from rmtl.train.csv_log import read_csv, write_csv
+from rmtl.train.run.csv_log import read_csv, write_csv
 
 
 class RunSkipped(ConfigError):
@@ -290,7 +290,7 @@ def _ci(rate: Any, lo: Any, hi: Any) -> str:
 def success_table(runs: Sequence[dict[str, Any]], out: Path, *, select: bool, validation_episodes: int,
                   test_episodes: int) -> dict[str, Path]:
     """``success_table.csv/.md``: final and best-on-validation (both on test seeds) and last-5 success per run."""
-    from rmtl.train.selection import LAST_N, find_checkpoints, last_evaluations, load_selection, select_checkpoint
+    from rmtl.train.eval.selection import LAST_N, find_checkpoints, last_evaluations, load_selection, select_checkpoint
 
     rows = []
     logs_only = False
@@ -373,9 +373,9 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
     from matplotlib.figure import Figure
 
     from rmtl.tasks.fetch_lift.env import EnvConfig
-    from rmtl.train.evaluate import checkpoint_task, load_checkpoint, resolve_checkpoint
-    from rmtl.train.manager_callback import load_manager
-    from rmtl.train.selector_eval import evaluate_selector
+    from rmtl.train.eval.evaluate import checkpoint_task, load_checkpoint, resolve_checkpoint
+    from rmtl.train.stage2.manager_callback import load_manager
+    from rmtl.train.stage2.selector_eval import evaluate_selector
 
     d = Path(run_dir)
     ck = resolve_checkpoint(d)

@@ -1,11 +1,11 @@
 """Stage 1 (paper section 3.5, Table 1): the PPO worker on the phased multi-view VLM reward.
 
 ``train_stage1(config) -> run dir``. The loop is SB3's PPO; everything RMTL adds is a
-vec-env wrapper (reward, phase one-hot; the stack: rmtl.train.train_env) or a callback
+vec-env wrapper (reward, phase one-hot; the stack: rmtl.train.envs.train_env) or a callback
 (curriculum, logging, evaluation, checkpoints).
 
-Run directory (see docs/stage1.md; handling shared with Stage 2: rmtl.train.run_dir, and the
-session around ``learn``: rmtl.train.run_session):
+Run directory (see docs/stage1.md; handling shared with Stage 2: rmtl.train.run.run_dir, and the
+session around ``learn``, which alone saves and restores checkpoints: rmtl.train.run.session):
 ``config.yaml``, ``run.json`` (+ ``run_resume_<step>.json``), ``progress_<start step>.csv``,
 ``tb/``, ``eval.csv``, ``curriculum.csv``, ``checkpoints/step_<N>/``, ``checkpoints/latest.txt``,
 ``summary.json``.
@@ -20,14 +20,14 @@ from typing import Any
 
 from rmtl.reward.config import RewardConfig
 from rmtl.task import Task
-from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
-from rmtl.train.config import Stage1Config
-from rmtl.train.csv_log import read_csv
-from rmtl.train.evaluate import evaluate_policy_success
-from rmtl.train.run_dir import open_run
-from rmtl.train.run_session import RunSession
-from rmtl.train.timing import Timings
-from rmtl.train.train_env import SourceFactory, build_train_env, make_curriculum, task_of, task_reward_config
+from rmtl.train.callbacks import CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
+from rmtl.train.config import Stage1Config, check_device
+from rmtl.train.run.csv_log import read_csv
+from rmtl.train.eval.evaluate import evaluate_policy_success
+from rmtl.train.run.run_dir import open_run
+from rmtl.train.run.session import RunSession
+from rmtl.train.run.timing import Timings
+from rmtl.train.envs.train_env import SourceFactory, build_train_env, make_curriculum, task_of, task_reward_config
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device",
@@ -59,13 +59,17 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     With ``resume`` and a checkpoint in the run directory, training continues from the
     latest checkpoint (model, optimiser, step count, curriculum state, VecNormalize) up
     to ``config.total_timesteps``; CSV rows written after that checkpoint are dropped.
-    Resumed runs are not bit-identical to uninterrupted ones (env states and RNG
+    ``config.total_timesteps`` is already rounded up to whole rollouts (:class:`Stage1Config`); a
+    rounded count is said in one line here. Resumed runs are not bit-identical to uninterrupted ones (env states and RNG
     streams are reseeded with ``seed + step``). ``vlm``/``source``/``source_factory``
     replace the model loaded from ``config.reward.model`` and the reward's embedding
     source (tests, the cached reward path); ``callbacks`` are extra SB3 callbacks. ``task``
     trains another task (its env, curriculum, phase rule, dense reference reward and micro-task
-    prompts; :func:`rmtl.train.train_env.build_train_env`) instead of pick-and-lift.
+    prompts; :func:`rmtl.train.envs.train_env.build_train_env`) instead of pick-and-lift.
     """
+    check_device(config.device)  # before the reward model loads
+    if config.rounding_note():
+        print(config.rounding_note())
     import torch
     from stable_baselines3 import PPO
 
@@ -113,20 +117,17 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
 
         def after_save(ck: Path) -> None:
             if config.keep_results:
-                from rmtl.train.committed import keep_resume_state, validate_and_keep_best
+                from rmtl.train.eval.committed import keep_resume_state, validate_and_keep_best
 
                 keep_resume_state(run_dir, ck)
                 validate_and_keep_best(run_dir, ck, config.validation_episodes, device=config.device)
 
-        ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
-                                     on_save=before_save, after_save=after_save, shaper=env.reward_env.shaper,
-                                     verbose=verbose)
-        steps, final = session.learn(model, [curriculum_cb, stats_cb, eval_cb, ckpt_cb, *callbacks], ckpt_cb=ckpt_cb,
-                                     eval_cb=eval_cb, curriculum_cb=curriculum_cb, meta=meta, before_save=before_save)
+        ckpt_cb = session.checkpoint_callback(curriculum_cb, meta, before_save=before_save, after_save=after_save)
+        steps, final = session.learn(model, [curriculum_cb, stats_cb, eval_cb, ckpt_cb, *callbacks], eval_cb=eval_cb)
         _write_summary(run_dir, config, steps, session.wall_seconds(), final, curriculum_cb, timings, stats_fn)
         if config.keep_results and steps >= config.total_timesteps:
-            from rmtl.train.committed import drop_resume_state, select_kept_run
-            from rmtl.train.run_dir import latest_checkpoint
+            from rmtl.train.eval.committed import drop_resume_state, select_kept_run
+            from rmtl.train.run.run_dir import latest_checkpoint
 
             select_kept_run(run_dir, latest_checkpoint(run_dir), config.test_episodes, device=config.device)
             drop_resume_state(run_dir)

@@ -358,7 +358,7 @@ def train_run(variant: str, seed: int, overrides: Mapping[str, Any] | None = Non
     if is_finished(run_dir, cfg.total_timesteps):
         return {"run_dir": str(run_dir), "status": "finished", "env_steps": _env_steps(run_dir)}
     with RunLock(run_dir, stale_seconds, flow_run_id=flow_run_id):
-        from rmtl.train.run_dir import latest_checkpoint, resume_checkpoint
+        from rmtl.train.run.run_dir import latest_checkpoint, resume_checkpoint
 
         ck = latest_checkpoint(run_dir) or resume_checkpoint(run_dir)
         start = json.loads((ck / "meta.json").read_text()).get("num_timesteps", 0) if ck else 0

@@ -50,7 +50,7 @@ rm -rf "$t"
 python3 -c "
 import sys
 from pathlib import Path
-from rmtl.train.committed import write_policy
+from rmtl.train.eval.committed import write_policy
 for ck in sorted(Path(sys.argv[1]).glob('step_*')):
     write_policy(ck, Path('.dev/pixel') / ck.name, 'cpu')" "$ckpts"
 du -sh .gl .dev

@@ -9,13 +9,13 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.errors import ConfigError
-from rmtl.train.artifacts import load_torch_state
+from rmtl.train.run.artifacts import load_torch_state
 from rmtl.train.config import Stage2Config
-from rmtl.train.csv_log import append_csv
-from rmtl.train.evaluate import resolve_checkpoint
-from rmtl.train.manager.loss import reinforce_loss, segments_batch
-from rmtl.train.manager.network import ManagerNet
-from rmtl.train.manager.vec_env_hooks import ManagerController
+from rmtl.train.run.csv_log import append_csv
+from rmtl.train.eval.evaluate import resolve_checkpoint
+from rmtl.train.stage2.manager.loss import reinforce_loss, segments_batch
+from rmtl.train.stage2.manager.network import ManagerNet
+from rmtl.train.stage2.manager.vec_env_hooks import ManagerController
 
 MANAGER_FILE = "manager.pt"
 """The manager's file in a Stage-2 checkpoint directory."""

@@ -20,8 +20,8 @@ from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
 from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.task import Task
 from rmtl.train.config import Stage1Config
-from rmtl.train.timing import SimTimer, TimedSource, Timings
-from rmtl.train.wrappers import PHASE_KEY, PhaseObservation
+from rmtl.train.run.timing import SimTimer, TimedSource, Timings
+from rmtl.train.envs.phase_observation import PHASE_KEY, PhaseObservation
 
 SourceFactory = Callable[[Stage1Config, Any], Any]
 """(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
@@ -140,7 +140,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     needs_frames = get_kind(config.reward.kind).needs_frames
     make = functools.partial(_make_env, config.env, needs_frames, task)
     if config.vec_env == "workers":
-        from rmtl.train.vec_env import ProcessGroupVecEnv
+        from rmtl.train.envs.process_group import ProcessGroupVecEnv
 
         raw = ProcessGroupVecEnv([make] * config.n_envs, config.workers, config.worker_threads)
     else:

@@ -6,13 +6,13 @@ from typing import Any
 
 from rmtl.reward.kinds.dense import DenseRewardConfig
 from rmtl.train.config import Stage1Config
-from rmtl.train.manager.progress import ProgressSignal
-from rmtl.train.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
-from rmtl.train.train_env import EnvHooks, build_train_env, task_of
+from rmtl.train.stage2.manager.progress import ProgressSignal
+from rmtl.train.stage2.manager.vec_env_hooks import ManagerController, ManagerDecide, ManagerSegments
+from rmtl.train.envs.train_env import EnvHooks, build_train_env, task_of
 
 
 def build_stage2_env(s1: Stage1Config, controller: ManagerController, **kwargs: Any):
-    """The Stage-1 stack of :func:`rmtl.train.train_env.build_train_env` with the controller's selector
+    """The Stage-1 stack of :func:`rmtl.train.envs.train_env.build_train_env` with the controller's selector
     driving both the reward and the phase one-hot, its decisions below the reward and its segment
     bookkeeping above the phase one-hot. The progress signal is the one the worker's reward kind names."""
     hooks = EnvHooks(below_reward=lambda venv: ManagerDecide(venv, controller),

@@ -3,7 +3,7 @@
 ``train_stage2(config) -> run dir``. The worker is SB3's PPO loaded from a Stage-1
 checkpoint; everything Stage 2 adds is a vec-env hook or a callback:
 
-    Stage-1 stack (rmtl.train.train_env.build_train_env), with
+    Stage-1 stack (rmtl.train.envs.train_env.build_train_env), with
       ManagerDecide    inserted directly below the reward wrapper (decisions every H steps)
       ManagerSegments  inserted directly above PhaseObservation (segments, episode-start decisions)
       one ExternalPhaseSelector driving both the reward's prompt and the phase one-hot
@@ -11,11 +11,11 @@ checkpoint; everything Stage 2 adds is a vec-env hook or a callback:
     ManagerCallback        REINFORCE update of the manager after every PPO rollout
 
 Before RL the manager is warm-started by BC on rule labels (a bc-labels store, or the
-worker rolled out with the rule: :func:`rmtl.train.bc_data.worker_rule_rollouts`).
+worker rolled out with the rule: :func:`rmtl.train.stage2.bc_data.worker_rule_rollouts`).
 
-The parts live beside this module: rmtl.train.stage2_env (the stack), worker_freeze,
-manager_callback, bc_data, selector_eval; run-directory handling is rmtl.train.run_dir's, and the
-session around SB3's learn (resume, logger, eval env, final checkpoint) is rmtl.train.run_session's,
+The parts live beside this module: rmtl.train.stage2.manager_env (the stack), worker_freeze,
+manager_callback, bc_data, selector_eval; run-directory handling is rmtl.train.run.run_dir's, and the
+session around SB3's learn (resume, logger, eval env, every checkpoint) is rmtl.train.run.session's,
 as in Stage 1.
 
 Run directory (docs/stage2.md): ``config.yaml``, ``run.json`` (+ ``run_resume_<N>.json``),
@@ -32,23 +32,23 @@ from typing import Any, Sequence
 
 from rmtl.errors import ConfigError
 from rmtl.reward.phase import RulePhaseSelector
-from rmtl.train.artifacts import load_torch_state
-from rmtl.train.bc_data import bc_dataset, run_bc
-from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
-from rmtl.train.config import Stage1Config, Stage2Config, merge_stage1
-from rmtl.train.csv_log import read_csv
-from rmtl.train.evaluate import EvalResult, resolve_checkpoint
-from rmtl.train.manager.network import ManagerNet
-from rmtl.train.manager.vec_env_hooks import ManagerController
-from rmtl.train.manager_callback import MANAGER_FILE, ManagerCallback
-from rmtl.train.run_dir import CHECKPOINTS, open_run, saved_config
-from rmtl.train.run_session import RunSession
-from rmtl.train.selector_eval import evaluate_selector
-from rmtl.train.stage2_env import build_stage2_env
+from rmtl.train.run.artifacts import load_torch_state
+from rmtl.train.stage2.bc_data import bc_dataset, run_bc
+from rmtl.train.callbacks import CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
+from rmtl.train.config import Stage1Config, Stage2Config, check_device, merge_stage1
+from rmtl.train.run.csv_log import read_csv
+from rmtl.train.eval.evaluate import EvalResult, resolve_checkpoint
+from rmtl.train.stage2.manager.network import ManagerNet
+from rmtl.train.stage2.manager.vec_env_hooks import ManagerController
+from rmtl.train.stage2.manager_callback import MANAGER_FILE, ManagerCallback
+from rmtl.train.run.run_dir import open_run, saved_config
+from rmtl.train.run.session import RunSession
+from rmtl.train.stage2.selector_eval import evaluate_selector
+from rmtl.train.stage2.manager_env import build_stage2_env
 from rmtl.provenance import portable_path
-from rmtl.train.timing import Timings
-from rmtl.train.train_env import make_curriculum, task_of
-from rmtl.train.worker_freeze import FreezeWorkerCallback
+from rmtl.train.run.timing import Timings
+from rmtl.train.envs.train_env import make_curriculum, task_of
+from rmtl.train.stage2.worker_freeze import FreezeWorkerCallback
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "device"}
@@ -59,7 +59,7 @@ _FRESH = "start over with --fresh, or use another --out"
 
 def worker_stage1_config(config: Stage2Config) -> Stage1Config:
     """The worker's Stage-1 config (its checkpoint's meta.json) with ``config.stage1`` merged on top."""
-    from rmtl.train.run_dir import checkpoint_meta
+    from rmtl.train.run.run_dir import checkpoint_meta
 
     ck = resolve_checkpoint(config.worker)
     meta = checkpoint_meta(ck)  # one line if it is not a JSON object
@@ -88,6 +88,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     continues from it (worker, manager, optimisers, manager RNG, curriculum, step count).
     ``vlm``/``source``/``source_factory``/``callbacks`` as in :func:`train_stage1`.
     """
+    check_device(config.device)  # before the worker and the reward model load
     import torch
     from stable_baselines3 import PPO
 
@@ -169,19 +170,16 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
         meta: dict[str, Any] = {"stage": 2, "worker": portable_path(worker_ck), "config": s1.model_dump(mode="json"),
                                 "stage2": config.model_dump(mode="json"), "bc": bc_info}
 
-        def before_save(_: Path) -> None:
+        def before_save(ck: Path) -> None:
             meta["wall_seconds"] = session.wall_seconds()
             meta["actor_frozen"] = freeze_cb.frozen
-            d = run_dir / CHECKPOINTS / f"step_{int(model.num_timesteps):09d}"
-            d.mkdir(parents=True, exist_ok=True)
-            torch.save(manager_cb.state_dict(), d / MANAGER_FILE)
+            ck.mkdir(parents=True, exist_ok=True)
+            torch.save(manager_cb.state_dict(), ck / MANAGER_FILE)
 
-        ckpt_cb = CheckpointCallback(run_dir, config.checkpoint_every, curriculum_cb, meta, env.normalizer,
-                                     on_save=before_save, shaper=env.reward_env.shaper, verbose=verbose)
+        ckpt_cb = session.checkpoint_callback(curriculum_cb, meta, before_save=before_save)
         # Order: the freeze and the manager update run at rollout end, before PPO's update.
         steps, _ = session.learn(model, [freeze_cb, manager_cb, curriculum_cb, stats_cb, eval_cb, ckpt_cb, *callbacks],
-                                 ckpt_cb=ckpt_cb, eval_cb=eval_cb, curriculum_cb=curriculum_cb, meta=meta,
-                                 before_save=before_save)
+                                 eval_cb=eval_cb)
         rows = read_csv(run_dir / "eval.csv")
         mrows = read_csv(run_dir / "manager.csv")
         summary = {

@@ -13,9 +13,9 @@ from rmtl.env.episode import run_episode
 from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import Stage1Config, Stage2Config
-from rmtl.train.evaluate import load_checkpoint
-from rmtl.train.manager.bc import bc_train, decision_points
-from rmtl.train.manager.network import ManagerNet
+from rmtl.train.eval.evaluate import load_checkpoint
+from rmtl.train.stage2.manager.bc import bc_train, decision_points
+from rmtl.train.stage2.manager.network import ManagerNet
 
 BC_FIELDS = ("state", "phase_rule", "episode", "step", "success")
 """The arrays of BC data (the fields of a bc-labels store the manager learns from)."""
@@ -39,7 +39,7 @@ def worker_rule_rollouts(checkpoint: str | Path, episodes: int, *, seed: int = 0
     recorded too (step 0, where the manager makes its first decision). Returns arrays
     state [N,25], phase_rule, episode, step, success (the fields of a bc-labels store).
     """
-    from rmtl.train.evaluate import ObsAdapter, checkpoint_task
+    from rmtl.train.eval.evaluate import ObsAdapter, checkpoint_task
 
     model, meta, normalizer = load_checkpoint(checkpoint, device)
     if env_config is None:

@@ -15,9 +15,9 @@ from rmtl.errors import ConfigError
 from rmtl.micro_tasks import phase_one_hot
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import FINAL_STAGE_RANGE
-from rmtl.train.evaluate import EvalResult
-from rmtl.train.manager.network import ManagerNet
-from rmtl.train.wrappers import PHASE_KEY
+from rmtl.train.eval.evaluate import EvalResult
+from rmtl.train.stage2.manager.network import ManagerNet
+from rmtl.train.envs.phase_observation import PHASE_KEY
 
 
 @dataclasses.dataclass
@@ -44,7 +44,7 @@ def evaluate_selector(model: Any, env_config: EnvConfig | None = None, episodes:
                       normalizer: Any = None, deterministic: bool = True, traces: int = 0,
                       difficulty_range: tuple[float, float] = FINAL_STAGE_RANGE,
                       env: Any = None, task: Task | None = None) -> SelectorEval:
-    """Seeded random-start episodes (as :func:`rmtl.train.evaluate.evaluate_policy_success`) with the
+    """Seeded random-start episodes (as :func:`rmtl.train.eval.evaluate.evaluate_policy_success`) with the
     phase one-hot from ``selector``: 'rule' (the distance rule every step), 'manager' (the greedy
     manager every ``horizon`` steps and at the episode start) or 'none' (a worker without phase input).
     The first ``traces`` episodes keep their per-step active phase, rule phase and the rule's

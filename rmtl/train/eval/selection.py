@@ -109,7 +109,7 @@ def select_checkpoint(run_dir: str | Path, validation_episodes: int = 100, test_
     """Evaluate every checkpoint of a run on the validation seeds, pick the best (highest
     validation success; ties go to the later checkpoint), and evaluate it and the final
     checkpoint on the test seeds. Writes and returns ``selection.json``'s content."""
-    from rmtl.train.evaluate import evaluate_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
 
     run = Path(run_dir)
     cfg = yaml.safe_load((run / "config.yaml").read_text()) if (run / "config.yaml").is_file() else {}
@@ -123,7 +123,7 @@ def select_checkpoint(run_dir: str | Path, validation_episodes: int = 100, test_
     cks = run_checkpoints(run)
     stamps = {ck.name: _stamp(ck) for ck in cks}
     # Reuse an earlier evaluation only of the same checkpoint files: one without a stamp (written when a
-    # kept run finished, rmtl.train.committed) cannot be matched to them and is evaluated again.
+    # kept run finished, rmtl.train.eval.committed) cannot be matched to them and is evaluated again.
     val_done = {v["checkpoint"]: v for v in old.get("validation", [])
                 if same and v.get("stamp") is not None and stamps.get(v["checkpoint"]) == v["stamp"]}
     test_done = {k: v for k, v in old.get("test", {}).items()
@@ -148,7 +148,7 @@ def select_checkpoint(run_dir: str | Path, validation_episodes: int = 100, test_
             test_done[name] = result(res, name)
             if verbose:
                 print(f"test {name}: {res}")
-    from rmtl.train.csv_log import read_csv
+    from rmtl.train.run.csv_log import read_csv
 
     result = {
         "run": portable_path(run), "params": params,

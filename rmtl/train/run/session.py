@@ -1,16 +1,18 @@
 """One session of a training run, as Stage 1 and Stage 2 both run it around SB3's ``learn``.
 
-A session starts fresh or resumes a checkpoint that :func:`rmtl.train.run_dir.open_run` found;
+A session starts fresh or resumes a checkpoint that :func:`rmtl.train.run.run_dir.open_run` found;
 the stage builds its env, model and callbacks, and the session does the rest the two stages
 share: restoring a checkpoint's normaliser, reward-shaper and curriculum state, reseeding and
 recording a resumed session, the SB3 logger, the evaluation env (made on first use), wall time
-across sessions, and the end (final checkpoint, final evaluation, closing every env)::
+across sessions, every checkpoint (the periodic ones through the callback it makes, and the
+final one) and the end (final evaluation, closing every env)::
 
     ck, meta_prev = open_run(...)
     session = RunSession(run_dir, config, env, ck, meta_prev, logs=LOGS, verbose=verbose)
     with session:
         ...                                   # model, session.restore(...), session.begin(model)
-        steps, final = session.learn(model, callbacks, ...)
+        ckpt_cb = session.checkpoint_callback(curriculum_cb, meta, before_save=..., after_save=...)
+        steps, final = session.learn(model, [..., ckpt_cb], eval_cb=eval_cb)
 """
 
 from __future__ import annotations
@@ -20,15 +22,15 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from rmtl.train.callbacks import CheckpointCallback, CurriculumCallback, save_checkpoint
-from rmtl.train.run_dir import attach_logger, cut_logs_to, restore_normalizer, restore_reward_state
+from rmtl.train.run.checkpoints import CheckpointCallback, checkpoint_dir, save_checkpoint
+from rmtl.train.run.run_dir import attach_logger, cut_logs_to, restore_normalizer, restore_reward_state
 
 
 class RunSession:
     """What a Stage-1 or Stage-2 session does besides building its model and callbacks.
 
-    ``config`` needs ``seed``, ``total_timesteps`` and ``progress_bar``; ``env`` is the
-    training env stack (:class:`rmtl.train.train_env.TrainEnv`); ``checkpoint`` / ``meta_prev``
+    ``config`` needs ``seed``, ``total_timesteps``, ``checkpoint_every`` and ``progress_bar``; ``env`` is the
+    training env stack (:class:`rmtl.train.envs.train_env.TrainEnv`); ``checkpoint`` / ``meta_prev``
     are what ``open_run`` returned (None / {} for a fresh start).
     """
 
@@ -42,12 +44,18 @@ class RunSession:
         self._logs = tuple(logs)
         self._verbose = verbose
         self._eval_env: Any = None
+        self.last_saved: int | None = None
+        """Env step of the checkpoint this session wrote last (None: none yet)."""
+        self._curriculum_cb: Any = None
+        self._meta: dict[str, Any] = {}
+        self._before_save: Callable[[Path], None] | None = None
+        self._after_save: Callable[[Path], None] | None = None
 
     @property
     def resumed(self) -> bool:
         return self.checkpoint is not None
 
-    def restore(self, source: Path, curriculum_cb: CurriculumCallback | None = None) -> None:
+    def restore(self, source: Path, curriculum_cb: Any = None) -> None:
         """Load checkpoint ``source``'s normaliser statistics and reward-shaper bounds into the env
         stack, and its curriculum state into ``curriculum_cb`` if given."""
         restore_normalizer(self.env.normalizer, source)
@@ -81,28 +89,44 @@ class RunSession:
         """Wall time of the run so far, earlier sessions included."""
         return self._wall_before + time.perf_counter() - self._t0
 
-    def learn(self, model: Any, callbacks: Sequence[Any], *, ckpt_cb: CheckpointCallback, eval_cb: Any,
-              curriculum_cb: CurriculumCallback, meta: dict[str, Any],
-              before_save: Callable[[Path], None]) -> tuple[int, Any]:
-        """Train up to ``config.total_timesteps``, then save the final checkpoint unless it exists and
-        evaluate unless done at this step. Returns (env steps, final evaluation or None)."""
+    def checkpoint_callback(self, curriculum_cb: Any, meta: dict[str, Any], *,
+                            before_save: Callable[[Path], None] | None = None,
+                            after_save: Callable[[Path], None] | None = None) -> CheckpointCallback:
+        """Say what the session's checkpoints hold besides the model, the env stack's normaliser and
+        its reward-shaper bounds: ``curriculum_cb``'s state and ``meta`` (which ``before_save``, called
+        with the checkpoint directory about to be written, may update or add files to); ``after_save``
+        gets each written checkpoint. Returns the callback that asks for one every
+        ``config.checkpoint_every`` env steps."""
+        self._curriculum_cb, self._meta = curriculum_cb, meta
+        self._before_save, self._after_save = before_save, after_save
+        return CheckpointCallback(self, self.config.checkpoint_every, verbose=self._verbose)
+
+    def save(self, model: Any) -> Path | None:
+        """Write the checkpoint of ``model``'s current step (None: already written this session)."""
+        steps = int(model.num_timesteps)
+        if self.last_saved == steps:
+            return None
+        if self._before_save is not None:
+            self._before_save(checkpoint_dir(self.run_dir, steps))
+        ck = save_checkpoint(self.run_dir, model, self._curriculum_cb, self._meta, self.env.normalizer,
+                             self.env.reward_env.shaper)
+        self.last_saved = steps
+        if self._after_save is not None:
+            self._after_save(ck)
+        return ck
+
+    def learn(self, model: Any, callbacks: Sequence[Any], *, eval_cb: Any) -> tuple[int, Any]:
+        """Train up to ``config.total_timesteps``, then save the final checkpoint (unless a resumed
+        session trained nothing) and evaluate with ``eval_cb`` (a PeriodicEvalCallback) unless it did at
+        this step. Returns (env steps, final evaluation or None)."""
         remaining = self.config.total_timesteps - self.start
         if remaining > 0:
             model.learn(remaining, callback=list(callbacks), reset_num_timesteps=False,
                         progress_bar=self.config.progress_bar)
         steps = int(model.num_timesteps)
-        if ckpt_cb.last_saved != steps and (not self.resumed or steps != self.start):
-            before_save(self.run_dir)
-            ck = save_checkpoint(self.run_dir, model, curriculum_cb, meta, self.env.normalizer, ckpt_cb.shaper)
-            ckpt_cb.last_saved = steps
-            if ckpt_cb.after_save is not None:
-                ckpt_cb.after_save(ck)
-        final = None
-        if eval_cb.last_eval_step != steps:
-            if eval_cb.model is None:
-                eval_cb.init_callback(model)
-            final = eval_cb.run_eval()
-        return steps, final
+        if not self.resumed or steps != self.start:
+            self.save(model)
+        return steps, eval_cb.evaluate_final(model)
 
     def close(self) -> None:
         """Close the training vec env, its embedding source and the evaluation env."""

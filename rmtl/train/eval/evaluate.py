@@ -22,8 +22,8 @@ from rmtl.errors import ConfigError
 from rmtl.task import Task
 from rmtl.train.config import FINAL_STAGE_RANGE
 from rmtl.reward.phase import RulePhaseSelector
-from rmtl.train.run_dir import checkpoint_meta, resolve_checkpoint  # noqa: F401  (callers import them from here too)
-from rmtl.train.wrappers import PHASE_KEY, rule_phase_observation
+from rmtl.train.run.run_dir import checkpoint_meta, resolve_checkpoint  # noqa: F401  (callers import them from here too)
+from rmtl.train.envs.phase_observation import PHASE_KEY, rule_phase_observation
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,7 @@ def load_checkpoint(path: str | Path, device: str = "cpu") -> tuple[Any, dict[st
     """(PPO model, checkpoint meta, VecNormalize or None) of a checkpoint (see :func:`resolve_checkpoint`)."""
     from stable_baselines3 import PPO
 
-    from rmtl.train.artifacts import load_normalizer
+    from rmtl.train.run.artifacts import load_normalizer
 
     ck = resolve_checkpoint(path)
     meta = checkpoint_meta(ck)

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from rmtl.provenance import portable_path
-from rmtl.train.csv_log import append_csv, read_csv
-from rmtl.train.run_dir import RESUME, resume_checkpoint
-from rmtl.train.selection import SELECTION_FILE, TEST_SEED, VALIDATION_SEED, last_evaluations
+from rmtl.train.run.csv_log import append_csv, read_csv
+from rmtl.train.run.run_dir import RESUME, resume_checkpoint
+from rmtl.train.eval.selection import SELECTION_FILE, TEST_SEED, VALIDATION_SEED, last_evaluations
 
 __all__ = ["BEST", "RESUME", "VALIDATION_CSV", "drop_resume_state", "keep_resume_state", "resume_checkpoint",
            "select_kept_run", "validate_and_keep_best"]
@@ -56,7 +56,7 @@ def validate_and_keep_best(run_dir: Path, ck: Path, episodes: int = 100, seed: i
                            device: str = "cpu") -> dict[str, Any]:
     """Evaluate checkpoint ``ck`` on the validation seeds, log it to ``validation.csv`` and, when it is
     the best so far (ties go to the later one), write it to ``best/`` without optimiser state."""
-    from rmtl.train.evaluate import evaluate_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
 
     run_dir = Path(run_dir)
     res = evaluate_checkpoint(ck, episodes, seed, device=device)
@@ -89,12 +89,12 @@ def write_policy(ck: Path, dest: Path, device: str) -> None:
 
 def select_kept_run(run_dir: Path, final_ck: Path, test_episodes: int = 200, test_seed: int = TEST_SEED,
                     device: str = "cpu") -> dict[str, Any]:
-    """``selection.json`` of a finished kept run (the schema of :func:`rmtl.train.selection.select_checkpoint`):
+    """``selection.json`` of a finished kept run (the schema of :func:`rmtl.train.eval.selection.select_checkpoint`):
     the validation of every checkpoint from ``validation.csv``, the best one (``best/``) and the final
     checkpoint evaluated on the test seeds."""
     import json
 
-    from rmtl.train.evaluate import evaluate_checkpoint
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
 
     run_dir = Path(run_dir)
     rows = read_csv(run_dir / VALIDATION_CSV)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from rmtl.train.manager.network import ManagerNet
+from rmtl.train.stage2.manager.network import ManagerNet
 
 
 @dataclasses.dataclass

@@ -16,12 +16,12 @@ from typing import Any
 import yaml
 
 from rmtl.errors import ConfigError
-from rmtl.train.csv_log import truncate_csv
+from rmtl.train.run.csv_log import truncate_csv
 
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.txt"
 RESUME = "resume"
-"""A copy of the newest checkpoint kept with a run's results (rmtl.train.committed)."""
+"""A copy of the newest checkpoint kept with a run's results (rmtl.train.eval.committed)."""
 
 
 def saved_config(run_dir: Path) -> dict[str, Any] | None:
@@ -217,7 +217,7 @@ def attach_logger(model: Any, run_dir: Path, start: int, verbose: int) -> None:
 def restore_normalizer(normalizer: Any, checkpoint: Path) -> None:
     """Load a checkpoint's observation normaliser into ``normalizer`` (none: nothing to do)."""
     if normalizer is not None:
-        from rmtl.train.artifacts import restore_normalizer as restore
+        from rmtl.train.run.artifacts import restore_normalizer as restore
 
         restore(normalizer, checkpoint)  # vecnormalize.json; a legacy pickle is refused
 

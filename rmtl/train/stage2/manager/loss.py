@@ -11,10 +11,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from rmtl.train.manager.network import behaviour_probs
+from rmtl.train.stage2.manager.network import behaviour_probs
 
 if TYPE_CHECKING:
-    from rmtl.train.manager.vec_env_hooks import Segment
+    from rmtl.train.stage2.manager.vec_env_hooks import Segment
 
 
 def smoothed_rule(rule_phases: torch.Tensor, num_phases: int, smoothing: float) -> torch.Tensor:

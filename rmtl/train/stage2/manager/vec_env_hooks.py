@@ -23,8 +23,8 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from rmtl.micro_tasks import phase_one_hot
 from rmtl.reward.phase import ExternalPhaseSelector, PhaseSelector
 from rmtl.reward.vec_env import REWARD_INFO
-from rmtl.train.manager.network import ManagerNet, sample_decisions
-from rmtl.train.manager.progress import ProgressSignal
+from rmtl.train.stage2.manager.network import ManagerNet, sample_decisions
+from rmtl.train.stage2.manager.progress import ProgressSignal
 
 
 @dataclasses.dataclass

@@ -1,0 +1,1 @@
+"""Stage 2: the learned manager over a frozen-then-unfrozen Stage-1 worker (docs/stage2.md)."""
