@@ -140,5 +140,7 @@ def test_train_flows_wrap_the_cli_entry_points(tmp_path, tiny_dense_run):
     assert train_stage2_flow.fn(**params)["status"] == "finished"
     cfg = yaml.safe_load((tiny_dense_run / "config.yaml").read_text())
     again = train_stage1_flow.fn(variant="dense_reference", seed=cfg["seed"], output_dir=str(tiny_dense_run),
-                                 total_timesteps=cfg["total_timesteps"], overrides={"keep_results": False})
+                                 total_timesteps=cfg["total_timesteps"],
+                                 # the run's rollout size: the config rounds steps up to whole rollouts of it
+                                 overrides={"keep_results": False, **{k: cfg[k] for k in ("n_envs", "n_steps", "batch_size")}})
     assert again["status"] == "finished"
