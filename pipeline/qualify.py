@@ -85,7 +85,12 @@ def load_families(path: str | Path | None = None, small: bool = False) -> tuple[
 
 
 def _family_key(task: str, family: Family) -> str:
-    return hashlib.sha256(json.dumps([task, family.rollout], sort_keys=True).encode()).hexdigest()[:12]
+    """The cache key of a family's states: its rollout with paths as recorded (repository-relative), so
+    every checkout shares one cache."""
+    from rmtl.provenance import portable_path
+
+    rollout = {k: portable_path(v) if k == "policy" and str(v).endswith(".zip") else v for k, v in family.rollout.items()}
+    return hashlib.sha256(json.dumps([task, rollout], sort_keys=True).encode()).hexdigest()[:12]
 
 
 def state_set(task: str, families: Sequence[Family], cache_dir: Path, progress: bool = True) -> StateSet:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.rollout import RolloutConfig, map_rollouts
 from rmtl.env.render_settings import LEGACY_RENDERER_ID
@@ -99,6 +100,17 @@ def renderer_profile(config: RolloutConfig) -> dict:
     return EnvConfig(render=config.render).render_profile()
 
 
+def _same_checkpoint(recorded: Any, wanted: Any) -> bool:
+    """Two checkpoint paths name the same policy when both files exist with the same bytes (a run
+    committed in git has another path in every checkout)."""
+    import hashlib
+
+    paths = [Path(str(p)) for p in (recorded, wanted)]
+    if not all(str(p).endswith(".zip") and p.is_file() for p in paths):
+        return False
+    return len({hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}) == 1
+
+
 def check_settings(store, config: RolloutConfig, render: bool = True, kind: str = "rollout",
                    resolution: bool = True) -> None:
     """Raise one StoreError line if ``store`` was rendered with other settings than
@@ -107,7 +119,8 @@ def check_settings(store, config: RolloutConfig, render: bool = True, kind: str 
     rollout = provenance.get("rollout", {})
     wanted = config.model_dump(mode="json")
     # A key missing from an older store's provenance had its field's default then.
-    diff = [k for k in RESUME_KEYS if rollout.get(k, RolloutConfig.model_fields[k].default) != wanted[k]]
+    diff = [k for k in RESUME_KEYS if rollout.get(k, RolloutConfig.model_fields[k].default) != wanted[k]
+            and not (k == "policy" and _same_checkpoint(rollout.get(k), wanted[k]))]
     if render and (list(store.views) != list(config.views) or (resolution and store.resolution[0] != config.resolution)):
         diff.append("views/resolution")
     if render and (store.renderer_id or LEGACY_RENDERER_ID) != renderer_profile(config)["renderer_id"]:

@@ -55,3 +55,18 @@ def test_map_rollouts_in_process_covers_all_episodes():
 def test_bad_rollout_config(kwargs, match):
     with pytest.raises(ConfigError, match=match):
         RolloutConfig.make(**kwargs)
+
+
+def test_a_store_of_a_checkpoint_resumes_from_another_checkout_of_the_same_policy(tmp_path):
+    """A committed policy has another path in every checkout: the same bytes are the same policy."""
+    import shutil
+
+    from pipeline.render import _same_checkpoint
+
+    a, b, c = tmp_path / "a" / "model.zip", tmp_path / "b" / "model.zip", tmp_path / "c" / "model.zip"
+    for p, data in ((a, b"x" * 10), (b, b"x" * 10), (c, b"y" * 10)):
+        p.parent.mkdir()
+        p.write_bytes(data)
+    assert _same_checkpoint(str(a), str(b)) and not _same_checkpoint(str(a), str(c))
+    shutil.rmtree(a.parent)
+    assert not _same_checkpoint(str(a), str(b))  # a recorded file that is gone proves nothing
