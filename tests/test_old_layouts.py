@@ -73,7 +73,7 @@ def test_old_stage1_run_loads_evaluates_and_resumes(old):
     assert meta["num_timesteps"] == 32
     saved = Stage1Config.from_yaml(run / "config.yaml")
     assert saved.reward.kind == "dense"  # reward_kind: dense, read as the dense kind's config
-    # written when the shaping had adaptive_bounds / phase_offset: read as the earlier reconstruction (the
+    # written when the shaping had adaptive_bounds / phase_offset: read as the per-micro-task reconstruction (v1) (the
     # dense kind is not shaped, so its config has no shaping now: the section the run wrote is read directly)
     import yaml
 
@@ -91,21 +91,21 @@ def test_old_stage1_run_loads_evaluates_and_resumes(old):
     assert json.loads((resumed / "summary.json").read_text())["env_steps"] == 64
 
 
-EARLIER_ORACLE_CONFIG = Path(__file__).parent / "data" / "stage1_oracle_run_config_earlier_reward_layout.yaml"
+ORACLE_CONFIG_LAYOUT_V1 = Path(__file__).parent / "data" / "stage1_oracle_run_config_reward_layout_v1.yaml"
 """The config.yaml of results/oracle_structure/runs/oracle_sweep_level_only_s0: ``reward_kind: oracle``,
 ``rule_only_u``, ``oracle`` and ``dense`` beside a ``reward`` section that was always the VLM reward's."""
 
 
-def test_an_oracle_run_of_the_earlier_reward_layout_resumes_without_a_difference(tmp_path):
+def test_an_oracle_run_of_reward_layout_v1_resumes_without_a_difference(tmp_path):
     import yaml
 
     from rmtl.reward.kinds.oracle import OracleProgressConfig, OracleRewardConfig
     from rmtl.reward.shaping import ShapingConfig
-    from rmtl.train.config import EARLIER_REWARD_FIELDS, Stage1Config, stage1_config
+    from rmtl.train.config import REWARD_LAYOUT_V1_FIELDS, Stage1Config, stage1_config
     from rmtl.train.run.run_dir import CHECKPOINTS, LATEST, config_differences, open_run
     from rmtl.train.stage1 import RESUME_FREE_FIELDS
 
-    saved = yaml.safe_load(EARLIER_ORACLE_CONFIG.read_text())
+    saved = yaml.safe_load(ORACLE_CONFIG_LAYOUT_V1.read_text())
     assert saved["reward_kind"] == "oracle" and "model" in saved["reward"]
     cfg = Stage1Config.make(**saved)
     # the oracle's config holds what the oracle kind read: the VLM section's shaping, the dense section's
@@ -114,10 +114,10 @@ def test_an_oracle_run_of_the_earlier_reward_layout_resumes_without_a_difference
     assert cfg.reward.shaping == ShapingConfig(**saved["reward"]["shaping"])
     assert cfg.reward.add_env_reward == saved["dense"]["add_env_reward"]
     assert cfg.reward.progress == OracleProgressConfig(**saved["oracle"])
-    assert not set(EARLIER_REWARD_FIELDS) & set(cfg.model_dump())
+    assert not set(REWARD_LAYOUT_V1_FIELDS) & set(cfg.model_dump())
     assert Stage1Config.make(**cfg.model_dump(mode="json")) == cfg  # and the new layout round-trips
     # the same command now (the variant and the run's own fields) is the saved run: it resumes
-    given = {k: v for k, v in saved.items() if k not in {"variant", "reward", *EARLIER_REWARD_FIELDS}}
+    given = {k: v for k, v in saved.items() if k not in {"variant", "reward", *REWARD_LAYOUT_V1_FIELDS}}
     new = stage1_config(saved["variant"], **given)
     assert new == cfg
     assert config_differences(saved, new, RESUME_FREE_FIELDS) == []
@@ -131,14 +131,14 @@ def test_an_oracle_run_of_the_earlier_reward_layout_resumes_without_a_difference
         z.writestr("policy.pth", b"")
     (ck / "meta.json").write_text(json.dumps({"reward_kind": "oracle", "num_timesteps": 64, "config": saved}))
     (run / CHECKPOINTS / LATEST).write_text(ck.name)
-    (run / "config.yaml").write_text(EARLIER_ORACLE_CONFIG.read_text())
+    (run / "config.yaml").write_text(ORACLE_CONFIG_LAYOUT_V1.read_text())
     found, meta = open_run(run, new.replace(output_dir=str(run)), resume=True, free_fields=RESUME_FREE_FIELDS,
                            logs=(), what="Stage-1 run")
     assert found == ck and meta["reward_kind"] == "oracle"
     assert Stage1Config.from_yaml(run / "config.yaml") == new.replace(output_dir=str(run))  # rewritten in the new layout
 
 
-def test_each_kind_of_the_earlier_reward_layout_reads_as_its_own_config():
+def test_each_kind_of_reward_layout_v1_reads_as_its_own_config():
     from rmtl.default_model import DEFAULT_MODEL
     from rmtl.reward.kinds.dense import DenseRewardConfig
     from rmtl.reward.kinds.rule_only import RuleOnlyRewardConfig
@@ -155,7 +155,7 @@ def test_each_kind_of_the_earlier_reward_layout_reads_as_its_own_config():
     assert Stage1Config.make(reward_kind="vlm").reward.model == DEFAULT_MODEL  # no section: the field's default
 
 
-EARLIER_VLM_CONFIG = Path(__file__).parent / "data" / "stage1_vlm_run_config_prompts_spelled_out.yaml"
+VLM_CONFIG_PROMPTS_SPELLED_OUT = Path(__file__).parent / "data" / "stage1_vlm_run_config_prompts_spelled_out.yaml"
 """The config.yaml of results/reward_vlm/rmtl-fetch-fast/round2/learner_rmtl_r1_s0, written before prompts
 and views were left to the task: the paper's prompts as ``reward.prompts.approach/align/grasp`` and the
 six views spelled out."""
@@ -165,13 +165,13 @@ def test_a_vlm_run_with_prompts_and_views_spelled_out_resumes_under_the_task_def
     import yaml
 
     from rmtl.tasks import get_task
-    from rmtl.train.config import EARLIER_REWARD_FIELDS, Stage1Config, stage1_config
+    from rmtl.train.config import REWARD_LAYOUT_V1_FIELDS, Stage1Config, stage1_config
     from rmtl.train.run.run_dir import config_differences
     from rmtl.train.stage1 import RESUME_FREE_FIELDS
 
-    saved = yaml.safe_load(EARLIER_VLM_CONFIG.read_text())
+    saved = yaml.safe_load(VLM_CONFIG_PROMPTS_SPELLED_OUT.read_text())
     assert "approach" in saved["reward"]["prompts"] and len(saved["reward"]["views"]) == 6
-    given = {k: v for k, v in saved.items() if k not in {"variant", "reward", *EARLIER_REWARD_FIELDS}}
+    given = {k: v for k, v in saved.items() if k not in {"variant", "reward", *REWARD_LAYOUT_V1_FIELDS}}
     new = stage1_config(saved["variant"], **given, reward={"model": saved["reward"]["model"]})
     assert new.reward.prompts.micro_task_goals is None and new.reward.views is None  # the task's own
     assert config_differences(saved, new, RESUME_FREE_FIELDS) == ["reward"]  # unresolved, it reads as another config

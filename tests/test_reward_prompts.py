@@ -34,7 +34,7 @@ def test_unset_texts_are_the_tasks_and_only_a_resolved_config_scores():
         PromptConfig.for_micro_tasks(get_task().micro_tasks, p, complete=True)
 
 
-def test_earlier_layout_with_goals_as_top_level_keys_is_read():
+def test_goal_keys_layout_with_goals_as_top_level_keys_is_read():
     # Configs saved before the task-generic layout named pick-and-lift's goals as fields.
     old = {"baseline": ["b"], "approach": ["a"], "align": ["l"], "grasp": ["g"], "single": ["s"],
            "micro_task_goals": None}

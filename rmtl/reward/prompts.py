@@ -36,7 +36,7 @@ class PromptConfig(Config):
 
     A config is *resolved* against a task by :meth:`for_micro_tasks` (the entry points do it:
     a run's reward config, an analysis of a store); only a resolved config gives
-    :meth:`goals`. Earlier configs named pick-and-lift's goals as top-level keys
+    :meth:`goals`. Configs of the goal-keys layout (v1) named pick-and-lift's goals as top-level keys
     (``approach: ...``); those keys are read as ``micro_task_goals`` entries."""
 
     baseline: tuple[str, ...] | None = None
@@ -50,8 +50,8 @@ class PromptConfig(Config):
 
     @model_validator(mode="before")
     @classmethod
-    def _earlier_layout(cls, data: Any) -> Any:
-        # Top-level keys that are no field were goals by micro-task name (the earlier layout).
+    def _goal_keys_layout(cls, data: Any) -> Any:
+        # Top-level keys that are no field were goals by micro-task name (the goal-keys layout, v1).
         if not isinstance(data, Mapping):
             return data
         named = {k: v for k, v in data.items() if k not in cls.model_fields}

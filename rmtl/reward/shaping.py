@@ -18,7 +18,7 @@ penalty are options that the pre-registered oracle sweep left out of the default
 5. delta = w_t trend + w_m momentum, times drop_multiplier when negative;
 6. reward = clip(L + delta, -1, 0).
 
-The earlier reconstruction of Table 1 stays a labelled option (``band: false,
+The per-micro-task reconstruction (v1) of Table 1 stays a labelled option (``band: false,
 bounds: widen_only`` with trend, momentum and drop penalty on): level u - 1, bounds per env and micro-task that only widen toward
 the current score, trend and momentum per micro-task on u (differences of u - 1).
 
@@ -60,7 +60,7 @@ class ShapingConfig(Config):
     bounds: Literal["tracking", "widen_only", "fixed"] = "tracking"
     """'tracking': one pair per micro-task shared by all envs, following the envelope of the
     micro-task's recent scores both ways; 'widen_only': one pair per env and micro-task, moved
-    toward the current score only when it lies outside (the earlier reconstruction);
+    toward the current score only when it lies outside (the per-micro-task reconstruction (v1));
     'fixed': the initial bounds throughout."""
     bound_rate: float = Field(0.01, ge=0, le=1)
     """Fraction of the gap a bound moves per step when that widens the range (Table 1)."""
@@ -74,7 +74,7 @@ class ShapingConfig(Config):
     """Include the level term."""
     band: bool = True
     """Level L = (k + u)/K - 1 with trend and momentum on L over the episode (default); off:
-    L = u - 1 per micro-task, with trend and momentum per micro-task (the earlier reconstruction)."""
+    L = u - 1 per micro-task, with trend and momentum per micro-task (the per-micro-task reconstruction (v1))."""
     trend: bool = False
     """Include the trend term (Table 1; off by default: the pre-registered oracle sweep, docs/reward.md)."""
     trend_weight: float = Field(0.3, ge=0)
@@ -91,9 +91,9 @@ class ShapingConfig(Config):
 
     @model_validator(mode="before")
     @classmethod
-    def _earlier_fields(cls, data: Any) -> Any:
+    def _shaping_v1_fields(cls, data: Any) -> Any:
         """Configs written before the band was the default name ``adaptive_bounds`` and
-        ``phase_offset``: they mean the earlier reconstruction (bounds per env that only widen,
+        ``phase_offset``: they mean the per-micro-task reconstruction (v1) (bounds per env that only widen,
         or fixed; level u - 1, or the band), so saved runs load, evaluate and resume."""
         if isinstance(data, dict) and ({"adaptive_bounds", "phase_offset"} & set(data)):
             data = dict(data)

@@ -178,11 +178,11 @@ class Stage1Config(Config):
     @classmethod
     def _model_renderer(cls, data: Any) -> Any:
         """Render with the renderer the reward model was trained on, unless told otherwise (a kind
-        without a model: the default model's); then read a config of the earlier reward layout."""
+        without a model: the default model's); then read a config of reward layout v1."""
         from rmtl.default_model import DEFAULT_MODEL
         from rmtl.vlm.registry import with_declared_renderer
 
-        # The renderer first: an earlier-layout config names its model in ``reward`` whatever its kind.
+        # The renderer first: a config of reward layout v1 names its model in ``reward`` whatever its kind.
         data = with_declared_renderer(data, ("reward", "model"), ("env", "render"), DEFAULT_MODEL)
         return upgrade_reward_layout(data)
 
@@ -253,7 +253,7 @@ class Stage1Config(Config):
 
 ORACLE_VARIANTS = variant_names(reward_kind="oracle")
 
-EARLIER_REWARD_FIELDS = ("reward_kind", "rule_only_u", "oracle", "dense")
+REWARD_LAYOUT_V1_FIELDS = ("reward_kind", "rule_only_u", "oracle", "dense")
 """Top-level Stage1Config fields of the reward layout before each kind had its own config: the
 kind's name, the rule-only kind's u, the oracle's progress config and the dense reference's
 config, beside a ``reward`` section that was always the VLM's. Saved run configs and checkpoint
@@ -275,13 +275,13 @@ def reward_kind_of(data: Mapping[str, Any]) -> str:
 
 
 def upgrade_reward_layout(data: Any, default_kind: str | None = None) -> Any:
-    """Stage-1 config input with the earlier reward layout (:data:`EARLIER_REWARD_FIELDS`) in the
+    """Stage-1 config input with reward layout v1 (:data:`REWARD_LAYOUT_V1_FIELDS`) in the
     tagged one: ``reward`` becomes the section of the kind ``reward_kind`` named, holding what that
     kind read then (oracle and rule-only: the VLM section's shaping, the dense section's
     ``add_env_reward`` and their own field; dense: the dense section), so the reward is the same.
     Input without those fields is returned as given. ``default_kind``: the kind of partial input
     (overrides) that names none (else vlm)."""
-    if not isinstance(data, Mapping) or not any(k in data for k in EARLIER_REWARD_FIELDS):
+    if not isinstance(data, Mapping) or not any(k in data for k in REWARD_LAYOUT_V1_FIELDS):
         return data
     out = dict(data)
     named = out.pop("reward_kind", None)

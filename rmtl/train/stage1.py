@@ -78,7 +78,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     task = task_of(config, task)
     if isinstance(config.reward, RewardConfig):
         # The texts and views the reward scores, spelled out: config.yaml records them, and a run
-        # saved with them written out (or in the earlier layout) resumes under the same config.
+        # saved with them written out (or in reward layout v1) resumes under the same config.
         config = config.replace(reward=task.reward_config(config.reward))
     run_dir = config.run_dir()
     ck, meta_prev = open_run(run_dir, config, resume=resume, free_fields=RESUME_FREE_FIELDS, logs=LOGS)

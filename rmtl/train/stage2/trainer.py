@@ -65,7 +65,7 @@ def worker_stage1_config(config: Stage2Config) -> Stage1Config:
     meta = checkpoint_meta(ck)  # one line if it is not a JSON object
     if "config" not in meta:
         raise ConfigError(f"worker checkpoint {ck} has no meta.json with its Stage-1 config")
-    # merge_stage1: the meta may hold the earlier reward layout, an override may switch the kind.
+    # merge_stage1: the meta may hold reward layout v1, an override may switch the kind.
     s1 = Stage1Config.make(**merge_stage1(meta["config"], {**config.stage1, "progress_bar": False}))
     if not s1.phase_input:
         raise ConfigError("Stage 2 needs a worker trained with the phase one-hot (phase_input: true)")
