@@ -32,7 +32,7 @@ from annotated_types import Ge, Le
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from rmtl.config import Config, deep_merge, parse_overrides, read_yaml_mapping
+from rmtl.config import Config, deep_merge, nest_dotted, parse_overrides, read_yaml_mapping
 from rmtl.errors import ConfigError
 
 CONFIG_PARAM = "config_file"
@@ -179,13 +179,7 @@ class _Kind:
 
 
 def _nest(dotted: str, value: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    node = out
-    parts = dotted.split(".")
-    for p in parts[:-1]:
-        node = node.setdefault(p, {})
-    node[parts[-1]] = value
-    return out
+    return nest_dotted({dotted: value})
 
 
 def config_command(

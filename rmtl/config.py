@@ -72,6 +72,18 @@ def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str
     return out
 
 
+def nest_dotted(dotted: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"reward.resolution": 64, "n_envs": 4}`` -> ``{"reward": {"resolution": 64}, "n_envs": 4}``."""
+    out: dict[str, Any] = {}
+    for key, value in dotted.items():
+        node = out
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
 def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
     """``["reward.resolution=64", "n_envs=4"]`` -> nested dict (values parsed as YAML scalars/lists)."""
     out: dict[str, Any] = {}
@@ -83,11 +95,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, Any]:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
             value = raw
-        node = out
-        parts = key.strip().split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
+        out = deep_merge(out, nest_dotted({key: value}))
     return out
 
 

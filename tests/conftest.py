@@ -63,3 +63,28 @@ def as_schema_v1(path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         zarr.consolidate_metadata(str(path))
+
+
+PROCESS_TAG_VAR = "RMTL_TEST_PROCESS_TAG"
+"""Environment variable a test sets on the servers and workers it starts, so it can find them all."""
+
+
+def _kill_tagged(tag: str) -> list[int]:
+    """Kill every process whose environment carries ``tag`` (only a test's own have it); their pids."""
+    import psutil
+
+    killed = []
+    for p in psutil.process_iter():
+        try:
+            if p.environ().get(PROCESS_TAG_VAR) == tag:
+                p.kill()
+                killed.append(p.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return killed
+
+
+@pytest.fixture
+def kill_tagged():
+    """``kill_tagged(tag) -> pids``: stop what a test started and tagged, and say what was left running."""
+    return _kill_tagged

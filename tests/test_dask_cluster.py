@@ -18,7 +18,7 @@ from flows.server import kill_group
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-TAG_VAR = "RMTL_TEST_PROCESS_TAG"
+from conftest import PROCESS_TAG_VAR as TAG_VAR  # noqa: E402
 
 
 def _start(cmd: list[str], env: dict, log: Path) -> subprocess.Popen:
@@ -38,9 +38,7 @@ def _wait_for(what: str, check, timeout: float, logs: list[Path]) -> object:
     raise AssertionError(f"timed out waiting for {what}{tails}")
 
 
-def test_render_and_embed_on_a_dask_scheduler_and_worker(tmp_path):
-    import psutil
-
+def test_render_and_embed_on_a_dask_scheduler_and_worker(tmp_path, kill_tagged):
     from storage.dataset import DatasetStore
 
     tag = uuid.uuid4().hex
@@ -81,12 +79,5 @@ def test_render_and_embed_on_a_dask_scheduler_and_worker(tmp_path):
     finally:
         for p in reversed(procs):
             kill_group(p, timeout=10)
-        leftovers = []
-        for p in psutil.process_iter():
-            try:
-                if p.environ().get(TAG_VAR) == tag:
-                    p.kill()
-                    leftovers.append(p.pid)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                pass
+        leftovers = kill_tagged(tag)
     assert not leftovers, f"processes left running after shutdown: {leftovers}"

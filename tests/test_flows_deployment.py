@@ -14,27 +14,11 @@ pytestmark = pytest.mark.slow
 
 MODEL = "rmtl-fetch-tiny@random"
 MODEL_ID = "rmtl-fetch-tiny__random"
-TAG_VAR = "RMTL_TEST_PROCESS_TAG"
+from conftest import PROCESS_TAG_VAR as TAG_VAR  # noqa: E402
 FLOWS = ("render-and-embed", "alpha-sweep", "per-view-analysis", "bc-labels")
 
 
-def _sweep(tag: str) -> list[int]:
-    """Kill every process still carrying our tag in its environment (only ours have it:
-    the server, the serve process, the flow-run processes they spawned, Dask workers)."""
-    import psutil
-
-    killed = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get(TAG_VAR) == tag:
-                p.kill()
-                killed.append(p.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return killed
-
-
-def test_render_and_embed_deployment_run(tmp_path):
+def test_render_and_embed_deployment_run(tmp_path, kill_tagged):
     """Server (subprocess) -> python -m flows.serve (every flow) -> `prefect deployment run
     'render-and-embed/default' --param ...` -> Completed -> store, embeddings, index."""
     from flows.local import api, run_deployment
@@ -77,5 +61,5 @@ def test_render_and_embed_deployment_run(tmp_path):
               f"flow run completed {t_server + run.timings['finished']:.1f} s")
     finally:
         server.stop()
-        leftovers = _sweep(tag)
+        leftovers = kill_tagged(tag)
     assert not leftovers, f"processes left running after shutdown: {leftovers}"

@@ -20,7 +20,7 @@ from flows.server import LocalServer, kill_group
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
-TAG_VAR = "RMTL_TEST_PROCESS_TAG"
+from conftest import PROCESS_TAG_VAR as TAG_VAR  # noqa: E402
 POOL = "rmtl-test-cpu"
 RUNS = ("oracle_rmtl_s0", "oracle_rmtl_s1", "rule_only_s0", "rule_only_s1")
 SWEEP = """
@@ -36,21 +36,6 @@ runs:
   - variants: [oracle_rmtl, rule_only]
     seeds: [0, 1]
 """
-
-
-def _sweep_processes(tag: str) -> list[int]:
-    """Kill every process still carrying our tag in its environment (only ours have it)."""
-    import psutil
-
-    killed = []
-    for p in psutil.process_iter():
-        try:
-            if p.environ().get(TAG_VAR) == tag:
-                p.kill()
-                killed.append(p.pid)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            pass
-    return killed
 
 
 def _kill_worker_mid_run(runs: Path, workers: list[subprocess.Popen], timeout: float) -> tuple[str, int]:
@@ -85,7 +70,7 @@ def _kill_worker_mid_run(runs: Path, workers: list[subprocess.Popen], timeout: f
     raise AssertionError("no run reached a kept checkpoint while training")
 
 
-def test_sweep_on_work_pool_survives_a_killed_worker(tmp_path):
+def test_sweep_on_work_pool_survives_a_killed_worker(tmp_path, kill_tagged):
     from flows.local import api
 
     t0 = time.monotonic()
@@ -158,5 +143,5 @@ def test_sweep_on_work_pool_survives_a_killed_worker(tmp_path):
         server.stop()
         for log in logs:
             log.close()
-        leftovers = _sweep_processes(tag)
+        leftovers = kill_tagged(tag)
     assert not leftovers, f"processes left running after shutdown: {leftovers}"

@@ -21,6 +21,7 @@ import yaml
 
 from pipeline.qualify import (METRICS, NO_SCORER_METRICS, load_families, plot_map, scorer_metrics, state_scorer,
                               state_set, windowed_scores)
+from rmtl.config import nest_dotted
 from rmtl.provenance import data_dir
 from rmtl.tasks import get_task
 
@@ -32,16 +33,8 @@ RULE_ONLY_METRICS = NO_SCORER_METRICS
 
 
 def nested(flat: dict) -> dict:
-    """{"reward.error.default.noise": 0.3} -> the reward section {"error": {"default": {"noise": 0.3}}, ...}."""
-    out: dict = {}
-    for key, value in flat.items():
-        parts = key.split(".")
-        assert parts[0] == "reward", key
-        node = out
-        for p in parts[1:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
-    return out
+    """{"reward.error.default.noise": 0.3} -> the reward section {"error": {"default": {"noise": 0.3}}}."""
+    return nest_dotted(flat).get("reward", {})
 
 
 def outcome(run_dir: Path) -> dict | None:

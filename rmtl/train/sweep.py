@@ -93,14 +93,9 @@ def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def nest(dotted: Mapping[str, Any]) -> dict[str, Any]:
     """Dotted keys as nested mappings (the inverse of :func:`flatten`)."""
-    out: dict[str, Any] = {}
-    for key, value in dotted.items():
-        node = out
-        parts = key.split(".")
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = value
-    return out
+    from rmtl.config import nest_dotted
+
+    return nest_dotted(dotted)
 
 
 def _portable_root(text: str) -> str:
