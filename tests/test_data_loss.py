@@ -272,3 +272,45 @@ def test_fresh_moves_the_earlier_run_aside_and_never_touches_its_logs(stopped_ru
     r = rmtl(tmp_path, *TRAIN, "--out", run, "--fresh")
     assert r.returncode == 0, r.stderr[-3000:]
     assert len([p for p in run.iterdir() if p.name.startswith("previous-")]) == 2 and digest(previous) == before
+
+
+def _popen(tmp: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "rmtl", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=_env(tmp), cwd=ROOT, start_new_session=True)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and proc.poll() is None:
+        if path.exists():
+            return True
+        time.sleep(0.02)
+    return path.exists()
+
+
+def test_a_killed_resume_keeps_the_earlier_logs_and_resumes_again(stopped_run, tmp_path):
+    """SIGKILL while the resumed session starts and while it trains, SIGINT while it trains: each
+    time the first session's logs stay byte for byte, and the next rerun resumes and finishes."""
+    run = tmp_path / "run"
+    shutil.copytree(stopped_run, run)
+    # The first session's own records (config.yaml is rewritten with the run's new folder, best/ by a
+    # better checkpoint: neither is the earlier session's log).
+    earlier = {name: sha for name, sha in digest(run).items() if name in ("progress_000000000.csv", "run.json")}
+    marker = run / "run_resume_000000032.json"  # written once the resumed session has restored its state
+    for sig, when in ((signal.SIGKILL, 1.0), (signal.SIGKILL, "restored"), (signal.SIGINT, "restored")):
+        proc = _popen(tmp_path, *TRAIN, "--out", run)
+        if when == "restored":
+            _wait_for(marker, proc)
+        else:
+            time.sleep(when)
+        if proc.poll() is None:
+            os.killpg(proc.pid, sig)
+        proc.communicate(timeout=120)
+        assert {k: v for k, v in digest(run).items() if k in earlier} == earlier, (sig, when)
+        if proc.returncode == 0:  # it finished before the signal landed: start again from step 32
+            shutil.rmtree(run)
+            shutil.copytree(stopped_run, run)
+    r = rmtl(tmp_path, *TRAIN, "--out", run)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads((run / "summary.json").read_text())["env_steps"] == 64
+    assert {k: v for k, v in digest(run).items() if k in earlier} == earlier
