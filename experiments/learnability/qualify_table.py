@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.qualify import METRICS
+from rmtl.train.config import Stage1Config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,11 +25,12 @@ def pixel_runs(root: Path) -> dict[str, list[tuple[str, float, float]]]:
         cfg = sel.parent / "config.yaml"
         if not cfg.is_file():
             continue
-        reward = (yaml.safe_load(cfg.read_text()) or {}).get("reward", {})
-        if reward.get("kind", "vlm") != "vlm":
+        # Read as the package reads a run's config (older layouts named the kind elsewhere).
+        reward = Stage1Config.make(**(yaml.safe_load(cfg.read_text()) or {})).reward
+        if reward.kind != "vlm":
             continue
         d = json.loads(sel.read_text())
-        out.setdefault(reward.get("model"), []).append((str(sel.parent.relative_to(REPO)), d["best"]["test"]["success_rate"],
+        out.setdefault(reward.model, []).append((str(sel.parent.relative_to(REPO)), d["best"]["test"]["success_rate"],
                                                         d["final"]["test"]["success_rate"]))
     return out
 
