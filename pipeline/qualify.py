@@ -61,6 +61,11 @@ class StateSet:
     family: np.ndarray
 
 
+def file_slug(name: str) -> str:
+    """A model spec or scorer name as one safe file or folder name (its qualify stores and reports)."""
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
 def load_families(path: str | Path | None = None, small: bool = False) -> tuple[str, list[Family]]:
     """(task name, families) of a qualification-set file; ``small``: the CI-sized episode counts."""
     p = Path(path) if path is not None else FAMILIES_FILE
@@ -367,9 +372,8 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         held_out = np.ones(len(rows.states), dtype=bool)
     else:
         # One store folder per model: its declared renderer and input size decide the frames.
-        slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)
-        scores = model_scores(model, task_name, families, data_dir / "qualification" / size / "models" / slug, rows,
-                              progress)
+        stores = data_dir / "qualification" / size / "models" / file_slug(model)
+        scores = model_scores(model, task_name, families, stores, rows, progress)
         label = model
         held_out = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])
     fams = {f.name: f for f in families}
@@ -395,7 +399,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
               "pooled": pooled, "groups": per_group, "families": per_family, "battery": returns,
               "behaviours_at_or_above_expert": beats, "map": verdict}
     out_dir.mkdir(parents=True, exist_ok=True)
-    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in label)
+    slug = file_slug(label)
     report["files"] = {"json": str(out_dir / f"qualify_{slug}.json"), "png": str(out_dir / f"qualify_{slug}.png")}
     from rmtl.provenance import portable_path
 

@@ -29,7 +29,6 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TEACHES = 0.5
 """Test success from which a run teaches (RULE.md)."""
-RULE_ONLY_METRICS = NO_SCORER_METRICS
 
 
 def nested(flat: dict) -> dict:
@@ -118,8 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         conditions.append({"name": name, "metrics": metrics, "outcomes": outcomes, "seeds_done": len(outcomes)})
     ro = [outcome(a.rule_only / f"rule_only_s{s}") for s in (0, 1, 2)]
     ro_out = [o["best"] for o in ro if o is not None]
-    conditions.append({"name": "rule_only_600k", "metrics": RULE_ONLY_METRICS, "outcomes": ro_out, "seeds_done": len(ro_out)})
-    rows += [{"condition": "rule_only_600k", "seed": s, **RULE_ONLY_METRICS, "test_success": o["best"],
+    conditions.append({"name": "rule_only_600k", "metrics": NO_SCORER_METRICS, "outcomes": ro_out, "seeds_done": len(ro_out)})
+    rows += [{"condition": "rule_only_600k", "seed": s, **NO_SCORER_METRICS, "test_success": o["best"],
               "final_test": o["final"], "best_step": o["best_step"]} for s, o in enumerate(ro) if o is not None]
     complete = [c for c in conditions if c["seeds_done"] >= len(spec["seeds"]) and c["name"] != "rule_only_600k"]
     points = [({k: r[k] for k in METRICS}, r["test_success"]) for r in rows]

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipeline.qualify import fit_replayed_error, load_families, model_scores, state_set
+from pipeline.qualify import file_slug, fit_replayed_error, load_families, model_scores, state_set
 from rmtl.provenance import data_dir
 from rmtl.tasks import get_task
 
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     task = get_task(task_name)
     size = "small" if a.small else "full"
     rows = state_set(task_name, families, data_dir() / "qualification" / size / "states")
-    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in a.model)
+    slug = file_slug(a.model)
     held_out = ~np.isin(rows.family, [f.name for f in families if a.model in f.trained_on])
     scores = model_scores(a.model, task_name, families, data_dir() / "qualification" / size / "models" / slug, rows)
     progress = np.asarray(task.oracle_progress(rows.states))

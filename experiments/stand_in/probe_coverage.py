@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.qualify import METRICS, load_families, model_scores, scorer_metrics, state_set
+from pipeline.qualify import METRICS, file_slug, load_families, model_scores, scorer_metrics, state_set
 from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
 from pipeline.store_models import resolve_model_id
 from rmtl.provenance import data_dir, portable_path
@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     task_name, families = load_families()
     task = get_task(task_name)
-    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in a.model)
+    slug = file_slug(a.model)
     root = data_dir() / "stand_in" / slug
     policy = [store_rows(a.model, render(a.model, root, n, **f)) for n, f in POLICY_FAMILIES.items()]
     cover = store_rows(a.model, render(a.model, root, "coverage", policy="coverage", episodes=a.coverage))
