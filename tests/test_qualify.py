@@ -143,17 +143,23 @@ def test_a_score_window_averages_along_each_episode(rows):
 
 
 def test_the_replay_fit_recovers_a_degraded_oracles_error(rows):
-    """A degraded oracle's own scores, fitted back: the noise and the systematic error it was given."""
+    """A degraded oracle's own scores, fitted back: the noise, the systematic error and the resting-grasp
+    confusion it was given (the confusion through the map's resting-pay metric)."""
     from pipeline.qualify import fit_replayed_error
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.tasks.fetch_lift.scorer_errors import resting_at_gripper
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
 
-    kind, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": {"default": {"noise": 0.2}}})
-    scores = kind.scores(rows.states)
     progress = np.asarray(TASK.oracle_progress(rows.states))
     phases = np.asarray(rule_phase(np.asarray(gripper_cube_distance(rows.states))), dtype=np.int64)
-    fitted = fit_replayed_error(scores, progress, phases, rows.episode, rows.step, resting_at_gripper(rows.states),
-                                  tuple(TASK.micro_tasks.names))
-    align = fitted["error"]["micro_tasks"]["align"]
+
+    def fit(error: dict) -> dict:
+        kind, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": error})
+        scores = kind.scores(rows.states)
+        pay = scorer_metrics(TASK, scores, rows)["resting_grasp_pay"]
+        return fit_replayed_error(scores, progress, phases, rows.episode, rows.step, resting_at_gripper(rows.states),
+                                  tuple(TASK.micro_tasks.names), pay)["error"]
+
+    align = fit({"default": {"noise": 0.2}})["micro_tasks"]["align"]
     assert 0.12 < align["noise"] < 0.3 and align["systematic"] < 0.15
+    assert fit({"confusions": {"grasp_resting": 0.5}})["confusions"]["grasp_resting"] == pytest.approx(0.5, abs=0.1)

@@ -6,6 +6,8 @@ For each condition of conditions.yaml: the scorer's metrics on the qualification
 qualify``'s, one error landscape per training seed, averaged) and each finished seed's test
 success (best on validation, 200 episodes). Rule-only's three committed 600k runs are placed at
 chance metrics (a constant score: no rank, grasp AUC 0.5, a resting cube paid like a lifted one).
+The ``checks`` of conditions.yaml (the replayed stand-ins) are measured the same way and kept out
+of the fit: map.json and runs.md give each its outcomes beside the verdict the map gives its metrics.
 Writes map.json (read by ``rmtl qualify``), runs.csv, runs.md and the map's PNGs.
 """
 
@@ -19,11 +21,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipeline.qualify import (METRICS, NO_SCORER_METRICS, load_families, plot_map, scorer_metrics, state_scorer,
-                              state_set, windowed_scores)
+from pipeline.qualify import (METRICS, NO_SCORER_METRICS, load_families, map_verdict, plot_map, scorer_metrics,
+                              state_scorer, state_set, windowed_scores)
 from rmtl.config import nest_dotted
 from rmtl.provenance import data_dir
 from rmtl.tasks import get_task
+
+from run_queue import condition_overrides  # this script's folder
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -100,9 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     task_name, families = load_families(small=a.small)
     task = get_task(task_name)
     states = state_set(task_name, families, data_dir() / "qualification" / ("small" if a.small else "full") / "states")
-    rows, conditions = [], []
-    for name, overrides in spec["conditions"].items():
-        reward = {"kind": spec["variant"], **nested(dict(overrides or {}))}
+    def measured(name: str, overrides: dict | None, rows: list[dict]) -> dict:
+        """A condition's metrics (averaged over its seeds' error landscapes) and finished outcomes;
+        each finished run appended to ``rows``."""
+        reward = {"kind": spec["variant"], **nested(condition_overrides(overrides))}
         per_seed, outcomes = [], []
         for seed in spec["seeds"]:
             kind, cfg = state_scorer(task, reward, seed)
@@ -114,7 +119,11 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append({"condition": name, "seed": seed, **m, "test_success": o["best"], "final_test": o["final"],
                              "best_step": o["best_step"]})
         metrics = {k: float(np.nanmean([m[k] for m in per_seed])) for k in METRICS}
-        conditions.append({"name": name, "metrics": metrics, "outcomes": outcomes, "seeds_done": len(outcomes)})
+        return {"name": name, "metrics": metrics, "outcomes": outcomes, "seeds_done": len(outcomes)}
+
+    rows, conditions, check_rows = [], [], []
+    conditions = [measured(name, overrides, rows) for name, overrides in spec["conditions"].items()]
+    checks = [measured(name, overrides, check_rows) for name, overrides in (spec.get("checks") or {}).items()]
     ro = [outcome(a.rule_only / f"rule_only_s{s}") for s in (0, 1, 2)]
     ro_out = [o["best"] for o in ro if o is not None]
     conditions.append({"name": "rule_only_600k", "metrics": NO_SCORER_METRICS, "outcomes": ro_out, "seeds_done": len(ro_out)})
@@ -132,6 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                                         f"(3 needed) and the runs {'show both outcomes' if len(classes) == 2 else 'show one outcome only'}")
         if len(classes) == 2 and len(points) >= 6:  # a provisional fit, labelled as such, for the plots only
             result["provisional"] = fit(points, list(METRICS))
+    for c in checks:
+        c["verdict"] = map_verdict(c["metrics"], result)
+    result["checks"] = checks
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "map.json").write_text(json.dumps(result, indent=1))
     with open(a.out / "runs.csv", "w", newline="") as f:
@@ -141,6 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["| condition | seed | " + " | ".join(METRICS) + " | test success (best) | final |", "|---" * (len(METRICS) + 4) + "|"]
     lines += [f"| {r['condition']} | {r['seed']} | " + " | ".join(f"{r[k]:.2f}" for k in METRICS)
               + f" | {r['test_success']:.3f} | {r['final_test']:.3f} |" for r in rows]
+    if checks:
+        lines += ["", "Checks of the map (kept out of the fit; verdict: the map's at the check's metrics):", "",
+                  "| check | seed | " + " | ".join(METRICS) + " | test success (best) | final |",
+                  "|---" * (len(METRICS) + 4) + "|"]
+        lines += [f"| {r['condition']} | {r['seed']} | " + " | ".join(f"{r[k]:.2f}" for k in METRICS)
+                  + f" | {r['test_success']:.3f} | {r['final_test']:.3f} |" for r in check_rows]
+        lines += [""] + [f"- {c['name']}: verdict {c['verdict']['verdict']}, outcomes {c['outcomes'] or 'none yet'}"
+                         for c in checks]
     (a.out / "runs.md").write_text("\n".join(lines) + "\n")
     plot_metrics(rows, a.out / "map_metrics.png")
     plot_map(result, {}, a.out / "map_2d.png")

@@ -20,11 +20,23 @@ from pathlib import Path
 import yaml
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def condition_overrides(overrides: dict | None) -> dict:
+    """A condition's ``--set`` overrides; ``replay: FILE`` (relative to the repository) stands for the
+    ``overrides`` of a committed replay fit (replay_fit.py), so the fitted numbers are written once."""
+    overrides = dict(overrides or {})
+    if "replay" in overrides:
+        fitted = yaml.safe_load((ROOT / overrides.pop("replay")).read_text())
+        overrides = {**fitted["overrides"], **overrides}
+    return overrides
 
 
 def runs(spec: dict) -> list[tuple[str, int, dict]]:
-    """(condition, seed, overrides) in queue order: seed-major."""
-    return [(name, seed, dict(overrides or {})) for seed in spec["seeds"] for name, overrides in spec["conditions"].items()]
+    """(condition, seed, overrides) in queue order: seed-major, the map's conditions before its checks."""
+    named = {**spec["conditions"], **(spec.get("checks") or {})}
+    return [(name, seed, condition_overrides(overrides)) for seed in spec["seeds"] for name, overrides in named.items()]
 
 
 def finished(run_dir: Path, steps: int) -> bool:
