@@ -2,7 +2,10 @@
 (never checkpoints/ or tb/; a running run's resume/ comes along, a finished run has none), with the
 machine's paths in their text files made portable (repository-relative, $RMTL_DATA_DIR/...).
 
-    python experiments/learnability/sync_runs.py /path/to/worktree [--data-dir /path/to/data]
+    python experiments/learnability/sync_runs.py /path/to/worktree [--data-dir /path/to/data] [--root DIR ...]
+
+``--root``: other checkouts whose paths the runs recorded (the worktree whose code ran a lane when it
+wrote into another's results, or the one a resumed run started in), made repository-relative too.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("worktree", type=Path)
     ap.add_argument("--data-dir", type=Path, default=None, help="the data dir the runs wrote to (made $RMTL_DATA_DIR)")
+    ap.add_argument("--root", type=Path, action="append", default=[], help="another checkout the runs' paths name")
     a = ap.parse_args(argv)
-    roots = [str(a.worktree.resolve()) + "/", str(REPO) + "/"]
+    roots = [str(p.resolve()) + "/" for p in (a.worktree, *a.root)] + [str(REPO) + "/"]
     for run in sorted((a.worktree / RUNS).iterdir()):
         if not run.is_dir():
             continue
