@@ -15,7 +15,7 @@ import numpy as np
 from rmtl.env.curriculum import CurriculumStage
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import MicroTaskSpec
-from rmtl.reward.config import RewardConfig
+from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.reward.prompts import PromptConfig
 from storage.key_spec import KeySpec
 

@@ -87,7 +87,7 @@ def test_table1_defaults_and_variants():
 
 
 def test_each_reward_kind_has_its_own_config_and_switching_kind_replaces_the_section():
-    from rmtl.reward.config import RewardConfig
+    from rmtl.reward.kinds.vlm import RewardConfig
     from rmtl.reward.kinds.oracle import OracleRewardConfig
     from rmtl.reward.kinds.rule_only import RuleOnlyRewardConfig
 

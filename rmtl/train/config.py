@@ -18,9 +18,10 @@ from rmtl.config import Config, deep_merge
 from rmtl.default_model import DEFAULT_MODEL
 from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.errors import ConfigError
-from rmtl.reward.config import RewardConfig, RewardKindConfig
+from rmtl.reward.config import RewardKindConfig
 from rmtl.reward.kinds import DEFAULT_KIND, reward_kind_config
 from rmtl.reward.kinds.dense import DenseRewardConfig  # noqa: F401  (rmtl.train.DenseRewardConfig)
+from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.tasks import DEFAULT_TASK, task_names
 from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.train.variants import VARIANT_REGISTRY, VARIANTS, Variant, variant_names  # noqa: F401
