@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.rollout import RolloutConfig, map_rollouts
-from rmtl.env.render_settings import LEGACY_RENDERER_ID
+from rmtl.env.render_settings import RENDERER_V1_ID
 from rmtl.errors import ConfigError, StoreError
 
 RESUME_KEYS = ("task", "policy", "noise_std", "noise_levels", "deterministic", "stages", "seed", "render_reset")
@@ -123,8 +123,8 @@ def check_settings(store, config: RolloutConfig, render: bool = True, kind: str 
             and not (k == "policy" and _same_checkpoint(rollout.get(k), wanted[k]))]
     if render and (list(store.views) != list(config.views) or (resolution and store.resolution[0] != config.resolution)):
         diff.append("views/resolution")
-    if render and (store.renderer_id or LEGACY_RENDERER_ID) != renderer_profile(config)["renderer_id"]:
-        diff.append(f"renderer {store.renderer_id or LEGACY_RENDERER_ID} vs {renderer_profile(config)['renderer_id']}")
+    if render and (store.renderer_id or RENDERER_V1_ID) != renderer_profile(config)["renderer_id"]:
+        diff.append(f"renderer {store.renderer_id or RENDERER_V1_ID} vs {renderer_profile(config)['renderer_id']}")
     if provenance.get("kind", "rollout") != kind or store.has_frames != render:
         diff.append(f"kind (not a {kind} store)")
     if diff:
