@@ -95,9 +95,10 @@ def dask_client(workers: int, address: str | None = None):
 
 def renderer_profile(config: RolloutConfig) -> dict:
     """The renderer settings and id of a rollout config (the paper's domain, no shadows)."""
-    from rmtl.tasks.fetch_lift.env import EnvConfig
+    from rmtl.tasks import get_task
 
-    return EnvConfig(render=config.render).render_profile()
+    # The renderer settings are the default task's env config's (a run's ``env`` section, whatever its task).
+    return get_task().env_config(render=config.render).render_profile()
 
 
 def _same_checkpoint(recorded: Any, wanted: Any) -> bool:

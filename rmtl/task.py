@@ -72,8 +72,11 @@ class Task:
     """(noise_std, seed) -> the scripted expert policy."""
     curriculum_stages: tuple[CurriculumStage, ...]
     camera_bank: Mapping[str, Any]
-    env_config: type[Config]
-    """The config class of the task's env (a run's ``env`` section; pick-and-lift: EnvConfig)."""
+    env_config: type[Config] | None = None
+    """The config class ``make_env`` takes (pick-and-lift: EnvConfig; the default task's is a run's
+    ``env`` section, which a task with another env ignores)."""
+    render_fps: int | None = None
+    """Frames per second of a video of the env (one frame per step)."""
     dense_reward: Callable[..., np.ndarray] | None = None
     """(states, config) -> the dense reference reward (without the success bonus); ``config`` is the
     run's ``dense`` config, which a task may ignore."""

@@ -17,7 +17,7 @@ import functools
 from typing import Any, Callable
 
 from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
-from rmtl.tasks.fetch_lift.env import EnvConfig
+from rmtl.train.config import EnvConfig
 from rmtl.task import Task
 from rmtl.train.config import Stage1Config
 from rmtl.train.run.timing import SimTimer, TimedSource, Timings
