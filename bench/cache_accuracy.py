@@ -75,7 +75,7 @@ def main(argv=None) -> int:
     from pipeline.return_ranking import shaped_rewards
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.env.render_settings import LEGACY_RENDERER_ID
+    from rmtl.env.render_settings import RENDERER_V1_ID
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.provenance import portable_values, run_record
     from rmtl.reward.projection import goal_baseline_scores
@@ -88,9 +88,9 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     with DatasetStore.open(args.queries[0], "r") as q0:
         model_id = resolve_model_id(q0, args.model)
-        renderer = q0.renderer_id or LEGACY_RENDERER_ID
+        renderer = q0.renderer_id or RENDERER_V1_ID
         text = stored_text_embeddings(q0, model_id, get_task().prompts())
-    cat = StoreCatalogue.open(args.atlas, model_id, renderer_id=renderer, legacy_renderer_id=LEGACY_RENDERER_ID)
+    cat = StoreCatalogue.open(args.atlas, model_id, renderer_id=renderer, unrecorded_renderer_id=RENDERER_V1_ID)
     states, emb, episodes, offset = [], [], [], 0
     for path in args.queries:
         with DatasetStore.open(path, "r") as st:

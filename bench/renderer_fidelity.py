@@ -74,7 +74,8 @@ def main(argv=None) -> int:
     from rmtl.provenance import data_dir, portable_values, versions
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.tasks import get_task
-    from rmtl.tasks.fetch_lift.quality import QualityInputs, gate_report, reward_quality
+    from rmtl.task import QualityInputs
+    from rmtl.tasks.fetch_lift.quality import gate_report, reward_quality
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.vlm import load_vlm
     from storage.dataset import DatasetStore

@@ -90,10 +90,10 @@ def read_episodes(st: Any, what: str, pset: PromptSet, model: str | None = None,
     """The episodes of the open store ``st`` with their rewards (module docstring); ``what``
     completes the error of a store without actions ("cannot <what>")."""
     from pipeline.return_ranking import shaped_rewards
-    from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.reward.shaping import ShapingConfig
-    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
-    from rmtl.tasks.fetch_lift.state import gripper_cube_distance
+    from rmtl.tasks import get_task
+
+    task = get_task()  # the export reads pick-and-lift stores (the default task)
 
     if reward not in REWARDS:
         raise ConfigError(f"reward must be one of {', '.join(REWARDS)}, got {reward!r}")
@@ -104,7 +104,7 @@ def read_episodes(st: Any, what: str, pset: PromptSet, model: str | None = None,
     ids = [int(e) for e in np.unique(cols["episode"][order])]
     if not ids:
         raise StoreError(f"{st.path} has no episode rows to export")
-    phase = np.asarray(rule_phase(gripper_cube_distance(cols["state"][order])), dtype=np.int64)
+    phase = task.phases(cols["state"][order])
     if reward == "vlm" and not st.model_ids():
         raise StoreError(f"{st.path} has no image embeddings for VLM rewards; embed it (rmtl embed --store "
                          f"{st.path}) or export the dense reference (--reward dense)")
@@ -127,6 +127,6 @@ def read_episodes(st: Any, what: str, pset: PromptSet, model: str | None = None,
         shaped[flat] = shaped_rewards(score[flat].astype(np.float64), phase[flat], [local[p] for p in step_pos],
                                       ShapingConfig(), pset.num_goals, BOUNDS)
     else:
-        shaped = dense_reward(cols["state"][order], DenseRewardConfig()).astype(np.float64)
+        shaped = task.dense_reward(cols["state"][order]).astype(np.float64)
     return StoreEpisodes(str(st.path), ids, order, pos, cols, phase, score, shaped,
                          cols["terminated"][order].astype(np.float64), model_id, reset_seeds(st, ids), reward)

@@ -96,12 +96,13 @@ def episode_groups(store: Any) -> dict[int, str]:
 
 
 def grouped_quality(store_path: str, model: str, alpha: float = 0.9, prompts: Any = None) -> dict[str, dict]:
-    """Within-phase reward-quality metrics (rmtl.tasks.fetch_lift.quality.reward_quality) of each source
+    """Within-phase reward-quality metrics (the task's ``quality_metrics``; pick-and-lift) of each source
     of a store, keyed by its label, in label order; ``prompts``: a PromptConfig or a
     micro-task PromptSet (default: the paper's prompts)."""
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import text_embeddings
-    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
+    from rmtl.task import QualityInputs
+    from rmtl.tasks import get_task
     from storage.dataset import DatasetStore
 
     with DatasetStore.open(store_path, "r") as store:
@@ -117,7 +118,7 @@ def grouped_quality(store_path: str, model: str, alpha: float = 0.9, prompts: An
     for name in sorted(set(label.tolist())):
         m = label == name
         inputs = QualityInputs(emb[m], cols["state"][m], cols["episode"][m], cols["step"][m], views)
-        out[name] = reward_quality(inputs, text.goals, text.baseline, alpha)
+        out[name] = get_task().quality_metrics(inputs, text.goals, text.baseline, alpha)
         out[name]["episodes"] = int(len(np.unique(cols["episode"][m])))
     return out
 
@@ -127,9 +128,9 @@ def group_table(store_path: str, groups: dict[str, dict], model: str):
     number of states it is measured on."""
     from rich.table import Table
 
-    from rmtl.tasks.fetch_lift.quality import GATES
+    from rmtl.tasks import get_task
 
-    gates = ", ".join(f"{k} {v}" for k, v in GATES.items())
+    gates = ", ".join(f"{k} {v}" for k, v in get_task().quality_gates.items())
     table = Table(title=f"{store_path}: {model} per source (multi-view mean)", caption=f"gates: {gates}")
     for col in ("source", "episodes", *(c[0] for c in GROUP_COLUMNS)):
         table.add_column(col)

@@ -158,12 +158,12 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
     returns ``{"path", "episodes", "frames", "cameras", "model_id", "prompt_set"}``."""
     from pipeline.episode_rows import read_episodes
     from pipeline.store_rows import open_store
-    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.reward.prompt_sets import load_prompt_set
+    from rmtl.tasks import get_task
 
     av, pd, pa, pq = _libraries()
     pset = prompts if isinstance(prompts, PromptSet) else load_prompt_set(prompts)
-    fps = int(FetchPickAndLiftEnv.metadata["render_fps"])  # one env step per frame
+    fps = get_task().render_fps  # one env step per frame (the export reads pick-and-lift stores)
     with open_store(store) as st:
         if not st.has_frames:
             raise StoreError(f"{st.path} holds no frames for the LeRobot videos; export it as a Minari dataset "

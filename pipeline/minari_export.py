@@ -100,25 +100,23 @@ def _write_dataset(store: Any, ds_id: str, staged: StagedDirectory, pset: Prompt
     from pipeline.episode_rows import read_episodes
     from pipeline.store_rows import open_store
     from rmtl import ENV_ID
-    from rmtl.tasks.fetch_lift.env import EnvConfig
-    from rmtl.tasks.fetch_lift.state import CUBE_POS
+    from rmtl.tasks import get_task
 
     with open_store(store) as st:
         eps = read_episodes(st, "be exported as a Minari dataset", pset, model, reward, alpha)
     order, pos, cols, phase, score = eps.order, eps.pos, eps.cols, eps.phase, eps.score
     ids, seeds, shaped, model_id, path = eps.ids, eps.seeds, eps.shaped, eps.model_id, eps.path
     bonus = eps.env_reward if env_reward else np.zeros(len(order))
-    success_lift = EnvConfig().success_lift
+    task = get_task()  # the export reads pick-and-lift stores (the default task)
     buffers = []
     for i, e in enumerate(ids):
         p = pos[e]
         rows = order[p]
         state = cols["state"][rows].astype(np.float64)
-        cube = state[:, CUBE_POS]
-        goal = np.broadcast_to(cube[0] + np.array([0.0, 0.0, success_lift]), cube.shape).copy()
+        cube, goal = task.episode_goals(state)
         buffers.append(minari.data_collector.EpisodeBuffer(
             id=i, seed=seeds[e], options={"difficulty": float(cols["difficulty"][rows[0]])},
-            observations={"observation": state, "achieved_goal": cube.copy(), "desired_goal": goal},
+            observations={"observation": state, "achieved_goal": cube, "desired_goal": goal},
             actions=cols["action"][rows[1:]].astype(np.float32),
             rewards=(shaped[p[1:]] + bonus[p[1:]]).astype(np.float64),
             terminations=cols["terminated"][rows[1:]].astype(bool),

@@ -109,12 +109,13 @@ def set_metrics(mean: np.ndarray, single: np.ndarray, rows: Any, reward_rows: np
                 episodes: list[np.ndarray], success: np.ndarray, shaping: Any, bounds: str) -> dict[str, Any]:
     """Metrics of one set from its view-mean scores ``mean`` [N, K] and its single goal's [N]."""
     from pipeline.store_rows import active
-    from rmtl.tasks.fetch_lift.quality import phase_metrics, roc_auc, step_variation
+    from rmtl.reward.quality_stats import roc_auc, step_variation
+    from rmtl.tasks import get_task
     from pipeline.return_ranking import shaped_rewards
 
     k = mean.shape[1]
     scores = mean if k > 1 else np.repeat(mean, 3, axis=1)  # one goal: its score in every phase
-    m = phase_metrics(scores, rows.state)
+    m = get_task().phase_metrics(scores, rows.state)  # the study reads pick-and-lift stores
     if k == 1:
         m["right_prompt_accuracy"] = float("nan")
     act = mean[:, 0] if k == 1 else active(mean, rows.phase)
@@ -210,11 +211,11 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
 def references(rows: Any, reward_rows: np.ndarray, episodes: list[np.ndarray], success: np.ndarray) -> dict[str, Any]:
     """The AUCs that put the sets' in scale (as pipeline.return_ranking): episode length alone
     (successes end early and every shaped reward is <= 0) and the dense reference reward."""
-    from rmtl.tasks.fetch_lift.quality import roc_auc
-    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+    from rmtl.reward.quality_stats import roc_auc
+    from rmtl.tasks import get_task
 
     length = np.array([len(idx) for idx in episodes], dtype=np.float64)
-    dense = dense_reward(rows.state[reward_rows], DenseRewardConfig()).astype(np.float64)
+    dense = get_task().dense_reward(rows.state[reward_rows]).astype(np.float64)
     ret = np.array([dense[idx].sum() for idx in episodes])
     auc = lambda x: roc_auc(x[success], x[~success])  # noqa: E731
     return {"length_only": {"auc_return": auc(-length)},

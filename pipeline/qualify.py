@@ -167,7 +167,7 @@ def model_scores(model: str, task: str, families: Sequence[Family], store_dir: P
     from rmtl.reward.projection import goal_baseline_scores
     from storage.dataset import DatasetStore
 
-    from rmtl.reward.config import RewardConfig
+    from rmtl.reward.kinds.vlm import RewardConfig
 
     alpha = RewardConfig.model_fields["alpha"].default  # the reward's projection mix
     parts = []

@@ -50,7 +50,7 @@ from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
-from rmtl.tasks.fetch_lift.quality import spearman, spread
+from rmtl.reward.quality_stats import spearman, spread
 
 DEFAULT_RADII: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
 """Cache radii (key units, metres) compared by default."""
@@ -185,7 +185,7 @@ def run_queries(
     ``<store>.analysis/queries``). ``model_id``: a stored model id or a model spec (None:
     the store's only model). Returns the JSON-able dict, with ``files``."""
     from pipeline.analysis_dataset import default_out_dir
-    from rmtl.tasks.fetch_lift.quality import QualityInputs
+    from rmtl.task import QualityInputs
 
     if not 0.0 <= alpha <= 1.0:
         raise ConfigError(f"alpha must be in [0, 1], got {alpha}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.rollout import RolloutConfig, map_rollouts
-from rmtl.env.render_settings import LEGACY_RENDERER_ID
+from rmtl.env.render_settings import RENDERER_V1_ID
 from rmtl.errors import ConfigError, StoreError
 
 RESUME_KEYS = ("task", "policy", "noise_std", "noise_levels", "deterministic", "stages", "seed", "render_reset")
@@ -95,9 +95,10 @@ def dask_client(workers: int, address: str | None = None):
 
 def renderer_profile(config: RolloutConfig) -> dict:
     """The renderer settings and id of a rollout config (the paper's domain, no shadows)."""
-    from rmtl.tasks.fetch_lift.env import EnvConfig
+    from rmtl.tasks import get_task
 
-    return EnvConfig(render=config.render).render_profile()
+    # The renderer settings are the default task's env config's (a run's ``env`` section, whatever its task).
+    return get_task().env_config(render=config.render).render_profile()
 
 
 def _same_checkpoint(recorded: Any, wanted: Any) -> bool:
@@ -123,8 +124,8 @@ def check_settings(store, config: RolloutConfig, render: bool = True, kind: str 
             and not (k == "policy" and _same_checkpoint(rollout.get(k), wanted[k]))]
     if render and (list(store.views) != list(config.views) or (resolution and store.resolution[0] != config.resolution)):
         diff.append("views/resolution")
-    if render and (store.renderer_id or LEGACY_RENDERER_ID) != renderer_profile(config)["renderer_id"]:
-        diff.append(f"renderer {store.renderer_id or LEGACY_RENDERER_ID} vs {renderer_profile(config)['renderer_id']}")
+    if render and (store.renderer_id or RENDERER_V1_ID) != renderer_profile(config)["renderer_id"]:
+        diff.append(f"renderer {store.renderer_id or RENDERER_V1_ID} vs {renderer_profile(config)['renderer_id']}")
     if provenance.get("kind", "rollout") != kind or store.has_frames != render:
         diff.append(f"kind (not a {kind} store)")
     if diff:

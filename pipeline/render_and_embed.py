@@ -118,8 +118,9 @@ def quality_summary(store_path, model: str, alpha: float = 0.9, prompts=None) ->
     PromptSet (default: the paper's prompts)."""
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import text_embeddings
-    from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality
     from rmtl.errors import ConfigError
+    from rmtl.task import QualityInputs
+    from rmtl.tasks import get_task
     from rmtl.reward.prompt_sets import PromptSet
 
     if isinstance(prompts, PromptSet) and prompts.single_prompt:
@@ -133,7 +134,7 @@ def quality_summary(store_path, model: str, alpha: float = 0.9, prompts=None) ->
         text = text_embeddings(store, model_id, prompts)
         inputs = QualityInputs(store.embeddings(model_id, slice(0, n)), cols["state"], cols["episode"],
                                cols["step"], store.views)
-    return reward_quality(inputs, text.goals, text.baseline, alpha)
+    return get_task().quality_metrics(inputs, text.goals, text.baseline, alpha)  # pick-and-lift's metrics
 
 
 def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):

@@ -183,7 +183,7 @@ def variant_rewards(store: Any, model_id: str, rows: np.ndarray, phases: np.ndar
 
 
 def _auc(values: np.ndarray, success: np.ndarray) -> float:
-    from rmtl.tasks.fetch_lift.quality import roc_auc
+    from rmtl.reward.quality_stats import roc_auc
 
     return roc_auc(values[success], values[~success])
 
@@ -209,7 +209,7 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
     from pipeline.analysis_dataset import default_out_dir
     from pipeline.store_models import resolve_model_id
     from pipeline.store_rows import open_store
-    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+    from rmtl.tasks import get_task
 
     if not variants:
         raise ConfigError("give at least one reward variant to rank")
@@ -223,7 +223,7 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
         per_variant = {v: variant_rewards(st, model_id, rows, steps.phase, episodes, v, bounds) for v in variants}
         out = Path(out_dir) if out_dir is not None else default_out_dir(st) / "return_ranking"
         path = st.path
-    dense = dense_reward(state, DenseRewardConfig()).astype(np.float64)
+    dense = get_task().dense_reward(state).astype(np.float64)  # the ranking reads pick-and-lift stores
     returns = {v: np.array([r[idx].sum() for idx in episodes]) for v, r in per_variant.items()}
     table = [_row(v, returns[v], length, success, kind="vlm") for v in variants]
     table.append(_row("length_only", -length.astype(np.float64), length, success, kind="reference"))

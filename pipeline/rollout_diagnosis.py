@@ -39,15 +39,19 @@ import numpy as np
 
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
-from rmtl.tasks.fetch_lift.phases import PHASES
-from rmtl.tasks.fetch_lift.quality import spearman
+from rmtl.reward.quality_stats import spearman
+from rmtl.tasks import get_task
+
+
+def _phase_names() -> tuple[str, ...]:
+    """The micro-tasks in phase order (the diagnosis reads pick-and-lift rollouts, the default task)."""
+    return get_task().micro_tasks.names
 
 
 def _steps(store: Any, model: str | None, variants: Sequence[str]) -> dict[str, Any]:
     """Per reward step of one store: rows, labels, dense reward, each variant's active score."""
     from pipeline.return_ranking import reward_steps, variant_scores
     from pipeline.store_models import resolve_model_id
-    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 
     model_id = resolve_model_id(store, model)
     steps = reward_steps(store, model_id, "diagnose")
@@ -59,7 +63,7 @@ def _steps(store: Any, model: str | None, variants: Sequence[str]) -> dict[str, 
         "path": str(store.path), "model_id": model_id, "rows": steps.rows, "episode": steps.episode,
         "step": steps.step, "phase": steps.phase, "distance": steps.distance, "lift": steps.lift, "scores": scores,
         "score": scores[variants[0]], "configs": configs,
-        "dense": dense_reward(steps.state, DenseRewardConfig()).astype(np.float64),
+        "dense": get_task().dense_reward(steps.state).astype(np.float64),
         "episode_ids": steps.ids, "success": steps.success, "episodes": steps.episodes,
     }
 
@@ -95,7 +99,7 @@ def _discounted(p: dict[str, Any], r: np.ndarray, gamma: float, add_bonus: bool)
 def dense_returns(p: dict[str, Any]) -> np.ndarray:
     """The same return under the dense reference reward (with its success bonus), at the
     first variant's gamma: what the dense learner would prefer."""
-    from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig
+    from rmtl.reward.kinds.dense import DenseRewardConfig
 
     gamma = next(iter(p["configs"].values()))[2]
     return _discounted(p, p["dense"], gamma, DenseRewardConfig().add_env_reward)
@@ -123,7 +127,7 @@ def summarise(p: dict[str, Any]) -> dict[str, Any]:
         "mean_return": {**{v: float(episode_returns(p, v).mean()) for v in p["rewards"]},
                         "dense_reference": float(dense_returns(p).mean())},
     }
-    for k, name in enumerate(PHASES):
+    for k, name in enumerate(_phase_names()):
         m = p["phase"] == k
         out["phases"][name] = {
             "fraction": float(m.mean()), "mean_score": float(p["score"][m].mean()) if m.any() else None,
@@ -139,7 +143,7 @@ def hacking_verdict(policy: dict[str, Any], reference: dict[str, Any]) -> dict[s
     paid = policy["mean_vlm_reward"] >= reference["mean_vlm_reward"]
     worse = policy["mean_dense_reward"] < reference["mean_dense_reward"]
     per_phase = {}
-    for name in PHASES:
+    for name in _phase_names():
         a, b = policy["phases"][name]["mean_score"], reference["phases"][name]["mean_score"]
         per_phase[name] = None if a is None or b is None else float(a - b)
     prefers = {v: bool(policy["mean_return"][v] > reference["mean_return"][v]) for v in policy["mean_return"]}
@@ -198,7 +202,7 @@ def _write_steps(path: Path, parts: Sequence[dict[str, Any]], names: Sequence[st
                     "dense_reward"])
         for name, p in zip(names, parts):
             for i in range(len(p["score"])):
-                w.writerow([name, int(p["rows"][i]), int(p["episode"][i]), int(p["step"][i]), PHASES[p["phase"][i]],
+                w.writerow([name, int(p["rows"][i]), int(p["episode"][i]), int(p["step"][i]), _phase_names()[p["phase"][i]],
                             round(float(p["distance"][i]), 4), round(float(p["lift"][i]), 4),
                             round(float(p["score"][i]), 5), round(float(p["vlm"][i]), 5), round(float(p["dense"][i]), 5)])
 
@@ -232,8 +236,8 @@ def _plot_traces(path: Path, p: dict[str, Any], n: int) -> None:
 def _plot_scatter(path: Path, parts: Sequence[dict[str, Any]]) -> None:
     from pipeline.plots import figure
 
-    fig, axes = figure(4.2 * len(PHASES), 3.8, 1, len(PHASES))
-    for k, name in enumerate(PHASES):
+    fig, axes = figure(4.2 * len(_phase_names()), 3.8, 1, len(_phase_names()))
+    for k, name in enumerate(_phase_names()):
         ax = axes[0][k]
         for p, label in zip(parts, ("policy", "reference")):
             m = p["phase"] == k

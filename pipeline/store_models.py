@@ -124,7 +124,7 @@ def check_model_renderer(store: Any, spec: str, model_id: str | None = None) -> 
     declared = declared_renderer(spec)
     if not declared:
         return
-    from rmtl.env.render_settings import LEGACY_RENDERER_ID, FULL_MSAA_SAMPLES, RenderSettings
+    from rmtl.env.render_settings import RENDERER_V1_ID, FULL_MSAA_SAMPLES, RenderSettings
 
     record = store.info.get("renderer")
     if record is None:
@@ -132,11 +132,11 @@ def check_model_renderer(store: Any, spec: str, model_id: str | None = None) -> 
             return
         # written before renderer ids: the paper domain, full meshes, 4x MSAA, no culling
         record = {"visual_domain": True, "shadows": False, "reflections": False, "mesh_reduction": 0.0,
-                  "msaa_samples": FULL_MSAA_SAMPLES, "culled_geoms": [], "renderer_id": LEGACY_RENDERER_ID}
+                  "msaa_samples": FULL_MSAA_SAMPLES, "culled_geoms": [], "renderer_id": RENDERER_V1_ID}
     want = RenderSettings(**{**RenderSettings().model_dump(), **declared})
     profile = want.profile(bool(record.get("visual_domain", True)), bool(record.get("shadows")),
                            bool(record.get("reflections")))
-    have_id = record.get("renderer_id") or LEGACY_RENDERER_ID
+    have_id = record.get("renderer_id") or RENDERER_V1_ID
     if profile["renderer_id"] == have_id:
         return
     have = {**record, "cull_invisible": bool(record.get("culled_geoms"))}

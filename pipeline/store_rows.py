@@ -21,7 +21,6 @@ from rmtl.errors import StoreError
 from rmtl.reward.projection import goal_baseline_scores
 from rmtl.reward.prompts import TextEmbeddings
 from rmtl.tasks import DEFAULT_TASK
-from rmtl.tasks.fetch_lift.state import lift_height
 
 
 SCORE_BLOCK_ROWS = 4096
@@ -93,7 +92,7 @@ def load_rows(store: Any, model_id: str, include_live: bool = False, any_task: b
     return StoreRows(
         rows=rows, state=state, episode=cols["episode"][rows], step=cols["step"][rows],
         distance=np.asarray(task.phase_measure(state), dtype=np.float64),
-        lift=np.asarray(lift_height(state), dtype=np.float64) if task.name == DEFAULT_TASK else None,
+        lift=np.asarray(task.lift_height(state), dtype=np.float64) if task.lift_height is not None else None,
         phase=task.phases(state), views=list(store.views), phase_names=task.micro_tasks.names,
         measure=task.micro_tasks.measure,
     )

@@ -8,14 +8,15 @@ source). Layers above (pipeline, flows) look a task up by name (:func:`rmtl.task
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from rmtl.config import Config
 from rmtl.env.curriculum import CurriculumStage
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import MicroTaskSpec
-from rmtl.reward.config import RewardConfig
+from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.reward.prompts import PromptConfig
 from storage.key_spec import KeySpec
 
@@ -34,6 +35,17 @@ class ScorerConfusion:
     about: str = ""
 
 
+@dataclass
+class QualityInputs:
+    """Per-view embeddings of a set of states with their labels (what ``Task.quality_metrics`` reads)."""
+
+    embeddings: np.ndarray  # [N, V, D]
+    states: np.ndarray  # [N, state_dim]
+    episode: np.ndarray  # [N]
+    step: np.ndarray  # [N]
+    views: Sequence[str]
+
+
 @dataclass(frozen=True)
 class Task:
     """One task: its env, state layout and key, micro-tasks, expert, scripted degenerate
@@ -48,8 +60,7 @@ class Task:
 
     name: str
     make_env: Callable[..., Any]
-    """(config=None, **overrides) -> env; ``config`` is a run's env config (pick-and-lift's EnvConfig,
-    which another task may ignore)."""
+    """(config=None, **overrides) -> env; ``config`` is a run's env config (an ``env_config``)."""
     key_spec: KeySpec
     layout: Callable[[], Mapping[str, Any]]
     """The store's self-description of the state, key and action fields (``rmtl.layout``)."""
@@ -61,6 +72,11 @@ class Task:
     """(noise_std, seed) -> the scripted expert policy."""
     curriculum_stages: tuple[CurriculumStage, ...]
     camera_bank: Mapping[str, Any]
+    env_config: type[Config] | None = None
+    """The config class ``make_env`` takes (pick-and-lift: EnvConfig; the default task's is a run's
+    ``env`` section, which a task with another env ignores)."""
+    render_fps: int | None = None
+    """Frames per second of a video of the env (one frame per step)."""
     dense_reward: Callable[..., np.ndarray] | None = None
     """(states, config) -> the dense reference reward (without the success bonus); ``config`` is the
     run's ``dense`` config, which a task may ignore."""
@@ -70,6 +86,9 @@ class Task:
     """(states, rng) -> one VLM-training caption per state."""
     quality_metrics: Callable[..., dict] | None = None
     """The reward-quality metrics of stored embeddings (within-phase rank metrics and gates)."""
+    phase_metrics: Callable[[np.ndarray, np.ndarray], dict[str, float]] | None = None
+    """(scores [N, K], states) -> within-phase metrics of micro-task scores (rank correlations,
+    spreads, right-prompt accuracy; the parts of ``quality_metrics`` for one set of scores)."""
     quality_gates: Mapping[str, float] = field(default_factory=dict)
     """Acceptance thresholds (metric -> minimum) of the multi-view means ``quality_metrics`` reports:
     what a trained reward VLM must reach on held-out episodes."""
@@ -96,6 +115,12 @@ class Task:
     through a policy (rollout policy ``coverage``)."""
     coverage_category: Callable[[int], str] | None = None
     """Scene index -> its category (the label of a coverage store's rows)."""
+    lift_height: Callable[[np.ndarray], np.ndarray] | None = None
+    """states [N, state_dim] -> height (m) of the lifted object above its rest height (None: the
+    task lifts nothing)."""
+    episode_goals: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+    """states [T, state_dim] of one episode -> (achieved goal [T, G], desired goal [T, G]) as a
+    Gymnasium-Robotics goal env observes them (what a Minari export writes)."""
 
     def phases(self, states: np.ndarray) -> np.ndarray:
         """Phase ids the task's rule gives states [N, state_dim] (int64 [N])."""

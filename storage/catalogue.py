@@ -14,7 +14,7 @@ the batch is dropped and counted (the states are simply rendered again next time
 
 Every store must hold embeddings of the catalogue's model and frames of the catalogue's
 renderer (``renderer_id``; stores written before renderer ids count as
-``legacy_renderer_id``): hits from another model or renderer would pay a different reward.
+``unrecorded_renderer_id``): hits from another model or renderer would pay a different reward.
 """
 
 from __future__ import annotations
@@ -45,14 +45,14 @@ class CatalogueLookup(HitRate):
     distances: np.ndarray
 
 
-def check_store_for(store: DatasetStore, model_id: str, renderer_id: str | None, legacy_renderer_id: str | None,
+def check_store_for(store: DatasetStore, model_id: str, renderer_id: str | None, unrecorded_renderer_id: str | None,
                     role: str) -> None:
     """One-line StoreError unless ``store`` holds ``model_id`` embeddings of ``renderer_id`` frames."""
     if model_id not in store.model_ids():
         raise StoreError(f"{role} {store.path} has no embeddings of '{model_id}' (it has {store.model_ids() or 'none'}); "
                          f"embed it with that model or train with the model it was embedded with")
     if renderer_id is not None:
-        have = store.renderer_id or legacy_renderer_id
+        have = store.renderer_id or unrecorded_renderer_id
         if have != renderer_id:
             raise StoreError(f"{role} {store.path} was rendered by renderer {have} but this run renders with {renderer_id}; "
                              "build the atlas with the run's render settings (env.render) or train with the atlas's")
@@ -83,7 +83,7 @@ class StoreCatalogue:
 
     @classmethod
     def open(cls, atlas: Sequence[str | os.PathLike[str]], model_id: str, *, overlay: str | os.PathLike[str] | None = None,
-             renderer_id: str | None = None, legacy_renderer_id: str | None = None,
+             renderer_id: str | None = None, unrecorded_renderer_id: str | None = None,
              kind: str = "flat", key_spec: KeySpec | None = None,
              code: Mapping[str, Any] | None = None) -> "StoreCatalogue":
         """Open atlas stores read-only and the overlay for append (created, frames-less, when
@@ -94,7 +94,7 @@ class StoreCatalogue:
             for path in atlas:
                 store = DatasetStore.open(path, "r")
                 opened.append(store)
-                check_store_for(store, model_id, renderer_id, legacy_renderer_id, "atlas")
+                check_store_for(store, model_id, renderer_id, unrecorded_renderer_id, "atlas")
                 caches.append(StateCache.open(store, model_id, kind=kind, preload=True, persist=False))
             over = None
             if overlay is not None:
@@ -102,7 +102,7 @@ class StoreCatalogue:
                     raise StoreError("an overlay store needs the task's key_spec (its rows are keyed with it)")
                 store = open_overlay(overlay, model_id, opened[0] if opened else None, renderer_id, key_spec, code)
                 opened.append(store)
-                check_store_for(store, model_id, renderer_id, legacy_renderer_id, "overlay")
+                check_store_for(store, model_id, renderer_id, unrecorded_renderer_id, "overlay")
                 over = StateCache.open(store, model_id, kind="flat", preload=True)
             return cls(caches, over)
         except BaseException:

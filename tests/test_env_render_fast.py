@@ -80,11 +80,11 @@ def test_lighter_meshes_reduce_faces_and_stay_close():
 
 def test_renderer_id_changes_with_pixels_not_with_culling():
     from rmtl.tasks.fetch_lift.env import EnvConfig
-    from rmtl.env.render_settings import LEGACY_RENDERER_ID
+    from rmtl.env.render_settings import RENDERER_V1_ID
 
     full = {"mesh_reduction": 0.0}
     base = EnvConfig(render=full).render_profile()
-    assert base["renderer_id"] == LEGACY_RENDERER_ID
+    assert base["renderer_id"] == RENDERER_V1_ID
     assert EnvConfig(render={**full, "cull_invisible": False}).render_profile()["renderer_id"] == base["renderer_id"]
     others = {EnvConfig().render_profile()["renderer_id"],
               EnvConfig(render={**full, "msaa_samples": 0}).render_profile()["renderer_id"],

@@ -150,7 +150,7 @@ def test_model_is_resolved_from_id_spec_or_the_only_model(synth_store):
             resolve_model_id(st, "rmtl-fetch-tiny@random")
 
 
-def test_a_spec_resolves_to_its_fingerprinted_id_before_a_legacy_id_of_the_same_name(tmp_path):
+def test_a_spec_resolves_to_its_fingerprinted_id_before_a_bare_id_of_the_same_name(tmp_path):
     """Stores written before model ids carried a weights fingerprint hold embeddings of
     the old shipped weights under the bare name; the spec must resolve to the current
     weights' id, never to those."""
@@ -158,7 +158,7 @@ def test_a_spec_resolves_to_its_fingerprinted_id_before_a_legacy_id_of_the_same_
     from rmtl.vlm.spec import parse_spec
     from storage.dataset import DatasetStore
 
-    path = build_synthetic_store(tmp_path / "legacy.zarr", episodes=1)
+    path = build_synthetic_store(tmp_path / "bare_ids.zarr", episodes=1)
     current = parse_spec("rmtl-fetch-tiny").model_id
     assert current != "rmtl-fetch-tiny"
     with DatasetStore.open(path, mode="a") as st:
@@ -166,7 +166,7 @@ def test_a_spec_resolves_to_its_fingerprinted_id_before_a_legacy_id_of_the_same_
         emb = st.embeddings(MODEL, slice(0, n)).astype(np.float32)
         st.add_embeddings("rmtl-fetch-tiny", 0, emb)
         with pytest.raises(StoreError, match="before model ids named their weights.*re-embed"):
-            resolve_model_id(st, "rmtl-fetch-tiny")  # only the legacy id is stored
+            resolve_model_id(st, "rmtl-fetch-tiny")  # only the bare (unfingerprinted) id is stored
         st.add_embeddings(current, 0, emb)
         assert resolve_model_id(st, "rmtl-fetch-tiny") == current
         assert resolve_model_id(st, current) == current

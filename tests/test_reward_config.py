@@ -1,4 +1,4 @@
-"""RewardConfig: Table 1 defaults, validation, YAML (rmtl.reward.config)."""
+"""RewardConfig: Table 1 defaults, validation, YAML (rmtl.reward.kinds.vlm)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 
 from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
 from rmtl.errors import ConfigError
-from rmtl.reward.config import RewardConfig
+from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.tasks import get_task
 
 

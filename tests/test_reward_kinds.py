@@ -121,8 +121,8 @@ def test_shaper_must_match_the_kind():
         RewardVecEnv(_venv(1), get_kind("rule_only")(3), RULE, shaper=RewardShaper(1, num_phases=1))
 
 
-def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
-    """Recorded with the separate VLM and oracle wrappers this wrapper replaced (Table-1 shaping, then
+def test_the_one_wrapper_reproduces_the_v1_wrappers_rewards():
+    """Recorded with the v1 wrappers (one for the VLM reward, one for the oracle; Table-1 shaping, then
     the default), on seeded env steps: the same kinds with the same shaping pay the same rewards."""
     import json
     from pathlib import Path
@@ -131,8 +131,8 @@ def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
     from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
 
     views = ("wide_view", "close_up")
-    before = json.loads((Path(__file__).parent / "data" / "rewards_before_reward_kinds.json").read_text())
-    earlier = ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True, drop_penalty=True)
+    before = json.loads((Path(__file__).parent / "data" / "rewards_v1_wrappers.json").read_text())
+    per_phase_v1 = ShapingConfig(band=False, bounds="widen_only", trend=True, momentum=True, drop_penalty=True)
 
     class SequenceSource:
         def __init__(self):
@@ -155,11 +155,11 @@ def test_the_one_wrapper_reproduces_the_earlier_wrappers_rewards():
         return out
 
     cfg = get_task().reward_config(RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64,
-                                                     shaping=earlier))
+                                                     shaping=per_phase_v1))
     vlm = make_reward_vec_env(2, cfg, env_fn=lambda: FetchPickAndLiftEnv(EnvConfig.make(max_episode_steps=6, views=views, resolution=64)), seed=3,
                               source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder),
                               phase_selector=RULE)
     oracle = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), RULE,
-                          shaper=RewardShaper(2, earlier, num_phases=3))
+                          shaper=RewardShaper(2, per_phase_v1, num_phases=3))
     np.testing.assert_allclose(steps(vlm), before["vlm"], atol=1e-5)
     np.testing.assert_allclose(steps(oracle), before["oracle"], atol=1e-5)

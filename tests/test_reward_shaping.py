@@ -1,5 +1,5 @@
 """Reward shaping: the phase-banded default by hand across two phase switches (bounds moving both
-ways), the earlier per-phase reconstruction of Table 1 by hand, trend, momentum, drop penalty, range,
+ways), the per-phase reconstruction of Table 1 (v1) by hand, trend, momentum, drop penalty, range,
 one-phase invariance, reset (rmtl.reward.shaping)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from rmtl.reward.shaping import RewardShaper, ShapingConfig
 
 TABLE1_TERMS = dict(trend=True, momentum=True, drop_penalty=True)
 """Table 1's trend, momentum and x2 drop penalty (options since the oracle sweep)."""
-EARLIER = dict(band=False, bounds="widen_only", **TABLE1_TERMS)
-"""The earlier reconstruction of Table 1 (a labelled option)."""
+PER_PHASE_V1 = dict(band=False, bounds="widen_only", **TABLE1_TERMS)
+"""The per-phase reconstruction of Table 1 (v1; a labelled option)."""
 LEVEL_ONLY = dict(trend=False, momentum=False, bounds="fixed")
 
 
@@ -44,8 +44,8 @@ TABLE1_STEPS = [
 
 
 @pytest.mark.parametrize("phase", [0, 1, 2])
-def test_earlier_reconstruction_is_table1_step_by_step(phase):
-    cfg = ShapingConfig(**EARLIER)
+def test_per_phase_v1_is_table1_step_by_step(phase):
+    cfg = ShapingConfig(**PER_PHASE_V1)
     assert (cfg.initial_low, cfg.initial_high, cfg.bound_rate, cfg.trend_window) == (0.45, 0.70, 0.01, 3)
     assert (cfg.trend_weight, cfg.momentum_weight, cfg.drop_multiplier) == (0.3, 0.3, 2.0)
     sh = RewardShaper(1, cfg, num_phases=3)  # K = 3: the phase index must not shift the level
@@ -125,8 +125,8 @@ def test_band_history_spans_micro_tasks_but_per_phase_history_restarts():
     band = run(RewardShaper(1, ShapingConfig(bounds="fixed", **TABLE1_TERMS), num_phases=3), [0.5, 0.6, 0.45],
                phases=[0, 0, 1])
     assert band[2].trend[0] != 0 and band[2].momentum[0] != 0  # L keeps its episode history across the switch
-    earlier = run(RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3), [0.5, 0.6, 0.45], phases=[0, 0, 1])
-    assert earlier[2].trend[0] == 0 and earlier[2].momentum[0] == 0
+    per_phase = run(RewardShaper(1, ShapingConfig(**PER_PHASE_V1), num_phases=3), [0.5, 0.6, 0.45], phases=[0, 0, 1])
+    assert per_phase[2].trend[0] == 0 and per_phase[2].momentum[0] == 0
 
 
 def test_shape_u_needs_no_scores_and_no_bounds():
@@ -140,7 +140,7 @@ def test_one_phase_shaping_ignores_the_phase_ids():
     """Single prompt (K = 1): the same scores with any phases give the same rewards and terms."""
     rng = np.random.default_rng(1)
     scores = rng.uniform(0.3, 0.8, size=(40, 4))
-    for cfg in (ShapingConfig(), ShapingConfig(**EARLIER)):
+    for cfg in (ShapingConfig(), ShapingConfig(**PER_PHASE_V1)):
         runs = []
         for phases in (np.zeros((40, 4), int), rng.integers(0, 3, size=(40, 4)), np.full((40, 4), 2), None):
             sh = RewardShaper(4, cfg, num_phases=1)
@@ -150,8 +150,8 @@ def test_one_phase_shaping_ignores_the_phase_ids():
             np.testing.assert_array_equal(r, runs[0])
     assert RewardShaper(1, num_phases=1).low.shape == (1, 1)  # one pair of bounds
     # The same check fails for three phases: per-phase bounds and history see the phase.
-    a = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
-    b = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
+    a = RewardShaper(1, ShapingConfig(**PER_PHASE_V1), num_phases=3)
+    b = RewardShaper(1, ShapingConfig(**PER_PHASE_V1), num_phases=3)
     ra = [a(np.array([s]), np.array([0])).reward[0] for s in scores[:, 0]]
     rb = [b(np.array([s]), np.array([t % 3])).reward[0] for t, s in enumerate(scores[:, 0])]
     assert not np.allclose(ra, rb)
@@ -160,7 +160,7 @@ def test_one_phase_shaping_ignores_the_phase_ids():
 
 
 def test_widen_only_bounds_move_toward_outside_scores_of_the_active_phase_only():
-    sh = RewardShaper(1, ShapingConfig(**EARLIER), num_phases=3)
+    sh = RewardShaper(1, ShapingConfig(**PER_PHASE_V1), num_phases=3)
     sh(np.array([1.0]), np.array([1]))
     assert sh.high[0, 1] == pytest.approx(0.70 + 0.01 * 0.30)
     assert sh.low[0, 1] == pytest.approx(0.45)
@@ -176,7 +176,7 @@ def test_widen_only_bounds_move_toward_outside_scores_of_the_active_phase_only()
 
 
 def test_u_trend_and_momentum_definitions():
-    cfg = ShapingConfig(**{**EARLIER, "bounds": "fixed", "drop_penalty": False})
+    cfg = ShapingConfig(**{**PER_PHASE_V1, "bounds": "fixed", "drop_penalty": False})
     sh = RewardShaper(1, cfg, num_phases=3)
     scores = [0.45, 0.50, 0.55, 0.60, 0.65]
     outs = run(sh, scores)
@@ -235,7 +235,7 @@ def test_reset_clears_episode_state_of_selected_envs_only():
     out = sh(np.array([0.2, 0.2]), np.array([0, 0]))
     assert out.trend[0] == 0 and out.momentum[0] == 0
     assert out.trend[1] != 0 and out.momentum[1] != 0
-    sh2 = RewardShaper(1, ShapingConfig(**EARLIER, reset_bounds_on_episode=True), num_phases=3)
+    sh2 = RewardShaper(1, ShapingConfig(**PER_PHASE_V1, reset_bounds_on_episode=True), num_phases=3)
     sh2(np.array([1.0]), np.array([0]))
     sh2.reset()
     assert sh2.high[0, 0] == pytest.approx(0.70)

@@ -83,8 +83,8 @@ def test_catalogue_refuses_other_renderer_or_model(tmp_path):
     assert "\n" not in str(e.value)
     with pytest.raises(StoreError, match="no embeddings of 'other__model'"):
         StoreCatalogue.open([tmp_path / "a.zarr"], "other__model")
-    _store(tmp_path / "legacy.zarr", 5, 2, renderer_id=None)[0].close()
-    cat = StoreCatalogue.open([tmp_path / "legacy.zarr"], MODEL, renderer_id="mj-old", legacy_renderer_id="mj-old")
+    _store(tmp_path / "no_renderer_id.zarr", 5, 2, renderer_id=None)[0].close()
+    cat = StoreCatalogue.open([tmp_path / "no_renderer_id.zarr"], MODEL, renderer_id="mj-old", unrecorded_renderer_id="mj-old")
     cat.close()
 
 

@@ -73,7 +73,7 @@ def test_table1_defaults_and_variants():
     assert not stage1_config("rmtl_level_only").reward.shaping.trend
     assert stage1_config("rule_only").reward.kind == "rule_only"
     assert stage1_config("single_prompt_banded").reward.single_prompt_band
-    # RMTL's shaping is the band; the earlier per-phase reconstruction is a labelled variant only.
+    # RMTL's shaping is the band; the per-phase reconstruction (v1) is a labelled variant only.
     assert c.reward.shaping.band and not stage1_config("rmtl_per_phase").reward.shaping.band
     # later overrides win over the variant's, nested dicts merge
     v = stage1_config("single_prompt_multi_view", reward={"alpha": 0.5}, n_envs=4)
@@ -87,7 +87,7 @@ def test_table1_defaults_and_variants():
 
 
 def test_each_reward_kind_has_its_own_config_and_switching_kind_replaces_the_section():
-    from rmtl.reward.config import RewardConfig
+    from rmtl.reward.kinds.vlm import RewardConfig
     from rmtl.reward.kinds.oracle import OracleRewardConfig
     from rmtl.reward.kinds.rule_only import RuleOnlyRewardConfig
 

@@ -40,14 +40,14 @@ def test_oracle_variants_differ_from_rmtl_only_in_the_scorer():
     rmtl = stage1_config("rmtl").model_dump()
     level_only = {"trend": False, "momentum": False, "drop_penalty": False}
     table1 = {"trend": True, "momentum": True, "drop_penalty": True}
-    earlier = {"band": False, "bounds": "widen_only", **table1}
+    per_phase_v1 = {"band": False, "bounds": "widen_only", **table1}
     twins = {"oracle_rmtl": stage1_config("rmtl"), "oracle_no_curriculum": stage1_config("no_curriculum"),
              "oracle_no_phase_input": stage1_config("no_phase_input"),
              "oracle_sweep_level_only": stage1_config("rmtl_level_only"),
              "oracle_sweep_trend_momentum": stage1_config("rmtl", reward={"shaping": {**table1, "drop_penalty": False}}),
              "oracle_sweep_trend_momentum_drop": stage1_config("rmtl_trend_momentum"),
              "oracle_per_phase": stage1_config("rmtl_per_phase"),
-             "oracle_per_phase_level_only": stage1_config("rmtl", reward={"shaping": {**earlier, **level_only}})}
+             "oracle_per_phase_level_only": stage1_config("rmtl", reward={"shaping": {**per_phase_v1, **level_only}})}
     assert set(twins) == set(ORACLE_VARIANTS)
     for name, twin in twins.items():
         a, b = stage1_config(name).model_dump(), twin.model_dump()

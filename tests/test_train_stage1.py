@@ -278,7 +278,7 @@ def test_fast_path_with_atlas_workers_and_overlay(random_tiny_vlm, tmp_path):
 
 def test_normalised_run_checkpoints_statistics_as_json_and_refuses_pickles(tmp_path):
     """VecNormalize statistics are saved as vecnormalize.json (never a pickle), used by
-    evaluation and restored on resume; a legacy vecnormalize.pkl is refused, not loaded."""
+    evaluation and restored on resume; a v1 vecnormalize.pkl (a pickle) is refused, not loaded."""
     import pickle
 
     from rmtl.errors import ConfigError

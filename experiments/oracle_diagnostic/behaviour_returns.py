@@ -43,7 +43,7 @@ SHAPING_VARIANTS = {
 """The shapings of the oracle variants this diagnostic compared (oracle_rmtl, oracle_level_only,
 oracle_phase_offset, oracle_phase_offset_no_drop_penalty, oracle_phase_offset_level_only), as
 (variant of rmtl/train/variants.yaml, shaping overrides): when it ran, the default shaping was the
-earlier per-phase reconstruction of Table 1 (oracle_per_phase), and the offset is its band."""
+per-phase reconstruction of Table 1 (v1) (oracle_per_phase), and the offset is its band."""
 
 
 def shaping_of(variant: str, overrides: dict) -> ShapingConfig:

@@ -1,6 +1,6 @@
 """The hacking battery under the reward's structure (no VLM): the discounted return of every
-scripted behaviour under the oracle-scored default shaping and the sweep's arms, the earlier
-per-phase reconstruction, rule-only and the dense reference.
+scripted behaviour under the oracle-scored default shaping and the sweep's arms, the
+per-phase reconstruction (v1), rule-only and the dense reference.
 
     python experiments/oracle_structure/behaviour_returns.py [--episodes 12] [--difficulty 0.3,0.6,0.9]
 

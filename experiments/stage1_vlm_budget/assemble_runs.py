@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-EARLIER = {
+COMMITTED_RUNS = {
     # name: (variant, seed, eval.csv, curriculum.csv or None); a selection.json beside eval.csv is copied too
     "rmtl_s0": ("rmtl", 0, "stage1_fast/eval.csv", "stage1_fast/curriculum.csv"),
     "rmtl_phase_offset_s0": ("rmtl_phase_offset", 0, "stage1_phase_offset/eval.csv",
@@ -33,7 +33,7 @@ EARLIER = {
 
 
 def main(out: Path) -> None:
-    for name, (variant, seed, eval_csv, curriculum_csv) in EARLIER.items():
+    for name, (variant, seed, eval_csv, curriculum_csv) in COMMITTED_RUNS.items():
         d = out / name
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.yaml").write_text(f"variant: {variant}\nseed: {seed}\n")

@@ -7,9 +7,8 @@ import numpy as np
 
 from pipeline.train_vlm.data import TrainingData, encode_rows
 from rmtl.reward.prompts import embed_prompts
-from rmtl.task import Task
+from rmtl.task import QualityInputs, Task
 from rmtl.tasks import get_task
-from rmtl.tasks.fetch_lift.quality import QualityInputs
 
 
 def evaluate(vlm, data: TrainingData, rows: np.ndarray, alpha: float = 0.9, batch_size: int = 512,

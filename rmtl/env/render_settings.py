@@ -52,6 +52,7 @@ def renderer_id(pixels: dict[str, Any]) -> str:
     return "mj-" + hashlib.sha256(json.dumps(pixels, sort_keys=True).encode()).hexdigest()[:10]
 
 
-LEGACY_RENDERER_ID = renderer_id({"visual_domain": True, "shadows": False, "reflections": False,
+RENDERER_V1_ID = renderer_id({"visual_domain": True, "shadows": False, "reflections": False,
                                   "mesh_reduction": 0.0, "msaa_samples": FULL_MSAA_SAMPLES})
-"""The renderer of stores written before renderer ids: paper domain, no shadows, full meshes, 4x MSAA."""
+"""Renderer v1, the one every store without a recorded renderer id was rendered with: paper domain, no
+shadows, full meshes, 4x MSAA."""

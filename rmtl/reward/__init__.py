@@ -11,7 +11,7 @@ from __future__ import annotations
 from rmtl.lazy import lazy_attributes
 
 _LAZY = {
-    "RewardConfig": "rmtl.reward.config",
+    "RewardConfig": "rmtl.reward.kinds.vlm",
     "ExternalPhaseSelector": "rmtl.reward.phase",
     "PhaseSelector": "rmtl.reward.phase",
     "RulePhaseSelector": "rmtl.reward.phase",

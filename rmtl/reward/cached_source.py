@@ -198,7 +198,7 @@ class CachedEmbeddingSource:
         """A source over read-only atlas stores plus the run's ``overlay`` store, whose misses
         a background writer appends (storage.catalogue); ``renderer_id`` must match every store.
         ``key_spec`` (and ``phase_labels`` among ``kwargs``) are the task's."""
-        from rmtl.env.render_settings import LEGACY_RENDERER_ID
+        from rmtl.env.render_settings import RENDERER_V1_ID
         from rmtl.vlm import VLM, load_vlm
         from storage.catalogue import BackgroundAppender, StoreCatalogue
 
@@ -206,7 +206,7 @@ class CachedEmbeddingSource:
         from rmtl.provenance import code_record
 
         catalogue = StoreCatalogue.open(atlas, vlm.model_id, overlay=overlay, renderer_id=renderer_id,
-                                        legacy_renderer_id=LEGACY_RENDERER_ID, kind=kind,
+                                        unrecorded_renderer_id=RENDERER_V1_ID, kind=kind,
                                         key_spec=key_spec, code=code_record())
         with contextlib.ExitStack() as on_error:  # the catalogue stays open only inside a source
             on_error.callback(catalogue.close)

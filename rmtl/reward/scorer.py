@@ -7,14 +7,27 @@ embeddings can be re-scored for any prompt set or alpha without rendering again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 
 from rmtl.errors import ConfigError
-from rmtl.reward.config import RewardConfig
 from rmtl.reward.projection import goal_baseline_scores
-from rmtl.reward.prompts import TextEmbeddings, TextEncoder, embed_prompts
+from rmtl.reward.prompts import PromptConfig, TextEmbeddings, TextEncoder, embed_prompts
+
+
+class ScorerSettings(Protocol):
+    """What a scorer is built from: a resolved VLM reward config (rmtl.reward.kinds.vlm.RewardConfig;
+    a protocol, so that the scorer stays below the kinds that use it)."""
+
+    @property
+    def prompts(self) -> PromptConfig: ...
+    @property
+    def single_prompt(self) -> bool: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def active_views(self) -> tuple[str, ...]: ...
 
 
 def select_views(embeddings: np.ndarray, stored_views: Sequence[str], views: Sequence[str]) -> np.ndarray:
@@ -86,7 +99,7 @@ class PhasedScorer:
             raise ConfigError(f"a scorer needs distinct view names, got {list(self.views)}")
 
     @classmethod
-    def from_config(cls, config: RewardConfig, encode_text: TextEncoder) -> "PhasedScorer":
+    def from_config(cls, config: ScorerSettings, encode_text: TextEncoder) -> "PhasedScorer":
         """Embed the configured prompts (one text-encoder call) for the configured variant."""
         text = embed_prompts(encode_text, config.prompts, config.single_prompt)
         return cls(text, config.alpha, config.active_views)

@@ -13,9 +13,10 @@ penalty are options that the pre-registered oracle sweep left out of the default
 2. u = clip((s - lo_k) / (hi_k - lo_k), 0, 1);
 3. level L = (k + u) / K - 1 (the band: continuous at a switch when u reaches 1 before it
    and starts at 0 after it);
-4. trend = L - mean(previous <= window L this episode); momentum m <- decay m + (1 - decay)
-   (L - previous L) (both 0 without history);
-5. delta = w_t trend + w_m momentum, times drop_multiplier when negative;
+4. the shaping terms (:mod:`rmtl.reward.shaping_terms`): trend = L - mean(previous <= window L
+   this episode); momentum m <- decay m + (1 - decay) (L - previous L) (both 0 without history);
+5. delta = the sum of the switched-on terms times their weights (w_t trend + w_m momentum), times
+   drop_multiplier when negative;
 6. reward = clip(L + delta, -1, 0).
 
 The per-micro-task reconstruction (v1) of Table 1 stays a labelled option (``band: false,
@@ -26,26 +27,31 @@ With one micro-task (K = 1, the single-prompt baselines) there is one pair of bo
 one history, and the phase ids given with the scores are ignored: no phase index can reach
 the reward.
 
-Episode history (trend window, momentum, previous level) is reset with the episode; the
+Episode history (each term's, e.g. the trend window, momentum, previous level) is reset with the episode; the
 bounds are running statistics over training.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, Mapping
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, create_model, model_validator
 
 from rmtl.config import Config
 from rmtl.errors import ConfigError
+from rmtl.reward.shaping_terms import SHAPING_TERMS, ShapingTerm
 
 REWARD_LOW, REWARD_HIGH = -1.0, 0.0
 
 
-class ShapingConfig(Config):
-    """Switches and parameters of the shaping (defaults: the phase-banded shaping, Table 1's numbers)."""
+class ShapingConfigBase(Config):
+    """The shaping's switches and parameters other than its terms' (whose fields
+    :func:`shaping_config_class` adds from the terms)."""
+
+    terms: ClassVar[tuple[type[ShapingTerm], ...]] = ()
+    """The terms of delta this config has fields for, in summing order."""
 
     enabled: bool = True
     """Off: the reward is the raw active-micro-task score s (no normalisation, no clipping)."""
@@ -73,21 +79,8 @@ class ShapingConfig(Config):
     level: bool = True
     """Include the level term."""
     band: bool = True
-    """Level L = (k + u)/K - 1 with trend and momentum on L over the episode (default); off:
-    L = u - 1 per micro-task, with trend and momentum per micro-task (the per-micro-task reconstruction (v1))."""
-    trend: bool = False
-    """Include the trend term (Table 1; off by default: the pre-registered oracle sweep, docs/reward.md)."""
-    trend_weight: float = Field(0.3, ge=0)
-    trend_window: int = Field(3, ge=1)
-    """Previous steps the trend compares with."""
-    momentum: bool = False
-    """Include the momentum term (EMA of level differences; Table 1; off by default, as trend)."""
-    momentum_weight: float = Field(0.3, ge=0)
-    momentum_decay: float = Field(0.7, ge=0, lt=1)
-    """EMA coefficient: m <- decay * m + (1 - decay) * (L_t - L_prev)."""
-    drop_penalty: bool = False
-    """Multiply a negative delta (trend + momentum) by drop_multiplier (Table 1; off by default, as trend)."""
-    drop_multiplier: float = Field(2.0, ge=1)
+    """Level L = (k + u)/K - 1 with the terms' history on L over the episode (default); off:
+    L = u - 1 per micro-task, with history per micro-task (the per-micro-task reconstruction (v1))."""
 
     @model_validator(mode="before")
     @classmethod
@@ -103,7 +96,7 @@ class ShapingConfig(Config):
         return data
 
     @model_validator(mode="after")
-    def _bounds(self) -> "ShapingConfig":
+    def _bounds(self) -> "ShapingConfigBase":
         if self.initial_low >= self.initial_high:
             raise ValueError("initial_low must be below initial_high")
         if self.reset_bounds_on_episode and self.bounds != "widen_only":
@@ -111,18 +104,50 @@ class ShapingConfig(Config):
         return self
 
 
+DROP_PENALTY_FIELDS: dict[str, tuple[Any, Any]] = {
+    "drop_penalty": (bool, Field(False, description=(
+        "Multiply a negative delta (the sum of the terms) by drop_multiplier (Table 1; off by default, as trend)."))),
+    "drop_multiplier": (float, Field(2.0, ge=1)),
+}
+"""The penalty on a negative delta (after the terms, so it acts on their sum)."""
+
+
+def shaping_config_class(terms: tuple[type[ShapingTerm], ...], name: str = "ShapingConfig") -> type[ShapingConfigBase]:
+    """The shaping config with the fields of ``terms`` (each term's switch, weight and parameters)."""
+    fields = {k: v for term in terms for k, v in term.config_fields().items()}
+    cls = create_model(name, __base__=ShapingConfigBase, __module__=__name__, __doc__=(
+        "Switches and parameters of the shaping (defaults: the phase-banded shaping, Table 1's numbers)."),
+        **fields, **DROP_PENALTY_FIELDS)
+    cls.terms = tuple(terms)
+    return cls
+
+
+ShapingConfig = shaping_config_class(SHAPING_TERMS)
+"""The shaping config of :data:`~rmtl.reward.shaping_terms.SHAPING_TERMS`."""
+
+
 @dataclass(frozen=True)
 class ShapingOutput:
-    """Shaped reward and its terms, each [N]."""
+    """Shaped reward and its terms, each [N]; a term's values are also its attribute (``out.trend``)."""
 
     reward: np.ndarray
     u: np.ndarray
     level: np.ndarray
-    trend: np.ndarray
-    momentum: np.ndarray
     delta: np.ndarray
     low: np.ndarray
     high: np.ndarray
+    terms: Mapping[str, np.ndarray] = field(default_factory=dict)
+    """Each shaping term's value by name, in summing order."""
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        terms = self.__dict__.get("terms", {})
+        if name in terms:
+            return terms[name]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute {name!r}")
+
+    def named(self) -> dict[str, np.ndarray]:
+        """u, level, every term, delta and the bounds by name (what a kind reports in ``info['reward']``)."""
+        return {"u": self.u, "level": self.level, **self.terms, "delta": self.delta, "low": self.low, "high": self.high}
 
 
 class RewardShaper:
@@ -134,7 +159,7 @@ class RewardShaper:
 
     MIN_RANGE = 1e-6
 
-    def __init__(self, num_envs: int, config: ShapingConfig | None = None, *, num_phases: int):
+    def __init__(self, num_envs: int, config: ShapingConfigBase | None = None, *, num_phases: int):
         if num_envs < 1 or num_phases < 1:
             raise ConfigError(f"RewardShaper needs at least one env and one phase, got {num_envs}, {num_phases}")
         self.config = cfg = config or ShapingConfig()
@@ -148,10 +173,8 @@ class RewardShaper:
         self._win_pos = 0
         # History slots: one per env (band: L over the episode) or one per micro-task (per-phase u).
         slots = 1 if cfg.band else k
-        self._hist = np.zeros((n, slots, cfg.trend_window), dtype=np.float64)
         self._count = np.zeros((n, slots), dtype=np.int64)
-        self._prev = np.zeros((n, slots), dtype=np.float64)
-        self._mom = np.zeros((n, slots), dtype=np.float64)
+        self.terms = tuple(term(cfg, n, slots) for term in type(cfg).terms)
         # Score averaging: the last score_window scores of each env's current micro-task.
         self._scores = np.zeros((n, cfg.score_window), dtype=np.float64)
         self._score_count = np.zeros(n, dtype=np.int64)
@@ -162,10 +185,9 @@ class RewardShaper:
         idx = slice(None) if envs is None else np.asarray(envs)
         if isinstance(idx, np.ndarray) and idx.dtype == bool and not idx.any():
             return
-        self._hist[idx] = 0.0
         self._count[idx] = 0
-        self._prev[idx] = 0.0
-        self._mom[idx] = 0.0
+        for term in self.terms:
+            term.reset(idx)
         self._score_count[idx] = 0
         self._score_phase[idx] = -1
         if self.config.reset_bounds_on_episode:
@@ -236,8 +258,8 @@ class RewardShaper:
             s = self._averaged(s, k)
         if not self.config.enabled:
             zeros = np.zeros(self.num_envs, dtype=np.float32)
-            return ShapingOutput(s.astype(np.float32), *(zeros for _ in range(5)),
-                                 self.low[rows, k].astype(np.float32), self.high[rows, k].astype(np.float32))
+            return ShapingOutput(s.astype(np.float32), zeros, zeros, zeros, self.low[rows, k].astype(np.float32),
+                                 self.high[rows, k].astype(np.float32), {term.name: zeros for term in self.terms})
         self._move_bounds(s, k)
         lo, hi = self.low[rows, k], self.high[rows, k]
         u = np.clip((s - lo) / np.maximum(hi - lo, self.MIN_RANGE), 0.0, 1.0)
@@ -270,27 +292,21 @@ class RewardShaper:
         level_value = (k + u) / self.num_phases - 1.0 if cfg.band else u - 1.0
         slot = np.zeros_like(k) if cfg.band else k
         count = self._count[rows, slot]
-        seen = count > 0
-        filled = np.minimum(count, cfg.trend_window)
-        hist_sum = self._hist[rows, slot].sum(axis=-1)  # unused slots are zero
-        trend = np.where(seen, level_value - hist_sum / np.maximum(filled, 1), 0.0)
-        diff = np.where(seen, level_value - self._prev[rows, slot], 0.0)
-        mom = np.where(seen, cfg.momentum_decay * self._mom[rows, slot] + (1.0 - cfg.momentum_decay) * diff, 0.0)
+        values = {term.name: term.value(level_value, rows, slot, count) for term in self.terms}
 
         delta = np.zeros_like(u)
-        if cfg.trend:
-            delta += cfg.trend_weight * trend
-        if cfg.momentum:
-            delta += cfg.momentum_weight * mom
+        for term in self.terms:
+            weight = term.weight()
+            if weight is not None:
+                delta += weight * values[term.name]
         if cfg.drop_penalty:
             delta = np.where(delta < 0, cfg.drop_multiplier * delta, delta)
         level = level_value if cfg.level else np.zeros_like(u)
         reward = np.clip(level + delta, REWARD_LOW, REWARD_HIGH)
 
-        self._hist[rows, slot, count % cfg.trend_window] = level_value
+        for term in self.terms:
+            term.update(level_value, values[term.name], rows, slot, count)
         self._count[rows, slot] = count + 1
-        self._prev[rows, slot] = level_value
-        self._mom[rows, slot] = mom
         f = np.float32
-        return ShapingOutput(reward.astype(f), u.astype(f), level.astype(f), trend.astype(f), mom.astype(f),
-                             delta.astype(f), lo.astype(f), hi.astype(f))
+        return ShapingOutput(reward.astype(f), u.astype(f), level.astype(f), delta.astype(f), lo.astype(f), hi.astype(f),
+                             {name: v.astype(f) for name, v in values.items()})

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import gymnasium as gym
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
-from rmtl.reward.config import RewardConfig
+from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.reward.phase import PhaseSelector
 from rmtl.reward.shaping import RewardShaper
 from rmtl.reward.terminal_frames import TERMINAL_FRAMES, TerminalFrames

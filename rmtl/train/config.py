@@ -16,18 +16,21 @@ from pydantic import BaseModel, Field, PrivateAttr, SerializeAsAny, field_valida
 
 from rmtl.config import Config, deep_merge
 from rmtl.default_model import DEFAULT_MODEL
-from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.errors import ConfigError
-from rmtl.reward.config import RewardConfig, RewardKindConfig
+from rmtl.reward.config import RewardKindConfig
 from rmtl.reward.kinds import DEFAULT_KIND, reward_kind_config
 from rmtl.reward.kinds.dense import DenseRewardConfig  # noqa: F401  (rmtl.train.DenseRewardConfig)
-from rmtl.tasks import DEFAULT_TASK, task_names
-from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
+from rmtl.reward.kinds.vlm import RewardConfig
+from rmtl.tasks import DEFAULT_TASK, get_task, task_names
 from rmtl.train.variants import VARIANT_REGISTRY, VARIANTS, Variant, variant_names  # noqa: F401
 
 """Default scorer of real runs: the domain-trained tiny CLIP (see rmtl/vlm/registry.py)."""
 
-FINAL_STAGE_RANGE: tuple[float, float] = (PAPER_STAGES[-1].d_min, PAPER_STAGES[-1].d_max)
+EnvConfig: type[Config] = get_task(DEFAULT_TASK).env_config  # type: ignore[assignment]
+"""The class of a run's ``env`` section: the default task's env config (a task with another env ignores it)."""
+
+_FINAL_STAGE = get_task(DEFAULT_TASK).curriculum_stages[-1]
+FINAL_STAGE_RANGE: tuple[float, float] = (_FINAL_STAGE.d_min, _FINAL_STAGE.d_max)
 """Difficulty range of the final (fully random) curriculum stage; evaluation always uses it."""
 
 

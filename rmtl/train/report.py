@@ -372,7 +372,7 @@ def stage2_report(run_dir: str | Path, out_dir: str | Path, *, no_phase: str | P
     """
     from matplotlib.figure import Figure
 
-    from rmtl.tasks.fetch_lift.env import EnvConfig
+    from rmtl.train.config import EnvConfig
     from rmtl.train.eval.evaluate import checkpoint_task, load_checkpoint, resolve_checkpoint
     from rmtl.train.stage2.manager_callback import load_manager
     from rmtl.train.stage2.selector_eval import evaluate_selector

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rmtl.reward.config import RewardConfig
+from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.task import Task
 from rmtl.train.callbacks import CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
 from rmtl.train.config import Stage1Config, check_device

@@ -34,7 +34,9 @@ from rmtl.provenance import portable_values
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.shaping import ShapingConfig
 from rmtl.tasks import get_task
-from rmtl.tasks.fetch_lift.quality import QualityInputs, reward_quality, roc_auc
+from rmtl.reward.quality_stats import roc_auc
+from rmtl.task import QualityInputs
+from rmtl.tasks.fetch_lift.quality import reward_quality
 from storage.dataset import DatasetStore
 
 HERE = Path(__file__).resolve().parent

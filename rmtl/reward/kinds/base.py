@@ -37,8 +37,7 @@ class KindStep:
 
 def shaped_terms(out: ShapingOutput, score: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The shaper's per-env terms as ``info['reward']`` entries."""
-    terms = {"u": out.u, "level": out.level, "trend": out.trend, "momentum": out.momentum, "delta": out.delta,
-             "low": out.low, "high": out.high}
+    terms = out.named()
     if score is not None:
         terms["score"] = np.asarray(score, dtype=np.float32)
     return terms

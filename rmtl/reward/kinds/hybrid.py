@@ -14,11 +14,10 @@ from typing import Any, Literal
 import numpy as np
 
 from rmtl.errors import ConfigError
-from rmtl.reward.config import RewardConfig
 from rmtl.reward.kinds import register_kind
 from rmtl.reward.kinds.base import KindStep, shaped_terms
 from rmtl.reward.kinds.oracle import OracleKind, OracleProgressConfig
-from rmtl.reward.kinds.vlm import VLMKind
+from rmtl.reward.kinds.vlm import RewardConfig, VLMKind
 from rmtl.reward.shaping import RewardShaper
 
 

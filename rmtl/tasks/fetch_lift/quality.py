@@ -9,13 +9,12 @@ still rank perfectly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
-
 import numpy as np
 
 from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, GRASP, PHASES, rule_phase
 from rmtl.reward.projection import goal_baseline_scores
+from rmtl.reward.quality_stats import roc_auc, spearman, spread, step_variation
+from rmtl.task import QualityInputs
 from rmtl.tasks.fetch_lift.captions import PROMPT_SITUATION, SITUATION_NAMES, situation_ids
 from rmtl.tasks.fetch_lift.state import gripper_cube_distance, lift_height
 
@@ -23,42 +22,6 @@ LIFTED = 0.02
 """Cube height above rest (m) from which a state counts as lifted (the success lift)."""
 RESTING = 0.005
 """Cube height above rest (m) below which it counts as resting on the table."""
-
-
-def roc_auc(positive: np.ndarray, negative: np.ndarray) -> float:
-    """Probability that a random positive scores above a random negative (ties count half)."""
-    if len(positive) == 0 or len(negative) == 0:
-        return float("nan")
-    from scipy.stats import rankdata  # lazy: the task object reads GATES, and scipy.stats takes most of a second
-
-    ranks = rankdata(np.concatenate([positive, negative]))
-    u = ranks[: len(positive)].sum() - len(positive) * (len(positive) + 1) / 2
-    return float(u / (len(positive) * len(negative)))
-
-
-def spread(x: np.ndarray) -> float:
-    """p95 - p5 of a score sample (0 when empty)."""
-    return float(np.percentile(x, 95) - np.percentile(x, 5)) if len(x) else 0.0
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman's rank correlation; NaN for fewer than 3 samples or a constant side."""
-    if len(a) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    from scipy.stats import spearmanr
-
-    return float(spearmanr(a, b).statistic)
-
-
-@dataclass
-class QualityInputs:
-    """Per-view embeddings of a set of states with their labels."""
-
-    embeddings: np.ndarray  # [N, V, D]
-    states: np.ndarray  # [N, 25]
-    episode: np.ndarray  # [N]
-    step: np.ndarray  # [N]
-    views: Sequence[str]
 
 
 def phase_metrics(scores: np.ndarray, states: np.ndarray) -> dict[str, float]:
@@ -89,16 +52,6 @@ def phase_metrics(scores: np.ndarray, states: np.ndarray) -> dict[str, float]:
         out[f"right_prompt_{name}_count"] = int(m.sum())
     out["right_prompt_accuracy"] = right / total if total else float("nan")
     return out
-
-
-def step_variation(active_scores: np.ndarray, episode: np.ndarray, step: np.ndarray, phase: np.ndarray) -> float:
-    """Mean |s_t - s_{t-1}| of the active-phase score along episodes, over steps where the
-    rule phase did not change (a phase switch changes the prompt, not the noise)."""
-    order = np.lexsort((step, episode))
-    s, e, p = active_scores[order], episode[order], phase[order]
-    same = (e[1:] == e[:-1]) & (p[1:] == p[:-1])
-    d = np.abs(np.diff(s))[same]
-    return float(d.mean()) if len(d) else float("nan")
 
 
 def reward_quality(inputs: QualityInputs, goals: np.ndarray, baseline: np.ndarray, alpha: float = 0.9) -> dict:

@@ -16,17 +16,16 @@ from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
 from rmtl.tasks.fetch_lift.captions import CaptionConfig
 from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
 from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
 from rmtl.tasks.fetch_lift.quality import GATES
 from rmtl.tasks.fetch_lift.scorer_errors import SCORER_CONFUSIONS, visible_state
-from rmtl.tasks.fetch_lift.state import KEY_SPEC, gripper_cube_distance, soft_target_geometry
+from rmtl.tasks.fetch_lift.state import CUBE_POS, KEY_SPEC, gripper_cube_distance, lift_height, soft_target_geometry
 
 
 def _make_env(config: Any = None, **overrides: Any) -> Any:
-    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv  # lazy: MuJoCo only when an env is made
-
-    return FetchPickAndLiftEnv(config, **overrides)
+    return FetchPickAndLiftEnv(config, **overrides)  # MuJoCo loads when the first env is made
 
 
 def _expert(noise_std: float, seed: int) -> Any:
@@ -64,6 +63,19 @@ def _map_metrics(*args: Any) -> dict:
     return map_metrics(*args)
 
 
+def _phase_metrics(scores: np.ndarray, states: np.ndarray) -> dict[str, float]:
+    from rmtl.tasks.fetch_lift.quality import phase_metrics
+
+    return phase_metrics(scores, states)
+
+
+def _episode_goals(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The cube's position, and its start position lifted by the success lift (the goal env's goals)."""
+    cube = np.asarray(states)[:, CUBE_POS]
+    goal = np.broadcast_to(cube[0] + np.array([0.0, 0.0, EnvConfig().success_lift]), cube.shape).copy()
+    return cube.copy(), goal
+
+
 def fetch_lift_task() -> Task:
     """The pick-and-lift task of the paper (App. A)."""
     return Task(
@@ -74,5 +86,6 @@ def fetch_lift_task() -> Task:
         visible_state=visible_state, scorer_confusions=SCORER_CONFUSIONS, quality_gates=MappingProxyType(GATES),
         caption_options=MappingProxyType(asdict(CaptionConfig())), caption_prompt_leaks=_caption_prompt_leaks,
         soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
-        scorer_metrics=_map_metrics,
+        scorer_metrics=_map_metrics, env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
+        phase_metrics=_phase_metrics, lift_height=lift_height, episode_goals=_episode_goals,
     )

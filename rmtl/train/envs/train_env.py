@@ -17,7 +17,7 @@ import functools
 from typing import Any, Callable
 
 from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
-from rmtl.tasks.fetch_lift.env import EnvConfig
+from rmtl.train.config import EnvConfig
 from rmtl.task import Task
 from rmtl.train.config import Stage1Config
 from rmtl.train.run.timing import SimTimer, TimedSource, Timings
@@ -73,7 +73,7 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
     """The VLM reward config of a run: ``config.reward`` resolved against its task (prompts: the
     configured texts, what they leave unset the task's own; views: names of its camera bank)."""
     from rmtl.errors import ConfigError
-    from rmtl.reward.config import RewardConfig
+    from rmtl.reward.kinds.vlm import RewardConfig
 
     if not isinstance(config.reward, RewardConfig):
         raise ConfigError(f"reward kind {config.reward.kind!r} has no VLM reward config (no prompts, no model)")
@@ -84,7 +84,7 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
 def build_reward_kind(config: Stage1Config, task: Task | None, *, vlm: Any = None, source: Any = None) -> Any:
     """The run's reward kind (the one ``config.reward`` names, rmtl.reward.kinds), built by the kind
     from the run and its own config (the VLM kind's with its task's prompts)."""
-    from rmtl.reward.config import RewardConfig
+    from rmtl.reward.kinds.vlm import RewardConfig
     from rmtl.reward.kinds import get_kind
 
     task = task_of(config, task)

@@ -17,7 +17,7 @@ import numpy as np
 
 from rmtl.env.check import SuccessRate
 from rmtl.env.episode import run_episode
-from rmtl.tasks.fetch_lift.env import EnvConfig
+from rmtl.train.config import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.task import Task
 from rmtl.train.config import FINAL_STAGE_RANGE

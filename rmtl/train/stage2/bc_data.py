@@ -10,7 +10,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rmtl.env.episode import run_episode
-from rmtl.tasks.fetch_lift.env import EnvConfig
+from rmtl.train.config import EnvConfig
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.config import Stage1Config, Stage2Config
 from rmtl.train.eval.evaluate import load_checkpoint

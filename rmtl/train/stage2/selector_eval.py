@@ -10,7 +10,7 @@ import numpy as np
 from rmtl.env.check import SuccessRate
 from rmtl.env.episode import run_episode
 from rmtl.task import Task
-from rmtl.tasks.fetch_lift.env import EnvConfig
+from rmtl.train.config import EnvConfig
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import phase_one_hot
 from rmtl.reward.phase import RulePhaseSelector

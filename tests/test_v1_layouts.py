@@ -1,6 +1,6 @@
-"""Stores and runs written before the layering change still load: a store whose key spec has
-no id (tests/fixtures/before_layers/store.zarr) and a Stage-1 run directory of that time
-(stage1_run), both made by commit 096a6bb's code (fixtures/before_layers/make.py)."""
+"""Stores and runs of layout v1 still load: a store whose key spec has no id
+(tests/fixtures/layout_v1/store.zarr) and a Stage-1 run directory of that layout (stage1_run),
+both made by commit 096a6bb's code (fixtures/layout_v1/make.py)."""
 
 import json
 import shutil
@@ -11,24 +11,24 @@ import pytest
 
 from rmtl.tasks.fetch_lift.state import KEY_SPEC, state_key
 
-FIXTURES = Path(__file__).parent / "fixtures" / "before_layers"
+FIXTURES = Path(__file__).parent / "fixtures" / "layout_v1"
 MODEL = "rmtl-fetch-tiny__51e76d00"
 
 
 @pytest.fixture
-def old(tmp_path):
-    shutil.copytree(FIXTURES, tmp_path / "old")
-    return tmp_path / "old"
+def v1(tmp_path):
+    shutil.copytree(FIXTURES, tmp_path / "v1")
+    return tmp_path / "v1"
 
 
-def test_old_store_reads_caches_and_appends(old):
+def test_v1_store_reads_caches_and_appends(v1):
     from pipeline.store_rows import load_rows
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.tasks import get_task
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
 
-    path = old / "store.zarr"
+    path = v1 / "store.zarr"
     with DatasetStore.open(path) as st:
         assert "id" not in st.info["key_spec"] and KEY_SPEC.matches(st.info["key_spec"])
         states, frames = (st.read(fields=["state", "frames"])[k] for k in ("state", "frames"))
@@ -39,21 +39,21 @@ def test_old_store_reads_caches_and_appends(old):
         cache = StateCache.open(st, MODEL, persist=False)
         hit = cache.lookup(cache.state_keys(states[5:8], KEY_SPEC), radius=1e-6)
         assert hit.hit.all() and hit.rows.tolist() == [5, 6, 7]
-    with DatasetStore.open(path, "a", key_spec=KEY_SPEC) as st:  # keys left to the store: the old layout's
+    with DatasetStore.open(path, "a", key_spec=KEY_SPEC) as st:  # keys left to the store: layout v1's
         n = len(st)
         st.append({"state": states[:2], "episode": np.full(2, 9), "step": np.arange(2), "phase_rule": np.zeros(2, np.int8),
                    "success": np.zeros(2, bool), "difficulty": np.ones(2, np.float32), "frames": frames[:2]})
         assert np.array_equal(st.read(slice(n, n + 2), ["key"])["key"], state_key(states[:2]))
 
 
-def test_a_key_spec_of_another_version_is_refused(old):
+def test_a_key_spec_of_another_version_is_refused(v1):
     from dataclasses import replace
 
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
     from storage.errors import StoreError
 
-    with DatasetStore.open(old / "store.zarr") as st:
+    with DatasetStore.open(v1 / "store.zarr") as st:
         cache = StateCache.open(st, MODEL, persist=False)
         with pytest.raises(StoreError, match="stores keys with layout"):
             cache.state_keys(st.read(slice(0, 1), ["state"])["state"], replace(KEY_SPEC, params={"rotation_scale": 0.05}))
@@ -61,13 +61,13 @@ def test_a_key_spec_of_another_version_is_refused(old):
             cache.state_keys(st.read(slice(0, 1), ["state"])["state"], replace(KEY_SPEC, fields=KEY_SPEC.fields[::-1]))
 
 
-def test_old_stage1_run_loads_evaluates_and_resumes(old):
+def test_v1_stage1_run_loads_evaluates_and_resumes(v1):
     from rmtl.train.config import Stage1Config, Stage2Config
     from rmtl.train.eval.evaluate import evaluate_policy_success, load_checkpoint, resolve_checkpoint
     from rmtl.train.stage1 import train_stage1
     from rmtl.train.stage2.trainer import worker_stage1_config
 
-    run = old / "stage1_run"
+    run = v1 / "stage1_run"
     ck = resolve_checkpoint(run)
     model, meta, normalizer = load_checkpoint(ck)
     assert meta["num_timesteps"] == 32
