@@ -1,12 +1,13 @@
-"""The configs of the ``rmtl env`` and ``rmtl store`` commands and what each runs (options
-generated from the configs by rmtl.command_config)."""
+"""The configs of the ``rmtl env`` and ``rmtl store`` commands and what each runs (their
+command lines: rmtl.command_table)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
-import typer
+import tyro
 from pydantic import Field
 
 from rmtl.config import MAX_EPISODES, Config
@@ -51,7 +52,7 @@ class EnvCheckConfig(Config):
 class StoreVerifyConfig(Config):
     """``rmtl store verify STORE``."""
 
-    store: str
+    store: Annotated[str, tyro.conf.Positional]
     """Dataset store path or URL."""
 
 
@@ -74,7 +75,7 @@ def env_preview(cfg: EnvPreviewConfig) -> None:
     env.close()
     out.parent.mkdir(parents=True, exist_ok=True)
     montage(frames, list(env_cfg.views)).save(out)
-    typer.echo(f"gripper-cube distance {info['gripper_cube_distance']:.3f} m, rule phase {info['phase_rule']}\n"
+    print(f"gripper-cube distance {info['gripper_cube_distance']:.3f} m, rule phase {info['phase_rule']}\n"
                f"wrote {out}")
 
 
@@ -107,7 +108,7 @@ def env_check(cfg: EnvCheckConfig) -> None:
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps([{**r.__dict__, "rate": r.rate} for r in rows], indent=2))
-        typer.echo(f"wrote {out}")
+        print(f"wrote {out}")
 
 
 def store_verify(cfg: StoreVerifyConfig) -> None:
@@ -118,8 +119,8 @@ def store_verify(cfg: StoreVerifyConfig) -> None:
         rep = st.verify()
     kind = "checksummed" if rep.checksums else "no checksums (an older store: changed bytes go unnoticed)"
     for d in rep.damage:
-        typer.echo(f"DAMAGED {d.describe()}")
-    typer.echo(f"{rep.store}: {rep.arrays} arrays, {rep.chunks} chunks read, {kind}; "
+        print(f"DAMAGED {d.describe()}")
+    print(f"{rep.store}: {rep.arrays} arrays, {rep.chunks} chunks read, {kind}; "
                f"{len(rep.damage) or 'no'} damaged")
     if rep.damage:
         raise RmtlError(f"store {rep.store} has {len(rep.damage)} damaged part(s), listed above; restore the store "
