@@ -19,6 +19,7 @@ see what the user gave) and validated by pydantic. Every bad input ends as one
 import dataclasses
 import difflib
 import importlib
+import re
 import sys
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -183,8 +184,9 @@ def _words(info: PrimitiveTypeInfo) -> PrimitiveConstructorSpec | None:
 
 # ------------------------------------------------------------------------------ errors
 def _flag_of(argument: Any) -> str:
-    names = getattr(getattr(argument, "lowered", None), "name_or_flags", None) or ("?",)
-    return str(names[0])
+    """``--flag``, or ``NAME`` for a positional argument."""
+    name = str((getattr(getattr(argument, "lowered", None), "name_or_flags", None) or ("?",))[0])
+    return name if name.startswith("-") else name.split(".")[-1].upper()
 
 
 def _usage_error(event: Any, prog: str, flags: Sequence[str]) -> None:
@@ -200,7 +202,7 @@ def _usage_error(event: Any, prog: str, flags: Sequence[str]) -> None:
     if isinstance(event, _errors.MissingArgs):
         arg = event.missing_arguments[0].arg
         name = _flag_of(arg)
-        what = f"option '{name}'" if name.startswith("-") else f"argument '{name.split('.')[-1].upper()}'"
+        what = f"option '{name}'" if name.startswith("-") else f"argument '{name}'"
         raise ConfigError(f"Missing {what} (or a --config file that sets it); {see}")
     if isinstance(event, _errors.InvalidChoice):
         raise ConfigError(f"Invalid value for '{_flag_of(event.argument)}': {event.value!r} is not one of "
@@ -213,7 +215,11 @@ def _usage_error(event: Any, prog: str, flags: Sequence[str]) -> None:
         if "invalid literal for int()" in message or "could not convert string to float" in message:
             kind = "integer" if "int()" in message else "number"
             message = f"{message.rsplit(': ', 1)[-1]} is not a valid {kind}"
-        raise ConfigError(f"Invalid value for '{_flag_of(event.argument)}': {' '.join(message.split())}; {see}")
+        flag = _flag_of(event.argument)
+        own = re.search(r"must be comma-separated \w+, got '[^']*'", message)  # a list's own (also within a union's)
+        if own:
+            raise ConfigError(f"{flag} {own.group(0)}; {see}")
+        raise ConfigError(f"Invalid value for '{flag}': {' '.join(message.split())}; {see}")
     raise ConfigError(f"bad command line ({type(event).__name__}); {see}")
 
 

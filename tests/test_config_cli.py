@@ -38,7 +38,7 @@ def test_lists_take_commas_or_several_values_and_none():
 
 
 def test_a_bad_item_names_the_flag_as_typed():
-    with pytest.raises(ConfigError, match="Invalid value for '--stages': must be comma-separated integers"):
+    with pytest.raises(ConfigError, match="--stages must be comma-separated integers, got '1,x'"):
         lists(["--stages", "1,x"])
 
 
