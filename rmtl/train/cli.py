@@ -37,7 +37,7 @@ def build_stage1(file_values: dict, overrides: dict) -> Any:
     return stage1_config(str(variant), Stage1Config.make(**file_values) if file_values else None, **overrides)
 
 
-def run_stage1(cfg: Any, options: TrainOptions) -> None:
+def run_stage1(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
     """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints.
     --steps rounds up to whole rollouts of n_envs * n_steps env steps."""
     from rmtl.train.stage1 import train_stage1
@@ -205,7 +205,7 @@ def select(cfg: SelectConfig) -> None:
     print(f"wrote {Path(cfg.run) / SELECTION_FILE}")
 
 
-def run_stage2(cfg: Any, options: TrainOptions) -> None:
+def run_stage2(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
     from rmtl.train.run.run_dir import checkpoint_meta, resolve_checkpoint
 
