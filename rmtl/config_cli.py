@@ -88,7 +88,12 @@ _REGISTRY = ConstructorRegistry()
 @_REGISTRY.struct_rule
 def _given_values(info: StructTypeInfo) -> StructConstructorSpec | None:
     """A Config is read as the mapping of the values the command line changed (nested
-    configs: their own such mapping), not built: pydantic builds and checks it afterwards."""
+    configs: their own such mapping), not built: pydantic builds and checks it afterwards.
+
+    A field typed by a base class gets the flags of its default's class: the reward kinds are
+    tagged by ``kind`` but are a registry that grows as kinds register, not a union fixed
+    where Stage1Config is defined, and a variant chooses a kind; so the kind is chosen by the
+    defaults, ``--config``, ``--variant`` or ``--set reward.kind=K``, not by tyro subcommands."""
     cls = info.type
     if not (isinstance(cls, type) and issubclass(cls, Config)):
         return None
