@@ -152,15 +152,18 @@ def flow_parameters(cfg: RenderAndEmbedConfig) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m flows.render_and_embed --episodes 2 --views wide_view,close_up ...`` (options
-    generated from RenderAndEmbedConfig, rmtl.command_config); returns the exit status (errors:
+    generated from RenderAndEmbedConfig, rmtl.config_cli); returns the exit status (errors:
     one line on stderr, rmtl.console)."""
-    from rmtl.command_config import config_command, run_standalone
+    from rmtl.config_cli import Command, run_standalone
 
-    def run(cfg: RenderAndEmbedConfig) -> None:
-        """Run the render-and-embed flow."""
-        print(format_summary(run_render_and_embed(cfg)))
+    command = Command("pipeline.render_and_embed:RenderAndEmbedConfig", "flows.render_and_embed:run_flow",
+                      "Run the render-and-embed flow.")
+    return run_standalone(command, argv, "python -m flows.render_and_embed")
 
-    return run_standalone(config_command(RenderAndEmbedConfig, run), argv, "python -m flows.render_and_embed")
+
+def run_flow(cfg: RenderAndEmbedConfig) -> None:
+    """Run the render-and-embed flow in this process."""
+    print(format_summary(run_render_and_embed(cfg)))
 
 
 if __name__ == "__main__":

@@ -92,13 +92,6 @@ class ServeConfig(Config):
     """Prefect API URL (default: PREFECT_API_URL)."""
 
 
-def serve_command():
-    """The serve command: options generated from ServeConfig (rmtl.command_config)."""
-    from rmtl.command_config import config_command
-
-    return config_command(ServeConfig, serve_from_config, aliases={"flow": "flows"})
-
-
 def serve_from_config(cfg: ServeConfig) -> None:
     """Serve the rmtl flows as deployments."""
     # settings first, before Prefect is imported (it reads them once)
@@ -117,9 +110,10 @@ def serve_from_config(cfg: ServeConfig) -> None:
 def main(argv: list[str] | None = None, prog: str = "python -m flows.serve") -> int:
     """``python -m flows.serve [--name N] [--flow F] ...``; returns the exit status (errors:
     one line on stderr, 130 after Ctrl-C; rmtl.console)."""
-    from rmtl.command_config import run_standalone
+    from rmtl.command_table import COMMANDS
+    from rmtl.config_cli import run_standalone
 
-    return run_standalone(serve_command(), argv, prog)
+    return run_standalone(COMMANDS["serve"], argv, prog)
 
 
 if __name__ == "__main__":

@@ -24,9 +24,12 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import IO, Iterator, Literal, Mapping
+from typing import IO, Annotated, Any, Iterator, Literal, Mapping
+
+import tyro
 
 from rmtl.config import Config
+from rmtl.config_cli import Command
 from rmtl.errors import RmtlError
 from rmtl.provenance import data_dir
 
@@ -369,21 +372,26 @@ class ServerConfig(Config):
 class ServerActionConfig(ServerConfig):
     """``python -m flows.server ACTION``."""
 
-    action: Literal["start", "stop", "status", "run"]
+    action: Annotated[Literal["start", "stop", "status", "run"], tyro.conf.Positional]
     """start/stop/status: a background server recorded in PREFECT_HOME; run: in the foreground."""
 
 
-def server_start_command():
-    """``rmtl server start``: options generated from ServerConfig (rmtl.command_config)."""
-    from rmtl.command_config import config_command
+def start(cfg: ServerConfig) -> None:
+    """Start a background Prefect server and print the settings clients need."""
+    info = start_background(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
+    print(f"Prefect server at {info['url']} (log {info['log']})\n"
+          f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
 
-    def start(cfg: ServerConfig) -> None:
-        """Start a background Prefect server and print the settings clients need."""
-        info = start_background(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
-        print(f"Prefect server at {info['url']} (log {info['log']})\n"
-              f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
 
-    return config_command(ServerConfig, start)
+def stop(cfg: Any = None) -> None:
+    """Stop the background Prefect server."""
+    print("stopped" if stop_background() else "no server was running")
+
+
+def status(cfg: Any = None) -> None:
+    """Show the background Prefect server, if any."""
+    info = server_status()
+    print(json.dumps(info, indent=2) if info else "not running")
 
 
 def server_action(cfg: ServerActionConfig) -> int:
@@ -403,18 +411,17 @@ def server_action(cfg: ServerActionConfig) -> int:
     return 0 if info is not None else 1
 
 
+STANDALONE = Command("flows.server:ServerActionConfig", "flows.server:server_action",
+                     "Start, stop or show a local Prefect server, or run one in the foreground.")
+"""``python -m flows.server ACTION``."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m flows.server ACTION [--port N] [--no-ui] ...``; returns the exit status (errors:
     one line, rmtl.console)."""
-    from rmtl.command_config import config_command, run_standalone
+    from rmtl.config_cli import run_standalone
 
-    def act(cfg: ServerActionConfig) -> None:
-        """Start, stop or show a local Prefect server, or run one in the foreground."""
-        import typer
-
-        raise typer.Exit(server_action(cfg))
-
-    return run_standalone(config_command(ServerActionConfig, act, positional=("action",)), argv, "python -m flows.server")
+    return run_standalone(STANDALONE, argv, "python -m flows.server")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ in place (:func:`prefect_settings`) before Prefect is imported by :mod:`flows.tr
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Annotated
 
+import tyro
 from pydantic import Field
 
 from rmtl.config import Config
@@ -37,7 +38,7 @@ def prefect_settings(api_url: str | None) -> str:
 class SweepConfig(Config):
     """``rmtl sweep FILE``: the runs of a sweep file through Prefect deployments (or ``--local``)."""
 
-    file: str
+    file: Annotated[str, tyro.conf.Positional]
     """Sweep file (YAML): output_root, steps, set, runs (docs/flows.md)."""
     local: bool = False
     """Run every run here, in order, without a Prefect server."""
@@ -52,26 +53,17 @@ class SweepConfig(Config):
 def sweep(cfg: SweepConfig) -> None:
     """Run a sweep file's training runs (one deployment run each, or --local in order), skipping
     finished runs and resuming unfinished ones, then write the report of all of them."""
-    import typer
-
     spec = load_sweep(cfg.file)  # every check before a server is asked or a run starts
     if cfg.dry_run:
         for r, state in plan(spec):
-            typer.echo(f"{state:9s} {r.name}  -> {r.output_dir}")
-        typer.echo(f"{len(spec.runs)} runs; report -> {spec.report_dir}")
+            print(f"{state:9s} {r.name}  -> {r.output_dir}")
+        print(f"{len(spec.runs)} runs; report -> {spec.report_dir}")
         return
     if cfg.local:
-        out = run_local(spec, echo=typer.echo)
+        out = run_local(spec, echo=print)
     else:
         prefect_settings(cfg.api_url)
         from flows.train import run_sweep
 
-        out = run_sweep(spec, poll=cfg.poll, echo=typer.echo)
-    typer.echo(f"report of {len(spec.runs)} runs: {out}")
-
-
-def sweep_command() -> Any:
-    """``rmtl sweep FILE``: options generated from SweepConfig (rmtl.command_config)."""
-    from rmtl.command_config import config_command
-
-    return config_command(SweepConfig, sweep, positional=("file",))
+        out = run_sweep(spec, poll=cfg.poll, echo=print)
+    print(f"report of {len(spec.runs)} runs: {out}")

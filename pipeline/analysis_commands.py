@@ -1,16 +1,16 @@
 """The configs of the commands over stored data (embed, embed-text, query, reward-quality,
 alpha-sweep, per-view-analysis, bc-labels, return-ranking, diagnose-rollouts, gate-set,
-prompt-study, export minari, export lerobot) and what each command runs. Their command-line options are generated from these
-classes (rmtl.command_config)."""
+prompt-study, qualify, export minari, export lerobot) and what each command runs (their command
+lines: rmtl.command_table)."""
 
 from __future__ import annotations
 
 import functools
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Annotated, Any, Callable
 
-import typer
+import tyro
 from pydantic import Field
 
 from rmtl.config import MAX_EPISODES, Config
@@ -172,7 +172,7 @@ class GateSetConfig(Config):
 class ExportMinariConfig(Config):
     """``rmtl export minari STORE``: a store's episodes as a Minari dataset."""
 
-    store: str
+    store: Annotated[str, tyro.conf.Positional]
     """Dataset store (schema v2: with actions)."""
     name: str
     """Dataset name: rmtl/NAME-v0 unless it has a namespace or a version."""
@@ -195,7 +195,7 @@ class ExportMinariConfig(Config):
 class ExportLeRobotConfig(Config):
     """``rmtl export lerobot STORE``: a store's episodes and frames as a LeRobot v3.0 dataset."""
 
-    store: str
+    store: Annotated[str, tyro.conf.Positional]
     """Dataset store with frames (schema v2: with actions) and image embeddings."""
     prompts: str = "paper"
     """Prompt set of the VLM reward column: a YAML file or a shipped set's name."""
@@ -252,175 +252,10 @@ def _out_dir(cfg: StoreQuestion) -> Path | None:
 
 
 def _echo_result(dataset: Any, plots: dict, summary: Any) -> None:
-    typer.echo(json.dumps(summary, indent=2, default=str))
-    typer.echo(f"wrote {dataset}")
+    print(json.dumps(summary, indent=2, default=str))
+    print(f"wrote {dataset}")
     for p in plots.values():
-        typer.echo(f"wrote {p}")
-
-
-def embed(cfg: EmbedConfig) -> None:
-    """Embed a store's rows not yet embedded by a model, and the prompts' text (no rendering)."""
-    from pipeline.embed import embed_store
-    from rmtl.vlm import load_vlm
-
-    res = embed_store(cfg.store, load_vlm(cfg.model), batch_size=cfg.batch_size)
-    copied = f" ({res.rows_copied} copied from {res.copied_from}: same image tower)" if res.rows_copied else ""
-    typer.echo(f"store {res.store}: embedded {res.rows_embedded} rows{copied}; {res.rows_total} rows have "
-               f"embeddings of {res.model_id}")
-
-
-def embed_text(cfg: EmbedTextConfig) -> None:
-    """Store the text embeddings of prompt sets: the text tower only, no frame read, no image encoded."""
-    from pipeline.embed_text import embed_text as run
-    from rmtl.reward.prompt_sets import load_prompt_sets
-
-    for r in run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, device=cfg.device):
-        typer.echo(f"{r.store}: prompt set {r.prompt_set} ({r.prompt_set_id}), {r.texts} texts of {r.model_id}")
-
-
-def query(cfg: QueryConfig) -> None:
-    """Reward-quality questions over a store: tables, JSON and PNG plots."""
-    from pipeline.query import run_queries
-
-    run_queries(cfg.store, cfg.model, out_dir=_out_dir(cfg), alpha=cfg.alpha, radii=list(cfg.radii),
-                holdout=cfg.holdout, prompts=prompt_set_of(cfg.prompts))
-
-
-def alpha_sweep(cfg: AlphaSweepConfig) -> None:
-    """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
-    from pipeline.alpha_sweep import alpha_sweep as run
-
-    res = run(cfg.store, cfg.model, list(cfg.alphas), prompts=prompt_set_of(cfg.prompts), out_dir=_out_dir(cfg),
-              episode=cfg.episode)
-    _echo_result(res.dataset, res.plots, res.summary)
-
-
-def per_view(cfg: PerViewConfig) -> None:
-    """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
-    from pipeline.per_view import per_view_analysis
-
-    res = per_view_analysis(cfg.store, cfg.model, cfg.alpha, prompts=prompt_set_of(cfg.prompts), out_dir=_out_dir(cfg),
-                            episodes=list(cfg.episodes) if cfg.episodes else None, row=cfg.row)
-    _echo_result(res.dataset, res.plots, res.summary)
-
-
-def return_ranking(cfg: ReturnRankingConfig) -> None:
-    """ROC AUC of successful vs failed episodes for each reward variant's shaped return, from stored embeddings."""
-    from pipeline.return_ranking import return_ranking as run
-
-    res = run(cfg.store, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg), bounds=cfg.bounds)
-    typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
-
-
-def diagnose_rollouts(cfg: DiagnoseRolloutsConfig) -> None:
-    """A policy's own rollouts: VLM vs dense reward along them, what it does (PNG montage), whether it games the reward."""
-    from pipeline.rollout_diagnosis import diagnose_rollouts as run
-
-    res = run(cfg.store, cfg.reference, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg),
-              montage_episodes=cfg.episodes, montage_view=cfg.view)
-    typer.echo("\n".join(f"wrote {p}" for p in res["files"].values()))
-
-
-def prompt_study(cfg: PromptStudyConfig) -> None:
-    """Rank prompt sets on one store from stored embeddings: within-phase ranks, right prompt, spreads,
-    success-vs-failure AUCs, flatness against the single prompt (table, JSON, CSV, PNG)."""
-    from pipeline.prompt_study import prompt_study as run
-    from rmtl.reward.prompt_sets import load_prompt_sets
-
-    run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, alpha=cfg.alpha, out_dir=_out_dir(cfg), bounds=cfg.bounds)
-
-
-def bc_labels(cfg: BCLabelsConfig) -> None:
-    """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
-    from pipeline.bc_labels import bc_labels as run
-    from rmtl.console import check_store_path
-
-    check_store_path(Path(cfg.out), "--out")
-    res = run(cfg.out, policy=cfg.policy, episodes=cfg.episodes, noise_std=cfg.noise_std, stages=cfg.stages,
-              seed=cfg.seed, overwrite=cfg.overwrite, minari=cfg.minari)
-    typer.echo(res.describe())
-
-
-def reward_quality(cfg: RewardQualityConfig) -> None:
-    """Acceptance metrics of a reward model beside a random-weight one, with pass/fail (and per source: noise level, checkpoint)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from pipeline.gate_set import group_table, grouped_quality  # sources: noise levels, checkpoints
-    from pipeline.render_and_embed import quality_summary
-    from rmtl.console import check_output_file
-    from rmtl.tasks.fetch_lift.quality import GATES, gate_report
-
-    out = Path(cfg.out) if cfg.out else None
-    if out is not None:
-        check_output_file(out, "--out")
-    pset = prompt_set_of(cfg.prompts)
-    m, r = quality_summary(cfg.store, cfg.model, cfg.alpha, pset), quality_summary(cfg.store, cfg.against, cfg.alpha, pset)
-    gates = gate_report(m, r)
-    table = Table(title=f"{cfg.store}: within-phase reward quality, multi-view mean, alpha {cfg.alpha}")
-    for col in ("metric", "target", cfg.model, cfg.against):
-        table.add_column(col)
-    for key in ("approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
-                "grasp_spread", "right_prompt_accuracy", "step_variation"):
-        table.add_row(key, str(GATES.get(key, "")), f"{m['mean'][key]:.4g}", f"{r['mean'][key]:.4g}")
-    for name in m["goal_baseline_cosine"]:
-        table.add_row(f"{name} goal-baseline cosine", "", f"{m['goal_baseline_cosine'][name]:.3f}",
-                      f"{r['goal_baseline_cosine'][name]:.3f}")
-    console = Console()
-    console.print(table)
-    for name, ok in gates.items():
-        console.print(f"{'PASS' if ok else 'FAIL'}  {name}")
-    groups = grouped_quality(cfg.store, cfg.model, cfg.alpha, pset)
-    if len(groups) > 1:
-        console.print(group_table(cfg.store, groups, cfg.model))
-    if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(portable_values({"store": cfg.store, "model": m, "against": r, "gates": gates,
-                                                  "groups": groups}),
-                                  indent=2, default=str))
-        typer.echo(f"wrote {out}")
-
-
-def gate_set(cfg: GateSetConfig) -> None:
-    """Off-expert gate set: noisy experts and learner checkpoints rendered and embedded; within-phase ranks per source."""
-    from rich.console import Console
-
-    from pipeline.gate_set import build_gate_set, gate_set_configs, group_table, grouped_quality
-
-    configs = gate_set_configs(Path(cfg.out), checkpoints=[Path(c) for c in cfg.checkpoint],
-                               noise_levels=cfg.noise_levels, episodes=cfg.episodes, model=cfg.model, seed=cfg.seed,
-                               resolution=cfg.resolution, workers=cfg.workers)
-    build_gate_set(configs, against=None if (cfg.against or "none").lower() == "none" else cfg.against)
-    for c in configs:
-        Console().print(group_table(c.store_path(), grouped_quality(c.store_path(), cfg.model, cfg.alpha), cfg.model))
-        typer.echo(f"wrote {c.store_path()}")
-
-
-def export_minari(cfg: ExportMinariConfig) -> None:
-    """Write a store's episodes as a Minari dataset (observations, actions, rewards, terminations,
-    truncations; infos: rule phase, BC label, VLM score) under $MINARI_DATASETS_PATH."""
-    from pipeline.minari_export import export_minari as run
-
-    res = run(cfg.store, cfg.name, prompts=cfg.prompts, model=cfg.model, reward=cfg.reward, alpha=cfg.alpha,
-              env_reward=cfg.env_reward, overwrite=cfg.overwrite, data_dir=cfg.data_dir)
-    typer.echo(f"wrote Minari dataset {res['dataset_id']} ({res['episodes']} episodes, {res['steps']} steps) at "
-               f"{res['path']}; load it with MINARI_DATASETS_PATH={res['root']} and "
-               f"minari.load_dataset({res['dataset_id']!r})")
-
-
-def export_lerobot(cfg: ExportLeRobotConfig) -> None:
-    """Write a store's episodes as a LeRobot v3.0 dataset: Parquet frames (state, action, env and VLM rewards),
-    one MP4 per camera, metadata (pipeline.lerobot_export)."""
-    from pipeline.lerobot_export import export_lerobot as run
-    from rmtl.console import check_output_dir
-
-    if cfg.out is not None:
-        check_output_dir(Path(cfg.out), "--out")
-    res = run(cfg.store, cfg.out, prompts=cfg.prompts, model=cfg.model, alpha=cfg.alpha, overwrite=cfg.overwrite,
-              data_dir=cfg.data_dir)
-    typer.echo(f"wrote LeRobot v3.0 dataset {res['path']} ({res['episodes']} episodes, {res['frames']} frames, "
-               f"{res['cameras']} camera videos; VLM reward of prompt set {res['prompt_set']['name']} by "
-               f"{res['model_id']} in next.reward_vlm)")
+        print(f"wrote {p}")
 
 
 def _check_renderers(ds: Any, cfg: Any) -> None:
@@ -465,6 +300,183 @@ def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
     return run
 
 
+@stores_first
+def embed(cfg: EmbedConfig) -> None:
+    """Embed a store's rows not yet embedded by a model, and the prompts' text (no rendering)."""
+    from pipeline.embed import embed_store
+    from rmtl.vlm import load_vlm
+
+    res = embed_store(cfg.store, load_vlm(cfg.model), batch_size=cfg.batch_size)
+    copied = f" ({res.rows_copied} copied from {res.copied_from}: same image tower)" if res.rows_copied else ""
+    print(f"store {res.store}: embedded {res.rows_embedded} rows{copied}; {res.rows_total} rows have "
+               f"embeddings of {res.model_id}")
+
+
+@stores_first
+def embed_text(cfg: EmbedTextConfig) -> None:
+    """Store the text embeddings of prompt sets: the text tower only, no frame read, no image encoded."""
+    from pipeline.embed_text import embed_text as run
+    from rmtl.reward.prompt_sets import load_prompt_sets
+
+    for r in run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, device=cfg.device):
+        print(f"{r.store}: prompt set {r.prompt_set} ({r.prompt_set_id}), {r.texts} texts of {r.model_id}")
+
+
+@stores_first
+def query(cfg: QueryConfig) -> None:
+    """Reward-quality questions over a store: tables, JSON and PNG plots."""
+    from pipeline.query import run_queries
+
+    run_queries(cfg.store, cfg.model, out_dir=_out_dir(cfg), alpha=cfg.alpha, radii=list(cfg.radii),
+                holdout=cfg.holdout, prompts=prompt_set_of(cfg.prompts))
+
+
+@stores_first
+def alpha_sweep(cfg: AlphaSweepConfig) -> None:
+    """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
+    from pipeline.alpha_sweep import alpha_sweep as run
+
+    res = run(cfg.store, cfg.model, list(cfg.alphas), prompts=prompt_set_of(cfg.prompts), out_dir=_out_dir(cfg),
+              episode=cfg.episode)
+    _echo_result(res.dataset, res.plots, res.summary)
+
+
+@stores_first
+def per_view(cfg: PerViewConfig) -> None:
+    """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
+    from pipeline.per_view import per_view_analysis
+
+    res = per_view_analysis(cfg.store, cfg.model, cfg.alpha, prompts=prompt_set_of(cfg.prompts), out_dir=_out_dir(cfg),
+                            episodes=list(cfg.episodes) if cfg.episodes else None, row=cfg.row)
+    _echo_result(res.dataset, res.plots, res.summary)
+
+
+@stores_first
+def return_ranking(cfg: ReturnRankingConfig) -> None:
+    """ROC AUC of successful vs failed episodes for each reward variant's shaped return, from stored embeddings."""
+    from pipeline.return_ranking import return_ranking as run
+
+    res = run(cfg.store, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg), bounds=cfg.bounds)
+    print("\n".join(f"wrote {p}" for p in res["files"].values()))
+
+
+@stores_first
+def diagnose_rollouts(cfg: DiagnoseRolloutsConfig) -> None:
+    """A policy's own rollouts: VLM vs dense reward along them, what it does (PNG montage), whether it games the reward."""
+    from pipeline.rollout_diagnosis import diagnose_rollouts as run
+
+    res = run(cfg.store, cfg.reference, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg),
+              montage_episodes=cfg.episodes, montage_view=cfg.view)
+    print("\n".join(f"wrote {p}" for p in res["files"].values()))
+
+
+@stores_first
+def prompt_study(cfg: PromptStudyConfig) -> None:
+    """Rank prompt sets on one store from stored embeddings: within-phase ranks, right prompt, spreads,
+    success-vs-failure AUCs, flatness against the single prompt (table, JSON, CSV, PNG)."""
+    from pipeline.prompt_study import prompt_study as run
+    from rmtl.reward.prompt_sets import load_prompt_sets
+
+    run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, alpha=cfg.alpha, out_dir=_out_dir(cfg), bounds=cfg.bounds)
+
+
+def bc_labels(cfg: BCLabelsConfig) -> None:
+    """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
+    from pipeline.bc_labels import bc_labels as run
+    from rmtl.console import check_store_path
+
+    check_store_path(Path(cfg.out), "--out")
+    res = run(cfg.out, policy=cfg.policy, episodes=cfg.episodes, noise_std=cfg.noise_std, stages=cfg.stages,
+              seed=cfg.seed, overwrite=cfg.overwrite, minari=cfg.minari)
+    print(res.describe())
+
+
+@stores_first
+def reward_quality(cfg: RewardQualityConfig) -> None:
+    """Acceptance metrics of a reward model beside a random-weight one, with pass/fail (and per source: noise level, checkpoint)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from pipeline.gate_set import group_table, grouped_quality  # sources: noise levels, checkpoints
+    from pipeline.render_and_embed import quality_summary
+    from rmtl.console import check_output_file
+    from rmtl.tasks import get_task
+
+    out = Path(cfg.out) if cfg.out else None
+    if out is not None:
+        check_output_file(out, "--out")
+    pset = prompt_set_of(cfg.prompts)
+    m, r = quality_summary(cfg.store, cfg.model, cfg.alpha, pset), quality_summary(cfg.store, cfg.against, cfg.alpha, pset)
+    task = get_task()
+    gates = task.gate_report(m, r)
+    table = Table(title=f"{cfg.store}: within-phase reward quality, multi-view mean, alpha {cfg.alpha}")
+    for col in ("metric", "target", cfg.model, cfg.against):
+        table.add_column(col)
+    for key in ("approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
+                "grasp_spread", "right_prompt_accuracy", "step_variation"):
+        table.add_row(key, str(task.quality_gates.get(key, "")), f"{m['mean'][key]:.4g}", f"{r['mean'][key]:.4g}")
+    for name in m["goal_baseline_cosine"]:
+        table.add_row(f"{name} goal-baseline cosine", "", f"{m['goal_baseline_cosine'][name]:.3f}",
+                      f"{r['goal_baseline_cosine'][name]:.3f}")
+    console = Console()
+    console.print(table)
+    for name, ok in gates.items():
+        console.print(f"{'PASS' if ok else 'FAIL'}  {name}")
+    groups = grouped_quality(cfg.store, cfg.model, cfg.alpha, pset)
+    if len(groups) > 1:
+        console.print(group_table(cfg.store, groups, cfg.model))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(portable_values({"store": cfg.store, "model": m, "against": r, "gates": gates,
+                                                  "groups": groups}),
+                                  indent=2, default=str))
+        print(f"wrote {out}")
+
+
+def gate_set(cfg: GateSetConfig) -> None:
+    """Off-expert gate set: noisy experts and learner checkpoints rendered and embedded; within-phase ranks per source."""
+    from rich.console import Console
+
+    from pipeline.gate_set import build_gate_set, gate_set_configs, group_table, grouped_quality
+
+    configs = gate_set_configs(Path(cfg.out), checkpoints=[Path(c) for c in cfg.checkpoint],
+                               noise_levels=cfg.noise_levels, episodes=cfg.episodes, model=cfg.model, seed=cfg.seed,
+                               resolution=cfg.resolution, workers=cfg.workers)
+    build_gate_set(configs, against=None if (cfg.against or "none").lower() == "none" else cfg.against)
+    for c in configs:
+        Console().print(group_table(c.store_path(), grouped_quality(c.store_path(), cfg.model, cfg.alpha), cfg.model))
+        print(f"wrote {c.store_path()}")
+
+
+@stores_first
+def export_minari(cfg: ExportMinariConfig) -> None:
+    """Write a store's episodes as a Minari dataset (observations, actions, rewards, terminations,
+    truncations; infos: rule phase, BC label, VLM score) under $MINARI_DATASETS_PATH."""
+    from pipeline.minari_export import export_minari as run
+
+    res = run(cfg.store, cfg.name, prompts=cfg.prompts, model=cfg.model, reward=cfg.reward, alpha=cfg.alpha,
+              env_reward=cfg.env_reward, overwrite=cfg.overwrite, data_dir=cfg.data_dir)
+    print(f"wrote Minari dataset {res['dataset_id']} ({res['episodes']} episodes, {res['steps']} steps) at "
+               f"{res['path']}; load it with MINARI_DATASETS_PATH={res['root']} and "
+               f"minari.load_dataset({res['dataset_id']!r})")
+
+
+@stores_first
+def export_lerobot(cfg: ExportLeRobotConfig) -> None:
+    """Write a store's episodes as a LeRobot v3.0 dataset: Parquet frames (state, action, env and VLM rewards),
+    one MP4 per camera, metadata (pipeline.lerobot_export)."""
+    from pipeline.lerobot_export import export_lerobot as run
+    from rmtl.console import check_output_dir
+
+    if cfg.out is not None:
+        check_output_dir(Path(cfg.out), "--out")
+    res = run(cfg.store, cfg.out, prompts=cfg.prompts, model=cfg.model, alpha=cfg.alpha, overwrite=cfg.overwrite,
+              data_dir=cfg.data_dir)
+    print(f"wrote LeRobot v3.0 dataset {res['path']} ({res['episodes']} episodes, {res['frames']} frames, "
+               f"{res['cameras']} camera videos; VLM reward of prompt set {res['prompt_set']['name']} by "
+               f"{res['model_id']} in next.reward_vlm)")
+
+
 class QualifyConfig(Config):
     """``rmtl qualify``: will a scorer teach? Metrics on the qualification set, the battery, the map's verdict."""
 
@@ -500,23 +512,4 @@ def qualify(cfg: QualifyConfig) -> None:
     out = Path(cfg.out) if cfg.out else root / "qualification" / "reports"
     report = run(model=cfg.model, reward=reward, families_file=cfg.families, small=cfg.small, out_dir=out,
                  data_dir=root, seed=cfg.seed)
-    typer.echo(format_report(report))
-
-
-COMMANDS: dict[tuple[str, ...], tuple[type[Config], Callable[[Any], None], tuple[str, ...]]] = {
-    ("embed",): (EmbedConfig, stores_first(embed), ()),
-    ("embed-text",): (EmbedTextConfig, stores_first(embed_text), ()),
-    ("query",): (QueryConfig, stores_first(query), ()),
-    ("reward-quality",): (RewardQualityConfig, stores_first(reward_quality), ()),
-    ("alpha-sweep",): (AlphaSweepConfig, stores_first(alpha_sweep), ()),
-    ("per-view-analysis",): (PerViewConfig, stores_first(per_view), ()),
-    ("bc-labels",): (BCLabelsConfig, bc_labels, ()),
-    ("return-ranking",): (ReturnRankingConfig, stores_first(return_ranking), ()),
-    ("diagnose-rollouts",): (DiagnoseRolloutsConfig, stores_first(diagnose_rollouts), ()),
-    ("gate-set",): (GateSetConfig, gate_set, ()),
-    ("prompt-study",): (PromptStudyConfig, stores_first(prompt_study), ()),
-    ("qualify",): (QualifyConfig, qualify, ()),
-    ("export", "minari"): (ExportMinariConfig, stores_first(export_minari), ("store",)),
-    ("export", "lerobot"): (ExportLeRobotConfig, stores_first(export_lerobot), ("store",)),
-}
-"""Command path -> (its config class, what it runs, the fields given as positional arguments)."""
+    print(format_report(report))

@@ -1,12 +1,13 @@
-"""The configs of the ``rmtl env`` and ``rmtl store`` commands and what each runs (options
-generated from the configs by rmtl.command_config)."""
+"""The configs of the ``rmtl env`` and ``rmtl store`` commands and what each runs (their
+command lines: rmtl.command_table)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Annotated
 
-import typer
+import tyro
 from pydantic import Field
 
 from rmtl.config import MAX_EPISODES, Config
@@ -51,30 +52,30 @@ class EnvCheckConfig(Config):
 class StoreVerifyConfig(Config):
     """``rmtl store verify STORE``."""
 
-    store: str
+    store: Annotated[str, tyro.conf.Positional]
     """Dataset store path or URL."""
 
 
 def env_preview(cfg: EnvPreviewConfig) -> None:
     """Write a labelled PNG montage of the camera views for one seeded reset."""
-    from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
-    from rmtl.tasks.fetch_lift.env import check_difficulty
     from rmtl.provenance import data_dir as resolve_data_dir
+    from rmtl.tasks import get_task
     from rmtl.viz import montage
 
-    check_difficulty(cfg.difficulty)
-    env_cfg = EnvConfig.make(views=cfg.views, resolution=cfg.resolution, visual_domain=cfg.visual_domain,
-                             shadows=cfg.shadows)
+    task = get_task()
+    task.check_difficulty(cfg.difficulty)
+    env_cfg = task.env_config.make(views=cfg.views, resolution=cfg.resolution, visual_domain=cfg.visual_domain,
+                                   shadows=cfg.shadows)
     out = Path(cfg.out) if cfg.out else (resolve_data_dir(cfg.data_dir) / "preview" /
                                          f"preview_d{cfg.difficulty:.2f}_s{cfg.seed}_{cfg.resolution}px.png")
     check_output_file(out, "--out")  # before rendering
-    env = FetchPickAndLiftEnv(env_cfg)
+    env = task.make_env(env_cfg)
     _, info = env.reset(seed=cfg.seed, options={"difficulty": cfg.difficulty})
     frames = env.render_views()
     env.close()
     out.parent.mkdir(parents=True, exist_ok=True)
     montage(frames, list(env_cfg.views)).save(out)
-    typer.echo(f"gripper-cube distance {info['gripper_cube_distance']:.3f} m, rule phase {info['phase_rule']}\n"
+    print(f"gripper-cube distance {info['gripper_cube_distance']:.3f} m, rule phase {info['phase_rule']}\n"
                f"wrote {out}")
 
 
@@ -83,18 +84,18 @@ def env_check(cfg: EnvCheckConfig) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.env.check import random_policy, success_rate
-    from rmtl.tasks.fetch_lift.expert import expert_policy
+    from rmtl.tasks import get_task
 
     out = Path(cfg.out) if cfg.out else None
     if out is not None:
         check_output_file(out, "--out")
-    env = FetchPickAndLiftEnv()
+    task = get_task()
+    env = task.make_env()
     n, seed = cfg.episodes, cfg.seed
     rows = [
-        success_rate(env, expert_policy(cfg.noise, seed), "expert", n, 1.0, seed),
-        success_rate(env, expert_policy(cfg.noise, seed), "expert", n, 0.0, seed),
+        success_rate(env, task.expert(cfg.noise, seed), "expert", n, 1.0, seed),
+        success_rate(env, task.expert(cfg.noise, seed), "expert", n, 0.0, seed),
         success_rate(env, random_policy(env, seed), "random", n, 1.0, seed),
     ]
     table = Table(title=f"Pick-and-lift success ({n} seeded episodes each, expert noise {cfg.noise})")
@@ -107,7 +108,7 @@ def env_check(cfg: EnvCheckConfig) -> None:
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps([{**r.__dict__, "rate": r.rate} for r in rows], indent=2))
-        typer.echo(f"wrote {out}")
+        print(f"wrote {out}")
 
 
 def store_verify(cfg: StoreVerifyConfig) -> None:
@@ -118,8 +119,8 @@ def store_verify(cfg: StoreVerifyConfig) -> None:
         rep = st.verify()
     kind = "checksummed" if rep.checksums else "no checksums (an older store: changed bytes go unnoticed)"
     for d in rep.damage:
-        typer.echo(f"DAMAGED {d.describe()}")
-    typer.echo(f"{rep.store}: {rep.arrays} arrays, {rep.chunks} chunks read, {kind}; "
+        print(f"DAMAGED {d.describe()}")
+    print(f"{rep.store}: {rep.arrays} arrays, {rep.chunks} chunks read, {kind}; "
                f"{len(rep.damage) or 'no'} damaged")
     if rep.damage:
         raise RmtlError(f"store {rep.store} has {len(rep.damage)} damaged part(s), listed above; restore the store "

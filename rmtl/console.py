@@ -4,8 +4,8 @@ Every entry point (``rmtl ...``, ``python -m flows.serve``, ``python -m pipeline
 ...) runs through :func:`run_console`, which turns the way a command ended into an exit
 status (docs/errors.md):
 
-- success: 0 (or the status a command asked for with ``typer.Exit``);
-- a usage error (unknown command or option, a value of the wrong type), an invalid
+- success: 0 (or the status a command returned, or asked for with ``SystemExit``);
+- a usage error (unknown command or option, a value of the wrong type: rmtl.config_cli), an invalid
   configuration value (pydantic), a project error (:data:`rmtl.errors.USER_ERRORS`) or an
   operating-system error on a path (permission denied, no space left): **one line** on
   stderr, ``error: <what is wrong>; <how to fix it>``, and status 2;
@@ -67,41 +67,6 @@ def _quiet_exit() -> None:
     threading.excepthook = lambda args: None
 
 
-def _usage_exceptions() -> tuple[tuple[type, ...], tuple[type, ...], tuple[type, ...]]:
-    """(usage errors, exit requests, aborts) of typer and of click: typer >= 0.2x vendors
-    its own click, whose exceptions do not derive from click's."""
-    usage: list[type] = []
-    exits: list[type] = []
-    aborts: list[type] = []
-    try:
-        import typer
-
-        usage += [getattr(typer, "TyperException", None)]
-        exits += [typer.Exit]
-        aborts += [typer.Abort]
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        import click
-
-        usage += [click.exceptions.ClickException]
-        exits += [click.exceptions.Exit]
-        aborts += [click.exceptions.Abort]
-    except ImportError:  # pragma: no cover
-        pass
-    clean = lambda xs: tuple(x for x in xs if isinstance(x, type))  # noqa: E731
-    return clean(usage), clean(exits), clean(aborts)
-
-
-def usage_line(err: Any) -> str:
-    """One line for a typer/click usage error, with the command's --help to consult."""
-    msg = one_line(err.format_message() if hasattr(err, "format_message") else err)
-    ctx = getattr(err, "ctx", None)
-    if ctx is not None and getattr(ctx, "command_path", None):
-        msg = msg.rstrip(".") + f"; see '{ctx.command_path} --help'"
-    return msg
-
-
 def os_error_line(err: OSError) -> str:
     """One line for an operating-system error on a path."""
     what = err.strerror or type(err).__name__
@@ -112,21 +77,6 @@ def os_error_line(err: OSError) -> str:
 
 def _code_for(err: BaseException) -> int | None:
     """The exit status for an exception, printing its line; None for a bug (re-raise)."""
-    usage, exits, aborts = _usage_exceptions()
-    if exits and isinstance(err, exits):
-        return int(getattr(err, "exit_code", 0) or 0)
-    if aborts and isinstance(err, aborts):
-        report("aborted")
-        return EXIT_INTERRUPTED
-    if usage and isinstance(err, usage):
-        if type(err).__name__ == "NoArgsIsHelpError":  # a group without its command: show the help
-            print(err.format_message(), flush=True)
-            ctx = getattr(err, "ctx", None)
-            path = getattr(ctx, "command_path", "rmtl")
-            report(f"missing command; choose one of those listed above ('{path} --help')")
-            return EXIT_ERROR
-        report(usage_line(err))
-        return EXIT_ERROR
     if isinstance(err, USER_ERRORS):
         report(err)
         return EXIT_ERROR
@@ -199,10 +149,9 @@ def exit_code(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
         report(e.code)
         return EXIT_ERROR
     except BaseException as e:
-        usage, exits, _ = _usage_exceptions()
-        if debug and not (exits and isinstance(e, exits)):
+        if debug:
             raise
-        if _SIGINT_SEEN.is_set() and not (exits and isinstance(e, exits)):
+        if _SIGINT_SEEN.is_set():
             _quiet_exit()
             report(INTERRUPTED)  # a KeyboardInterrupt that a library wrapped in its own error
             return EXIT_INTERRUPTED

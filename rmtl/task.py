@@ -121,6 +121,10 @@ class Task:
     episode_goals: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
     """states [T, state_dim] of one episode -> (achieved goal [T, G], desired goal [T, G]) as a
     Gymnasium-Robotics goal env observes them (what a Minari export writes)."""
+    gate_report: Callable[[dict, dict | None], dict[str, bool]] | None = None
+    """(quality metrics, a random-weight model's or None) -> which acceptance checks pass."""
+    check_difficulty: Callable[[float], float] | None = None
+    """A start difficulty -> itself as a float, or one ConfigError line saying the valid range."""
 
     def phases(self, states: np.ndarray) -> np.ndarray:
         """Phase ids the task's rule gives states [N, state_dim] (int64 [N])."""

@@ -252,8 +252,10 @@ def test_steps_round_up_to_whole_rollouts_and_say_so(capsys, monkeypatch):
     assert Stage1Config().total_timesteps == 600_320 and stage1_config("rmtl", n_envs=8).total_timesteps == 600_000
     monkeypatch.setenv("COLUMNS", "250")  # the help is a table: keep each option's text on one line
     assert run(["train", "stage1", "--help"]) == 0
-    steps = [ln for ln in capsys.readouterr().out.splitlines() if ln.lstrip("│ ").startswith("--steps ")]
-    assert steps and "rounded up to whole rollouts of n_envs*n_steps" in steps[0]
+    text = capsys.readouterr().out
+    steps = text[text.index("--total-timesteps INT"):].split("(default")[0]  # the field's docstring as its help
+    assert "rounded up to whole rollouts of n_envs*n_steps" in " ".join(steps.replace("│", "").split())
+    assert "--steps = --total-timesteps" in text
 
 
 # A bad path fails before torch, open_clip or MuJoCo load (they take seconds): a fresh interpreter each.
@@ -327,10 +329,10 @@ def _console(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("args, words", [
     (["-m", "rmtl.cli", "render-and-embed", "--episods", "2"], ["No such option: --episods"]),
-    (["-m", "rmtl.cli", "serve"], ["no Prefect API to serve to"]),  # typer.Exit(2) from serve's main
+    (["-m", "rmtl.cli", "serve"], ["no Prefect API to serve to"]),  # status 2 from serve
     (["-m", "rmtl.cli", "serve", "--limit", "x"], ["--limit", "rmtl serve --help"]),
     (["-m", "flows.serve", "--limit", "x"], ["--limit", "python -m flows.serve --help"]),
-    (["-m", "flows.server", "nosuch"], ["ServerActionConfig.action", "'start', 'stop', 'status' or 'run'"]),
+    (["-m", "flows.server", "nosuch"], ["'ACTION'", "'nosuch' is not one of start, stop, status, run"]),
 ], ids=["rmtl usage", "rmtl serve no API", "rmtl serve usage", "flows.serve usage", "flows.server usage"])
 def test_console_entry_points(args, words):
     r = _console(*args)

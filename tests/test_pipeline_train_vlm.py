@@ -10,7 +10,6 @@ from pipeline.train_vlm import (
     TrainVLMConfig,
     baseline_balance_penalty,
     gate_margin,
-    train_vlm_command,
     soft_targets,
     task_geometry,
     train_reward_vlm,
@@ -219,16 +218,18 @@ def test_model_card_command_is_the_one_that_ran():
 
 def parse_args(argv):
     """(config, data options) the train-reward-vlm command gets from ``argv``."""
-    from rmtl.command_config import invoke
+    from rmtl.command_table import COMMANDS
+    from rmtl.config_cli import parse
 
-    return invoke(train_vlm_command(run=lambda cfg, **options: (cfg, options)), argv, "train-reward-vlm")
+    cfg, options = parse(COMMANDS["train-reward-vlm"], argv, "train-reward-vlm")
+    return cfg, options.model_dump()
 
 
 def test_command_line_flags_parse_words_and_none_and_keep_unset_defaults(tmp_path):
     cfg, options = parse_args(["--out", "x", "--target-prompt-rate", "none", "--keep-best", "false", "--lr", "2e-4"])
     assert cfg.target_prompt_rate is None and cfg.keep_best is False and cfg.lr == 2e-4
     assert cfg.baseline_balance == TrainVLMConfig().baseline_balance  # not given: the default
-    assert str(options["out"]) == "x" and options["store"] is None
+    assert str(options["out"]) == "x" and options["store"] == ()
     cfg, _ = parse_args(["--out", "x", "--target-prompt-rate", "0.6", "--init", "rmtl-fetch-tiny", "--tune", "text"])
     assert cfg.target_prompt_rate == 0.6 and cfg.init == "rmtl-fetch-tiny"
     (tmp_path / "c.yaml").write_text("lr: 0.001\nsteps: 7\n")  # file, then options, then --set

@@ -124,11 +124,8 @@ def test_last_evaluations_pooled_interval():
     assert last_evaluations([]) == {}
 
 
-def test_report_table_and_cli(run, tmp_path):
-    import typer
-    from typer.testing import CliRunner
-
-    from rmtl.train.cli import report_cmd, train_app
+def test_report_table_and_cli(run, tmp_path, capsys):
+    from rmtl.cli import run as rmtl
     from rmtl.train.run.csv_log import read_csv
     from rmtl.train.report import stage1_report
 
@@ -155,14 +152,9 @@ def test_report_table_and_cli(run, tmp_path):
     assert full["final_test_success"] != "" and kept["final_test_success"] == "" and kept["last5_n"] == 5
     assert kept["last5_mean_success"] == pytest.approx(full["last5_mean_success"])
     assert "eval.csv only" in paths["success_table_md"].read_text()
-    app = typer.Typer()
-    app.add_typer(train_app, name="train")
-    app.command("report")(report_cmd)
-    r = CliRunner()
-    res = r.invoke(app, ["train", "select", str(bare), "--validation-episodes", "2", "--test-episodes", "2"])
-    assert res.exit_code == 0, res.output
-    assert "best on validation" in res.output and (bare / "selection.json").is_file()
-    res = r.invoke(app, ["report", str(bare), "--out", str(tmp_path / "rep3"), "--validation-episodes", "2",
-                         "--test-episodes", "2"])
-    assert res.exit_code == 0, res.output
-    assert "2 episodes from seed 3000000" in res.output
+    capsys.readouterr()
+    assert rmtl(["train", "select", str(bare), "--validation-episodes", "2", "--test-episodes", "2"]) == 0
+    assert "best on validation" in capsys.readouterr().out and (bare / "selection.json").is_file()
+    assert rmtl(["report", str(bare), "--out", str(tmp_path / "rep3"), "--validation-episodes", "2",
+                 "--test-episodes", "2"]) == 0
+    assert "2 episodes from seed 3000000" in capsys.readouterr().out

@@ -117,9 +117,7 @@ def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm,
 
 
 def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
-    from typer.testing import CliRunner
-
-    from rmtl.cli import app
+    from rmtl.cli import run
     from rmtl.train.eval.evaluate import load_checkpoint
     from rmtl.train.run.csv_log import read_csv
     from rmtl.train.stage2.manager_callback import load_manager
@@ -147,10 +145,8 @@ def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
     assert r.phase_steps == r.rule_phase_steps and r.step_agreement == 1.0
 
     out = tmp_path / "rep"
-    r = CliRunner().invoke(app, ["report", "--stage", "2", str(runs["run"]), "--no-phase", str(runs["no_phase"]),
-                                 "--single-prompt", str(runs["worker"]), "--episodes", "2", "--traces", "2",
-                                 "--out", str(out)])
-    assert r.exit_code == 0, (r.output, r.exception)
+    assert run(["report", "--stage", "2", str(runs["run"]), "--no-phase", str(runs["no_phase"]),
+                "--single-prompt", str(runs["worker"]), "--episodes", "2", "--traces", "2", "--out", str(out)]) == 0
     rows = read_csv(out / "behaviour.csv")
     assert [x["policy"] for x in rows] == ["ppo_no_phase_input", "worker_rule", "stage1_worker_rule", "worker_manager",
                                           "worker_manager_bc", "single_prompt"]

@@ -46,7 +46,6 @@ _LAZY = {
     "save_model": "pipeline.train_vlm.export",
     "write_model_card": "pipeline.train_vlm.export",
     "invoking_command": "pipeline.train_vlm.export",
-    "train_vlm_command": "pipeline.train_vlm.cli",
     "train_from_options": "pipeline.train_vlm.cli",
     "main": "pipeline.train_vlm.cli",
 }

@@ -1,44 +1,48 @@
-"""``python -m pipeline.train_vlm`` and ``rmtl train-reward-vlm``: options from
-:class:`TrainVLMConfig` plus the data options; the config is parsed before anything heavy loads."""
+"""``python -m pipeline.train_vlm`` and ``rmtl train-reward-vlm``: the options besides
+:class:`TrainVLMConfig` and what the command runs (its command line: rmtl.command_table); the
+config is parsed before anything heavy loads."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Annotated
+
+import tyro
+from pydantic import Field
 
 from pipeline.train_vlm.config import TrainVLMConfig
+from rmtl.config import Config
 
 
-def train_vlm_command(run: Any = None) -> Any:
-    """The ``train-reward-vlm`` command: options generated from TrainVLMConfig (rmtl.command_config)
-    plus the data options; ``run(config, **data options)`` defaults to training."""
-    import typer
+class TrainVLMOptions(Config):
+    """The data and the output of ``train-reward-vlm`` (the model card records them, not the config)."""
 
-    from rmtl.command_config import config_command, option
-
-    return config_command(TrainVLMConfig, run or train_from_options, extra=[
-        option("store", Optional[list[str]], typer.Option(None, "--store", help="Dataset store(s) with frames (repeatable).")),
-        option("render_episodes", int, typer.Option(0, min=0, help="Render this many expert episodes instead.")),
-        option("random_episodes", int, typer.Option(0, min=0, help="And this many random-action episodes.")),
-        option("resolution", int, typer.Option(96, help="Frame size of rendered episodes (px).")),
-        option("workers", int, typer.Option(1, min=1, help="Render processes.")),
-        option("out", Path, typer.Option(..., "--out", help="Output directory of the weights and model card.")),
-    ], switches=False)  # its booleans have always taken a value: --keep-best false
+    store: Annotated[tuple[str, ...], tyro.conf.UseAppendAction] = ()
+    """Dataset store(s) with frames (repeatable)."""
+    render_episodes: int = Field(0, ge=0)
+    """Render this many expert episodes instead."""
+    random_episodes: int = Field(0, ge=0)
+    """And this many random-action episodes."""
+    resolution: int = 96
+    """Frame size of rendered episodes (px)."""
+    workers: int = Field(1, ge=1)
+    """Render processes."""
+    out: str
+    """Output directory of the weights and model card."""
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:
     """``python -m pipeline.train_vlm``: train from stores, or render the data first; returns
     the exit status (errors: one line on stderr, rmtl.console)."""
-    from rmtl.command_config import run_standalone
+    from rmtl.command_table import COMMANDS
+    from rmtl.config_cli import run_standalone
 
-    return run_standalone(train_vlm_command(), argv, prog or "python -m pipeline.train_vlm")
+    return run_standalone(COMMANDS["train-reward-vlm"], argv, prog or "python -m pipeline.train_vlm")
 
 
-def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, render_episodes: int = 0,
-                       random_episodes: int = 0, resolution: int = 96, workers: int = 1,
-                       out: Path | None = None) -> None:
-    """Train the domain reward VLM from stores and/or freshly rendered episodes into ``out``."""
+def train_from_options(cfg: TrainVLMConfig, options: TrainVLMOptions) -> None:
+    """Train the domain reward VLM from stores and/or freshly rendered episodes into ``--out``."""
     from pipeline.train_vlm.data import TrainingData
     from pipeline.train_vlm.evaluate import summary
     from pipeline.train_vlm.export import invoking_command, store_renderers, write_model_card, write_renderer
@@ -46,7 +50,9 @@ def train_from_options(cfg: TrainVLMConfig, store: list[str] | None = None, rend
     from rmtl.console import check_output_dir
     from storage.dataset import DatasetStore
 
-    stores = list(store or [])
+    stores = list(options.store)
+    render_episodes, random_episodes = options.render_episodes, options.random_episodes
+    resolution, workers, out = options.resolution, options.workers, Path(options.out)
     check_output_dir(out, "--out")  # before any model or data loads
     for path in stores:
         DatasetStore.open(path, "r")  # a missing or foreign store fails now

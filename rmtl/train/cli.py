@@ -1,71 +1,52 @@
-"""Typer commands of the Stage-1 learner, registered by rmtl.cli:
-
-    app.add_typer(train_app, name="train")       # rmtl train stage1 --variant rmtl ...
-    app.command("eval")(eval_cmd)                # rmtl eval CKPT --episodes 100
-    app.command("report")(report_cmd)            # rmtl report RUN... --out DIR; rmtl report --stage 2 RUN
-                                                 # rmtl train select RUN (best on validation, test seeds)
-    stage1_command, stage2_command               # generated from their config classes (rmtl.command_config)
-"""
+"""What the ``rmtl train ...``, ``rmtl eval`` and ``rmtl report`` commands run, and the configs of
+those that have no config class elsewhere (their command lines: rmtl.command_table)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import typer
+import tyro
 from pydantic import Field
 
-from rmtl.command_config import config_command
 from rmtl.config import MAX_EPISODES, Config
 from rmtl.console import check_output_dir, check_output_file
 from rmtl.errors import ConfigError
 
-train_app = typer.Typer(no_args_is_help=True, help="Train the learners (Stage 1: PPO worker).")
+class TrainOptions(Config):
+    """How a training command runs (not part of the run's config)."""
+
+    fresh: bool = False
+    """Start over instead of resuming the run in the run directory; its files move to previous-<UTC time>/
+    inside it (nothing is deleted)."""
+    verbose: bool = False
+    """Print SB3's log table, evaluations and checkpoints."""
 
 
-RUN_ALIASES = {"steps": "total_timesteps", "out": "output_dir", "progress": "progress_bar"}
-"""Short options of both training commands for their most used fields."""
+def build_stage1(file_values: dict, overrides: dict) -> Any:
+    """The Stage-1 config of a command line: the ``--config`` file, the variant (``--variant``, else the
+    file's, else rmtl) applied on top of it, then the other values."""
+    from rmtl.train.config import VARIANTS, Stage1Config, stage1_config
+
+    overrides = dict(overrides)
+    given = overrides.pop("variant", None)
+    if given is not None and not str(given).strip():  # else '' silently trains the default variant
+        raise ConfigError(f"--variant is empty; choose one of {', '.join(VARIANTS)}")
+    variant = given or file_values.get("variant") or "rmtl"
+    return stage1_config(str(variant), Stage1Config.make(**file_values) if file_values else None, **overrides)
 
 
-def _train_extras() -> list:
-    from rmtl.command_config import option
-
-    return [option("fresh", bool, typer.Option(False, help="Start over instead of resuming the run in the run "
-                                                            "directory; its files move to previous-<UTC time>/ "
-                                                            "inside it (nothing is deleted).")),
-            option("verbose", bool, typer.Option(False, help="Print SB3's log table, evaluations and checkpoints."))]
-
-
-def stage1_command():
-    """``rmtl train stage1``: options generated from Stage1Config, a variant applied on top of --config."""
-    from rmtl.command_config import config_command
-    from rmtl.train.config import Stage1Config, stage1_config
-
-    def build(file_values: dict, cli: dict) -> Stage1Config:
-        from rmtl.train.config import VARIANTS
-
-        given = cli.pop("variant", None)
-        if given is not None and not str(given).strip():  # else '' silently trains the default variant
-            raise ConfigError(f"--variant is empty; choose one of {', '.join(VARIANTS)}")
-        variant = given or file_values.get("variant") or "rmtl"
-        return stage1_config(variant, Stage1Config.make(**file_values) if file_values else None, **cli)
-
-    aliases = {**RUN_ALIASES, "model": "reward.model", "cache-store": "cache.store", "cache-radius": "cache.radius",
-               "cache-grow": "cache.grow"}
-    return config_command(Stage1Config, run_stage1, aliases=aliases, extra=_train_extras(), build=build)
-
-
-def run_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
+def run_stage1(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
     """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints.
     --steps rounds up to whole rollouts of n_envs * n_steps env steps."""
     from rmtl.train.stage1 import train_stage1
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
-    run = train_stage1(cfg, resume=not fresh, verbose=int(verbose))
+    run = train_stage1(cfg, resume=not options.fresh, verbose=int(options.verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
-    typer.echo(f"{cfg.variant}: {summary['env_steps']} env steps in {summary['wall_seconds']:.0f} s; "
+    print(f"{cfg.variant}: {summary['env_steps']} env steps in {summary['wall_seconds']:.0f} s; "
                f"final-stage success {ev.get('success_rate', float('nan')):.3f} "
                f"(95% CI {ev.get('ci_low', 0):.3f}-{ev.get('ci_high', 1):.3f}, {ev.get('episodes', 0)} episodes)\n"
                f"run directory {run}")
@@ -74,7 +55,7 @@ def run_stage1(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
 class EvalConfig(Config):
     """``rmtl eval CHECKPOINT``: success rate of a Stage-1 checkpoint on the fully random start."""
 
-    checkpoint: str
+    checkpoint: Annotated[str, tyro.conf.Positional]
     """Checkpoint dir, its model.zip, or a run dir (latest checkpoint)."""
     episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Seeded episodes on the final (random-start) stage."""
@@ -106,7 +87,7 @@ def evaluate(cfg: EvalConfig) -> None:
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(portable_values(res.to_dict()), indent=1))
-    typer.echo(f"{res.checkpoint} ({res.num_timesteps} env steps): {res}")
+    print(f"{res.checkpoint} ({res.num_timesteps} env steps): {res}")
 
 
 class Stage2ReportConfig(Config):
@@ -127,7 +108,7 @@ class Stage2ReportConfig(Config):
 class ReportConfig(Stage2ReportConfig):
     """``rmtl report RUN...`` (Stage 1) and ``rmtl report --stage 2 RUN``."""
 
-    runs: tuple[str, ...]
+    runs: Annotated[tuple[str, ...], tyro.conf.Positional]
     """Stage-1 run directories or directories of them, e.g. data/runs/stage1 (--stage 2: one Stage-2 run or checkpoint)."""
     stage: int = Field(1, ge=1, le=2)
     """1: Fig. 5/6 and the success table of Stage-1 runs; 2: Fig. 7, the behaviour of a Stage-2 run."""
@@ -162,18 +143,18 @@ def report(cfg: ReportConfig) -> None:
 
     run_dirs, skipped = stage1_run_dirs(cfg.runs)
     if skipped:
-        typer.echo(f"passed over {len(skipped)} Stage-2 run(s) ({', '.join(map(str, skipped))}); report each with "
+        print(f"passed over {len(skipped)} Stage-2 run(s) ({', '.join(map(str, skipped))}); report each with "
                    f"rmtl report --stage 2 RUN")
     runs, damaged = load_runs(run_dirs)  # a run with a damaged file is named and left out, not a traceback
     if runs:
         paths = stage1_report(runs, out, select=cfg.select,
                               validation_episodes=cfg.validation_episodes, test_episodes=cfg.test_episodes)
-        typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
-        typer.echo(paths["success_table_md"].read_text())
+        print("\n".join(f"wrote {p}" for p in paths.values()))
+        print(paths["success_table_md"].read_text())
     for line in damaged:
         error_line(line)
     if damaged:
-        raise typer.Exit(2)
+        raise SystemExit(2)
 
 
 def _stage2_report(run: Path, out: Path, cfg: Stage2ReportConfig) -> None:
@@ -183,14 +164,14 @@ def _stage2_report(run: Path, out: Path, cfg: Stage2ReportConfig) -> None:
     paths = stage2_report(run, out, no_phase=cfg.no_phase and Path(cfg.no_phase),
                           single_prompt=cfg.single_prompt and Path(cfg.single_prompt), episodes=cfg.episodes,
                           seed=cfg.seed, traces=cfg.traces)
-    typer.echo("\n".join(f"wrote {p}" for p in paths.values()))
-    typer.echo(paths["behaviour_md"].read_text())
+    print("\n".join(f"wrote {p}" for p in paths.values()))
+    print(paths["behaviour_md"].read_text())
 
 
 class SelectConfig(Config):
     """``rmtl train select RUN``."""
 
-    run: str
+    run: Annotated[str, tyro.conf.Positional]
     """Stage-1 run directory."""
     validation_episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Validation episodes per checkpoint (seeds from 2000000)."""
@@ -214,26 +195,17 @@ def select(cfg: SelectConfig) -> None:
 
     sel = select_checkpoint(Path(cfg.run), cfg.validation_episodes, cfg.test_episodes, verbose=True)
     best, final, last = sel["best"], sel["final"], sel["last_periodic"]
-    typer.echo(f"best on validation: {best['checkpoint']} ({best['validation']['success_rate']:.3f}); test "
+    print(f"best on validation: {best['checkpoint']} ({best['validation']['success_rate']:.3f}); test "
                f"{best['test']['success_rate']:.3f} ({best['test']['ci_low']:.3f}-{best['test']['ci_high']:.3f})\n"
                f"final {final['checkpoint']}: test {final['test']['success_rate']:.3f} "
                f"({final['test']['ci_low']:.3f}-{final['test']['ci_high']:.3f})")
     if last:
-        typer.echo(f"last {last['n']} periodic evaluations: mean {last['mean_success_rate']:.3f} "
+        print(f"last {last['n']} periodic evaluations: mean {last['mean_success_rate']:.3f} "
                    f"({last['ci_low']:.3f}-{last['ci_high']:.3f})")
-    typer.echo(f"wrote {Path(cfg.run) / SELECTION_FILE}")
+    print(f"wrote {Path(cfg.run) / SELECTION_FILE}")
 
 
-def stage2_command():
-    """``rmtl train stage2``: options generated from Stage2Config."""
-    from rmtl.command_config import config_command
-    from rmtl.train.config import Stage2Config
-
-    return config_command(Stage2Config, run_stage2, aliases={**RUN_ALIASES, "bc-labels": "bc.labels"},
-                          extra=_train_extras())
-
-
-def run_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
+def run_stage2(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
     """Train the Stage-2 manager over a Stage-1 worker (paper Table 2); resumes when the run directory has checkpoints."""
     from rmtl.train.run.run_dir import checkpoint_meta, resolve_checkpoint
 
@@ -241,10 +213,10 @@ def run_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
     from rmtl.train.stage2.trainer import train_stage2
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
-    run = train_stage2(cfg, resume=not fresh, verbose=int(verbose))
+    run = train_stage2(cfg, resume=not options.fresh, verbose=int(options.verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev, bc = summary.get("final_eval") or {}, summary.get("bc") or {}
-    typer.echo(f"stage 2: {summary['env_steps']} env steps in {summary['wall_seconds']:.0f} s; "
+    print(f"stage 2: {summary['env_steps']} env steps in {summary['wall_seconds']:.0f} s; "
                f"BC held-out accuracy {bc.get('heldout_accuracy', float('nan')):.3f}; final-stage success with the "
                f"manager {ev.get('success_rate', float('nan')):.3f} "
                f"(95% CI {ev.get('ci_low', 0):.3f}-{ev.get('ci_high', 1):.3f}, {ev.get('episodes', 0)} episodes)\n"
@@ -254,7 +226,7 @@ def run_stage2(cfg: Any, fresh: bool = False, verbose: bool = False) -> None:
 class Stage2ReportAliasConfig(Stage2ReportConfig):
     """``rmtl train stage2-report RUN``: the earlier name of ``rmtl report --stage 2``."""
 
-    run: str
+    run: Annotated[str, tyro.conf.Positional]
     """Stage-2 run directory (or one of its checkpoints)."""
     out: str | None = None
     """Output directory for CSV/MD/JSON/PNG (default <data-dir>/reports/stage2)."""
@@ -274,13 +246,6 @@ def stage2_report_alias(cfg: Stage2ReportAliasConfig) -> None:
     out = Path(cfg.out) if cfg.out else report_dir(2, cfg.data_dir)
     check_output_dir(out, "--out")
     _stage2_report(Path(cfg.run), out, cfg)
-
-
-eval_cmd = config_command(EvalConfig, evaluate, positional=("checkpoint",))
-report_cmd = config_command(ReportConfig, report, positional=("runs",))
-train_app.command("select")(config_command(SelectConfig, select, positional=("run",)))
-train_app.command("stage2-report", hidden=True)(config_command(Stage2ReportAliasConfig, stage2_report_alias,
-                                                                positional=("run",)))
 
 
 def _check_stage2_run(run: Path) -> None:

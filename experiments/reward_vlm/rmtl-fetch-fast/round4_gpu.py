@@ -74,6 +74,7 @@ def stage_render(a, status: dict) -> None:
 
 def stage_train(a, status: dict) -> None:
     from pipeline.train_vlm import TrainVLMConfig, train_from_options
+    from pipeline.train_vlm.cli import TrainVLMOptions
 
     cfg = TrainVLMConfig.make(model="rmtl-fetch-fast", captions="compositional", baseline_balance=0,
                               keep_best=False, steps=a.train_steps, time_budget_s=a.train_budget_s,
@@ -81,7 +82,7 @@ def stage_train(a, status: dict) -> None:
                               checkpoint_every=10**6, soft_sigma=0.03, seed=0, device=a.device,
                               frame_cache_gb=a.frame_cache_gb)
     stores = sorted(str(p) for p in a.stores.glob("train_*.zarr"))
-    train_from_options(cfg, store=stores, out=a.model_dir)
+    train_from_options(cfg, TrainVLMOptions.make(store=tuple(stores), out=str(a.model_dir)))
     status["train"] = {"stores": len(stores), "config": cfg.model_dump(mode="json")}
 
 

@@ -16,7 +16,7 @@ from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
 from rmtl.tasks.fetch_lift.captions import CaptionConfig
 from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
-from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
+from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv, check_difficulty
 from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
 from rmtl.tasks.fetch_lift.quality import GATES
@@ -69,6 +69,12 @@ def _phase_metrics(scores: np.ndarray, states: np.ndarray) -> dict[str, float]:
     return phase_metrics(scores, states)
 
 
+def _gate_report(metrics: dict, random_metrics: dict | None = None) -> dict[str, bool]:
+    from rmtl.tasks.fetch_lift.quality import gate_report
+
+    return gate_report(metrics, random_metrics)
+
+
 def _episode_goals(states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The cube's position, and its start position lifted by the success lift (the goal env's goals)."""
     cube = np.asarray(states)[:, CUBE_POS]
@@ -88,4 +94,5 @@ def fetch_lift_task() -> Task:
         soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
         scorer_metrics=_map_metrics, env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
         phase_metrics=_phase_metrics, lift_height=lift_height, episode_goals=_episode_goals,
+        gate_report=_gate_report, check_difficulty=check_difficulty,
     )

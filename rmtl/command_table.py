@@ -1,0 +1,90 @@
+"""Every ``rmtl`` command: its words, its config class, what it runs, its help line. The
+classes and functions are import paths, imported only by the command that runs (listing
+commands and a bad command line import no model code)."""
+
+from __future__ import annotations
+
+from rmtl.config_cli import Command
+
+_TRAIN = "rmtl.train.cli"
+_ANALYSIS = "pipeline.analysis_commands"
+RUN_ALIASES = {"--steps": "--total-timesteps", "--out": "--output-dir", "--progress": "--progress-bar"}
+"""Short options of both training commands for their most used fields."""
+
+GROUPS = {
+    "env": "The Fetch pick-and-lift environment.",
+    "train": "Train the learners (Stage 1: PPO worker; Stage 2: manager).",
+    "server": "A local Prefect server (PREFECT_HOME under the data dir).",
+    "store": "Dataset stores: check their integrity.",
+    "export": "Export a dataset store to other formats.",
+}
+"""Words that only group commands, and their help lines."""
+
+COMMANDS: dict[str, Command] = {
+    "env preview": Command("rmtl.commands:EnvPreviewConfig", "rmtl.commands:env_preview",
+                           "A labelled PNG montage of the camera views of one seeded reset."),
+    "env check": Command("rmtl.commands:EnvCheckConfig", "rmtl.commands:env_check",
+                         "Success rates of the scripted expert and of random actions."),
+    "store verify": Command("rmtl.commands:StoreVerifyConfig", "rmtl.commands:store_verify",
+                            "Read every committed chunk of a store and name the damaged ones."),
+    "render-and-embed": Command("pipeline.render_and_embed:RenderAndEmbedConfig", "rmtl.cli:render_and_embed",
+                                "Render episodes into a Zarr store, embed them, build the FAISS cache, summarise "
+                                "reward quality.", options="rmtl.cli:RenderAndEmbedOptions"),
+    "train stage1": Command("rmtl.train.config:Stage1Config", f"{_TRAIN}:run_stage1",
+                            "Train the Stage-1 PPO worker (paper Table 1).", options=f"{_TRAIN}:TrainOptions",
+                            aliases={**RUN_ALIASES, "--model": "--reward.model", "--cache-store": "--cache.store",
+                                     "--cache-radius": "--cache.radius", "--cache-grow": "--cache.grow"},
+                            presets=("--variant",), build=f"{_TRAIN}:build_stage1"),
+    "train stage2": Command("rmtl.train.config:Stage2Config", f"{_TRAIN}:run_stage2",
+                            "Train the Stage-2 manager over a Stage-1 worker (paper Table 2).",
+                            options=f"{_TRAIN}:TrainOptions", aliases={**RUN_ALIASES, "--bc-labels": "--bc.labels"}),
+    "train select": Command(f"{_TRAIN}:SelectConfig", f"{_TRAIN}:select",
+                            "Best checkpoint on validation seeds; it and the final one on test seeds."),
+    "train stage2-report": Command(f"{_TRAIN}:Stage2ReportAliasConfig", f"{_TRAIN}:stage2_report_alias",
+                                   "The earlier name of 'rmtl report --stage 2'."),
+    "eval": Command(f"{_TRAIN}:EvalConfig", f"{_TRAIN}:evaluate",
+                    "Success rate (95% Wilson CI) of a Stage-1 checkpoint on the fully random start."),
+    "report": Command(f"{_TRAIN}:ReportConfig", f"{_TRAIN}:report",
+                      "Stage 1: Fig. 5/6 and the success table; --stage 2: Fig. 7 of a Stage-2 run."),
+    "train-reward-vlm": Command("pipeline.train_vlm.config:TrainVLMConfig", "pipeline.train_vlm.cli:train_from_options",
+                                "Train the domain reward VLM.", options="pipeline.train_vlm.cli:TrainVLMOptions",
+                                bool_values=True),  # its booleans have always taken a value: --keep-best false
+    "serve": Command("flows.serve:ServeConfig", "flows.serve:serve_from_config", "Serve the flows as deployments.",
+                     aliases={"--flow": "--flows"}),
+    "sweep": Command("flows.sweep:SweepConfig", "flows.sweep:sweep",
+                     "Run a sweep file's training runs on Prefect work pools (or --local)."),
+    "server start": Command("flows.server:ServerConfig", "flows.server:start",
+                            "Start a background Prefect server and print the settings clients need."),
+    "server stop": Command("rmtl.config:Config", "flows.server:stop", "Stop the background Prefect server."),
+    "server status": Command("rmtl.config:Config", "flows.server:status",
+                             "Show the background Prefect server, if any."),
+    "embed": Command(f"{_ANALYSIS}:EmbedConfig", f"{_ANALYSIS}:embed",
+                     "Embed a store's rows not yet embedded by a model, and the prompts' text."),
+    "embed-text": Command(f"{_ANALYSIS}:EmbedTextConfig", f"{_ANALYSIS}:embed_text",
+                          "Store the text embeddings of prompt sets."),
+    "query": Command(f"{_ANALYSIS}:QueryConfig", f"{_ANALYSIS}:query",
+                     "Reward-quality questions over a store: tables, JSON and PNG plots."),
+    "reward-quality": Command(f"{_ANALYSIS}:RewardQualityConfig", f"{_ANALYSIS}:reward_quality",
+                              "Acceptance metrics of a reward model beside a random-weight one."),
+    "alpha-sweep": Command(f"{_ANALYSIS}:AlphaSweepConfig", f"{_ANALYSIS}:alpha_sweep",
+                           "Scores for every alpha from stored embeddings (paper Fig. 10/11)."),
+    "per-view-analysis": Command(f"{_ANALYSIS}:PerViewConfig", f"{_ANALYSIS}:per_view",
+                                 "Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8)."),
+    "bc-labels": Command(f"{_ANALYSIS}:BCLabelsConfig", f"{_ANALYSIS}:bc_labels",
+                         "Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."),
+    "return-ranking": Command(f"{_ANALYSIS}:ReturnRankingConfig", f"{_ANALYSIS}:return_ranking",
+                              "ROC AUC of successful vs failed episodes for each reward variant."),
+    "diagnose-rollouts": Command(f"{_ANALYSIS}:DiagnoseRolloutsConfig", f"{_ANALYSIS}:diagnose_rollouts",
+                                 "A policy's own rollouts: VLM vs dense reward, a montage, reward gaming."),
+    "gate-set": Command(f"{_ANALYSIS}:GateSetConfig", f"{_ANALYSIS}:gate_set",
+                        "Off-expert gate set: noisy experts and learner checkpoints rendered and embedded."),
+    "prompt-study": Command(f"{_ANALYSIS}:PromptStudyConfig", f"{_ANALYSIS}:prompt_study",
+                            "Rank prompt sets on one store from stored embeddings."),
+    "qualify": Command(f"{_ANALYSIS}:QualifyConfig", f"{_ANALYSIS}:qualify",
+                       "Will a scorer teach? Metrics on the qualification set, the battery, the map's verdict."),
+    "export minari": Command(f"{_ANALYSIS}:ExportMinariConfig", f"{_ANALYSIS}:export_minari",
+                             "Write a store's episodes as a Minari dataset."),
+    "export lerobot": Command(f"{_ANALYSIS}:ExportLeRobotConfig", f"{_ANALYSIS}:export_lerobot",
+                              "Write a store's episodes and frames as a LeRobot v3.0 dataset."),
+}
+"""Command words -> the command."""
