@@ -76,7 +76,7 @@ def stage_train(a, status: dict) -> None:
     from pipeline.train_vlm import TrainVLMConfig, train_from_options
 
     cfg = TrainVLMConfig.make(model="rmtl-fetch-fast", captions="compositional", baseline_balance=0,
-                              keep_best=False, steps=a.train_steps, time_budget_s=a.train_budget_s,
+                              select_by="last", steps=a.train_steps, time_budget_s=a.train_budget_s,
                               batch_size=a.batch_size, lr=1e-3, warmup_steps=300, eval_every=a.eval_every,
                               checkpoint_every=10**6, soft_sigma=0.03, seed=0, device=a.device,
                               frame_cache_gb=a.frame_cache_gb)
