@@ -139,7 +139,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
             bar.write(f"step {done}: {summary(m)}  gate margin {gate_margin(m):.3f}  "
                       f"held-out caption loss {m['held_out_caption_loss']:.4f}")
             selection.update(m, done, model)
-            if selection.patience_spent(cfg.patience_evals):
+            if selection.patience_spent(cfg.patience_evals) and not last:
                 bar.write(f"stopping: {cfg.select_by} has not improved for {selection.since_best} evaluations")
                 metrics["stopped_early_at"] = done
                 last = True
