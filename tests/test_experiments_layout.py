@@ -111,3 +111,21 @@ def test_every_round_renders_the_same_heldout_families_once(tmp_path):
     round2 = dict(families.round_families(2, learner=tmp_path))
     assert round2["train_c_r1_16000"]["policy"].endswith("step_000016000/model.zip")
     assert len(heldout) == 14
+
+
+def test_round6_is_round5_with_coverage_stores_on_its_renderer(tmp_path):
+    from pipeline.render_and_embed import RenderAndEmbedConfig
+
+    families = load_families_module()
+    data = families.load_families()
+    assert families.round_spec(data, 6)["render"] == families.round_spec(data, 5)["render"]
+    round5, round6 = (dict(families.round_families(r, learner=tmp_path, data=data)) for r in (5, 6))
+    coverage = {n: p for n, p in round6.items() if n not in round5}
+    assert sorted(coverage) == [f"train_coverage_{i}" for i in range(4)]
+    assert sum(p["episodes"] for p in coverage.values()) == 48_000
+    seeds = sorted(p["seed"] for p in coverage.values())
+    assert all(b - a >= 12_000 for a, b in zip(seeds, seeds[1:]))  # no scene twice
+    for name, params in coverage.items():  # what round4_gpu.render_job builds
+        cfg = RenderAndEmbedConfig(store=str(tmp_path / f"{name}.zarr"), model=data["model"],
+                                   render=families.round_spec(data, 6)["render"], **params)
+        assert cfg.policy == "coverage" and cfg.render.mesh_reduction == 0.9

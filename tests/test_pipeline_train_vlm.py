@@ -69,7 +69,7 @@ def test_bf16_autocast_trains_fp32_weights_and_is_recorded(tmp_path, data):
 
     for flag in (True, False):
         cfg = TrainVLMConfig.make(steps=2, batch_size=8, warmup_steps=0, eval_every=2, checkpoint_every=2,
-                                  holdout_fraction=0.5, device="cpu", bf16_autocast=flag, keep_best=False)
+                                  holdout_fraction=0.5, device="cpu", bf16_autocast=flag, select_by="last")
         vlm = load_vlm("rmtl-fetch-tiny@random", device="cpu", precision="fp32")
         start = {k: v.clone() for k, v in vlm.model.state_dict().items()}
         metrics = train_reward_vlm(data, cfg, tmp_path / str(flag), progress=False, vlm=vlm)
@@ -120,7 +120,7 @@ def test_locked_image_tower_trains_only_the_text_tower(tmp_path, data):
     train_reward_vlm(data, TrainVLMConfig.make(steps=1, batch_size=8, warmup_steps=0, eval_every=1,
                                                holdout_fraction=0.5, device="cpu"), first, progress=False)
     cfg = TrainVLMConfig.make(steps=3, batch_size=8, warmup_steps=0, lr=1e-2, eval_every=3, holdout_fraction=0.5,
-                              device="cpu", init=str(first), tune="text", keep_best=False)
+                              device="cpu", init=str(first), tune="text", select_by="last")
     train_reward_vlm(data, cfg, tmp_path / "lit", progress=False)
     before = load_vlm(str(first), device="cpu").model.state_dict()
     after = load_vlm(str(tmp_path / "lit"), device="cpu").model.state_dict()
@@ -146,7 +146,7 @@ def test_baseline_balance_pulls_goal_baseline_cosines_together(tmp_path, data):
     spreads = {}
     for weight in (0.0, 100.0):
         cfg = TrainVLMConfig.make(steps=20, batch_size=8, warmup_steps=0, lr=3e-3, eval_every=20, holdout_fraction=0.5,
-                                  device="cpu", init="rmtl-fetch-tiny", tune="text", keep_best=False,
+                                  device="cpu", init="rmtl-fetch-tiny", tune="text", select_by="last",
                                   baseline_balance=weight)
         metrics = train_reward_vlm(data, cfg, tmp_path / f"w{weight}", progress=False)
         cosine = np.array(list(metrics["final"]["goal_baseline_cosine"].values()))
@@ -184,7 +184,7 @@ def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tmp_path):
     with pytest.raises(ValueError, match="were not loaded"):
         lean.frames[np.flatnonzero(~lean.holdout_mask(0.5))[:1]]
     cfg = TrainVLMConfig.make(steps=2, batch_size=4, warmup_steps=0, eval_every=2, holdout_fraction=0.5, device="cpu",
-                              init="rmtl-fetch-tiny", tune="text", keep_best=False)
+                              init="rmtl-fetch-tiny", tune="text", select_by="last")
     metrics = train_reward_vlm(lean, cfg, tmp_path / "lean", progress=False)
     assert "random_init" in metrics and metrics["steps_done"] == 2
 
@@ -226,8 +226,8 @@ def parse_args(argv):
 
 
 def test_command_line_flags_parse_words_and_none_and_keep_unset_defaults(tmp_path):
-    cfg, options = parse_args(["--out", "x", "--target-prompt-rate", "none", "--keep-best", "false", "--lr", "2e-4"])
-    assert cfg.target_prompt_rate is None and cfg.keep_best is False and cfg.lr == 2e-4
+    cfg, options = parse_args(["--out", "x", "--target-prompt-rate", "none", "--select-by", "last", "--lr", "2e-4"])
+    assert cfg.target_prompt_rate is None and cfg.select_by == "last" and cfg.lr == 2e-4
     assert cfg.baseline_balance == TrainVLMConfig().baseline_balance  # not given: the default
     assert str(options["out"]) == "x" and options["store"] == ()
     cfg, _ = parse_args(["--out", "x", "--target-prompt-rate", "0.6", "--init", "rmtl-fetch-tiny", "--tune", "text"])
@@ -261,13 +261,13 @@ def test_prompt_neutral_training_never_sees_an_evaluated_prompt(tmp_path, data):
     prompts = [p.lower() for p in evaluated_prompt_texts()]
     base = dict(steps=3, batch_size=16, warmup_steps=0, eval_every=3, holdout_fraction=0.5, device="cpu",
                 init="rmtl-fetch-tiny", tune="text")
-    for bad, match in (({}, "baseline_balance"), ({"baseline_balance": 0}, "keep_best"),
-                       ({"baseline_balance": 0, "keep_best": False}, "reset_text_tower")):
+    for bad, match in (({}, "baseline_balance"), ({"baseline_balance": 0}, "select_by gate_margin"),
+                       ({"baseline_balance": 0, "select_by": "last"}, "reset_text_tower")):
         with pytest.raises(ConfigError, match=match):
             TrainVLMConfig.make(**base, captions="neutral", **bad)
-    neutral = TrainVLMConfig.make(**base, captions="neutral", baseline_balance=0, keep_best=False, reset_text_tower=True)
+    neutral = TrainVLMConfig.make(**base, captions="neutral", baseline_balance=0, select_by="last", reset_text_tower=True)
     runs = {}
-    for name, cfg in (("neutral", neutral), ("graded", TrainVLMConfig.make(**base, keep_best=False))):
+    for name, cfg in (("neutral", neutral), ("graded", TrainVLMConfig.make(**base, select_by="last"))):
         vlm = load_vlm(cfg.init, device="cpu", precision="fp32")
         seen = runs[name] = _training_texts(vlm)
         train_reward_vlm(data, cfg, tmp_path / name, progress=False, vlm=vlm)

@@ -83,7 +83,7 @@ def test_training_moves_the_image_tower_only_and_ships_no_text_weights(tmp_path,
     from pipeline.train_vlm import TrainVLMConfig, train_reward_vlm
     from rmtl.vlm import load_vlm
 
-    cfg = TrainVLMConfig.make(model="rmtl-fetch-lit", captions="compositional", baseline_balance=0, keep_best=False,
+    cfg = TrainVLMConfig.make(model="rmtl-fetch-lit", captions="compositional", baseline_balance=0, select_by="last",
                               steps=3, batch_size=8, warmup_steps=1, eval_every=3, checkpoint_every=3,
                               holdout_fraction=0.5, device="cpu", caption_bank=2, bf16_autocast=False)
     vlm = load_vlm("rmtl-fetch-lit@random", device="cpu", precision="fp32")

@@ -9,7 +9,8 @@ of being flat within each captioned situation.
 
 Whole episodes are held out; the reward-quality metrics (rmtl.tasks.fetch_lift.quality) are computed
 on held-out expert episodes at step 0 (the random-weight model of the same architecture)
-and every ``eval_every`` steps. Output directory (loadable as a model spec):
+and every ``eval_every`` steps, with the training objective's loss on held-out episodes of every
+family (the prompt-free selection objective, ``select_by caption_loss``). Output directory (loadable as a model spec):
 
     open_clip_config.json        architecture + preprocessing (OpenCLIP's format)
     open_clip_model.safetensors  weights (float16)
@@ -17,8 +18,8 @@ and every ``eval_every`` steps. Output directory (loadable as a model spec):
     checkpoint.pt                resume state (not shipped)
 
 Modules: config (the options), data (rows and the three frame sources), objective (losses and
-schedule), captions (the text side and the caption bank), evaluate (held-out metrics and
-selection), loop (the training loop), export (weights, renderer.json, model card), cli.
+schedule), captions (the text side and the caption bank), evaluate (held-out metrics), selection
+(what picks the kept weights: ``select_by``, early stopping), loop (the training loop), export (weights, renderer.json, model card), cli.
 Public names load on first use, so importing the package (or its config) loads no torch.
 """
 
@@ -40,6 +41,8 @@ _LAZY = {
     "text_tower_frozen": "pipeline.train_vlm.captions",
     "evaluate": "pipeline.train_vlm.evaluate",
     "gate_margin": "pipeline.train_vlm.evaluate",
+    "HeldOutCaptions": "pipeline.train_vlm.selection",
+    "Selection": "pipeline.train_vlm.selection",
     "train_reward_vlm": "pipeline.train_vlm.loop",
     "reset_text_tower": "pipeline.train_vlm.loop",
     "load_checkpoint": "pipeline.train_vlm.loop",

@@ -51,8 +51,8 @@ class TrainVLMConfig(Config):
     """'graded': the shipped recipe (paper prompts among the captions). 'neutral': the
     prompt-neutral stand-in, whose training never sees an evaluated prompt text (captions
     from rmtl.tasks.fetch_lift.captions' neutral mode); 'compositional': prompt-neutral as well, with
-    rich compositional captions (rmtl.tasks.fetch_lift.neutral_captions). Both need baseline_balance 0 and keep_best false
-    (both use the evaluated prompts), and reset_text_tower when starting from ``init``."""
+    rich compositional captions (rmtl.tasks.fetch_lift.neutral_captions). Both need baseline_balance 0 and a
+    select_by other than gate_margin (both use the evaluated prompts), and reset_text_tower when starting from ``init``."""
     reset_text_tower: bool = False
     """Re-initialise the text tower and logit scale to random weights (seed ``seed``) before
     training, keeping ``init``'s image tower: a text tower that never saw the prompts."""
@@ -84,9 +84,17 @@ class TrainVLMConfig(Config):
     """Run forward passes under bf16 autocast (weights and optimiser stay fp32). None: on
     CUDA and on CPUs with native bf16 (1.3x the fp32 training speed of the image tower on
     a 2-core AVX512-BF16 CPU, results/bench/amd_epyc/image_tower_training.json)."""
-    keep_best: bool = True
-    """Ship the weights of the held-out evaluation with the best worst-gate ratio
-    (:func:`gate_margin`) instead of the last step's."""
+    select_by: Literal["gate_margin", "caption_loss", "last"] = "gate_margin"
+    """Which weights to ship. 'gate_margin': the held-out evaluation with the best worst-gate ratio
+    under the paper prompts (:func:`gate_margin`); 'caption_loss': the lowest soft contrastive loss
+    of the training objective on held-out episodes of every family (no prompt text: allowed for
+    prompt-neutral captions); 'last': the last step's."""
+    patience_evals: int | None = Field(None, ge=1)
+    """Stop when the selection objective has not improved for this many evaluations (None: run
+    the whole budget)."""
+    caption_eval_samples: int = Field(2048, ge=2)
+    """Held-out (row, view) samples, each with one caption, drawn once, that the held-out caption
+    loss averages over (in batches of ``batch_size``, as training sees them)."""
     frame_cache_gb: float = Field(2.0, gt=0)
     """Training frames in memory at most (GiB) when they are streamed from stores
     (``stream_frames``): a shuffle buffer of row blocks (pipeline.frame_stream)."""
@@ -111,12 +119,14 @@ class TrainVLMConfig(Config):
             raise ValueError("reset_text_tower keeps init's image tower: set init (without init every tower starts random)")
         if self.captions in ("neutral", "compositional"):
             leaks = [name for name, bad in (("baseline_balance > 0", self.baseline_balance > 0),
-                                            ("keep_best", self.keep_best),
+                                            ("select_by gate_margin", self.select_by == "gate_margin"),
                                             ("init without reset_text_tower", self.init is not None and not self.reset_text_tower))
                      if bad]
             if leaks:
                 raise ValueError(f"captions={self.captions!r} must not train on or select by the evaluated prompts: "
-                                 f"{', '.join(leaks)} would (set baseline_balance 0, keep_best false, reset_text_tower true)")
+                                 f"{', '.join(leaks)} would (set baseline_balance 0, select_by caption_loss or last, reset_text_tower true)")
+        if self.patience_evals is not None and self.select_by == "last":
+            raise ValueError("patience_evals stops on a selection objective: set select_by gate_margin or caption_loss")
         return self
 
     def caption_options(self) -> dict[str, Any]:

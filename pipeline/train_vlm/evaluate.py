@@ -1,5 +1,5 @@
-"""Held-out evaluation and model selection: the task's reward-quality metrics of a model under the
-paper prompts, and the worst gate ratio that picks the weights to ship."""
+"""Held-out evaluation: the task's reward-quality metrics of a model under the paper prompts, and
+their worst gate ratio (what ``select_by gate_margin`` picks the weights by)."""
 
 from __future__ import annotations
 
@@ -32,15 +32,6 @@ def gate_margin(metrics: dict, task: Task | None = None) -> float:
     never the store the gates are finally reported on."""
     gates = (task or get_task()).quality_gates
     return float(min(np.nan_to_num(metrics["mean"][k], nan=-1.0) / v for k, v in gates.items()))
-
-
-def keep_if_best(best: tuple | None, metrics: dict, step: int, model) -> tuple:
-    """``best`` (gate margin, step, weights) or, when ``metrics`` beat it, a copy of the model's
-    current weights with their step and margin."""
-    margin = gate_margin(metrics)
-    if best is None or margin > best[0]:
-        return (margin, step, {k: v.detach().clone() for k, v in model.state_dict().items()})
-    return best
 
 
 def summary(m: dict) -> str:

@@ -18,7 +18,7 @@ def save_run(vlm, arch: str, out_dir: str | Path, metrics: dict, log: list[dict]
     save_model(vlm, arch, out)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2))
     with open(out / "train_log.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["step", "loss", "lr", "images_per_s"])
+        w = csv.DictWriter(f, fieldnames=["step", "loss", "lr", "images_per_s", "held_out_caption_loss"])
         w.writeheader()
         w.writerows(log)
 
@@ -132,7 +132,8 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         f"- data: {data_desc}",
         f"- captions: {caption_line}",
         f"- training: {json.dumps(cfg.model_dump(mode='json'))}",
-        f"- steps done: {metrics.get('steps_done')} (weights of step {metrics.get('selected_step')}), "
+        f"- steps done: {metrics.get('steps_done')} (weights of step {metrics.get('selected_step')}"
+        + (f", selected by {metrics['select_by']}" if "select_by" in metrics else "") + "), "
         f"seconds: {metrics.get('train_seconds', 0):.0f}",
         f"- reproduce: `{command}`",
         "",

@@ -13,10 +13,11 @@ from tqdm import tqdm
 from pipeline.train_vlm.captions import caption_source, text_tower_frozen
 from pipeline.train_vlm.config import TrainVLMConfig
 from pipeline.train_vlm.data import TrainingData, frame_source
-from pipeline.train_vlm.evaluate import evaluate, gate_margin, keep_if_best, summary
+from pipeline.train_vlm.evaluate import evaluate, gate_margin, summary
 from pipeline.train_vlm.export import save_run
 from pipeline.train_vlm.objective import (balance_prompts, baseline_balance_penalty, lr_at, param_groups,
                                           soft_contrastive_loss, soft_targets, task_geometry)
+from pipeline.train_vlm.selection import HeldOutCaptions, Selection
 from rmtl.provenance import write_run_record
 from rmtl.tasks import get_task
 from rmtl.vlm import load_vlm
@@ -25,9 +26,14 @@ from rmtl.vlm.loader import select_precision
 
 def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Path, progress: bool = True,
                      vlm=None) -> dict:
-    """Train, evaluate and save a domain CLIP; resumes from ``out_dir/checkpoint.pt``.
+    """Train, evaluate, select and save a domain CLIP; resumes from ``out_dir/checkpoint.pt``
+    (weights, optimiser, selection state, patience and elapsed time of a time budget).
     ``vlm``: the model to train, already loaded as ``load_vlm(cfg.init or MODEL@random,
-    device=cfg.device, precision='fp32')`` (None: load it here)."""
+    device=cfg.device, precision='fp32')`` (None: load it here).
+
+    Each evaluation logs the reward-quality metrics of held-out expert episodes under the paper
+    prompts and the held-out caption loss (held-out episodes of every family, no prompts);
+    ``cfg.select_by`` decides which of them, if either, picks the kept weights."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     task = get_task()
@@ -40,7 +46,8 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     # None: the inference precision rule (bf16 on CUDA and on native-bf16 CPUs), as autocast
     use_bf16 = cfg.bf16_autocast if cfg.bf16_autocast is not None else select_precision(device) != "fp32"
 
-    # Data: whole episodes held out; held-out expert episodes are what evaluation scores.
+    # Data: whole episodes held out; the quality metrics score held-out expert episodes, the
+    # caption loss held-out episodes of every family.
     holdout = data.holdout_mask(cfg.holdout_fraction)
     train_rows = np.flatnonzero(~holdout)
     eval_rows = np.flatnonzero(holdout & data.expert)
@@ -50,21 +57,27 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     if cfg.tune == "text":  # LiT: the image tower stays as init left it
         model.visual.requires_grad_(False)
     images = frame_source(vlm, data, train_rows, cfg)
+    held_out_captions = HeldOutCaptions(data, np.flatnonzero(holdout), cfg, task, geometry, images.stored_embeddings)
 
     def held_out_metrics(v=vlm) -> dict:
-        return evaluate(v, data, eval_rows, image_embeddings=images.stored_embeddings(eval_rows) if v is vlm else None,
-                        task=task)
+        m = evaluate(v, data, eval_rows, image_embeddings=images.stored_embeddings(eval_rows) if v is vlm else None,
+                     task=task)
+        return {**m, "held_out_caption_loss": held_out_captions.loss(v, stored=v is vlm)}
 
     # Optimiser, then the resume state or the reference evaluations of a new run.
     opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
     rng = np.random.default_rng(cfg.seed)
-    start, log, metrics, best = 0, [], {}, None  # best: (gate margin, step, state dict)
+    start, log, metrics, elapsed = 0, [], {}, 0.0
+    selection = Selection(cfg.select_by)
     ckpt = out / "checkpoint.pt"
     if ckpt.is_file():
         state = load_checkpoint(ckpt, device)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
-        start, log, metrics, best = state["step"], state["log"], state["metrics"], state.get("best")
+        start, log, metrics, elapsed = state["step"], state["log"], state["metrics"], state.get("elapsed_s", 0.0)
+        # checkpoints from before select_by kept only keep_best's (gate margin, step, weights)
+        saved = state.get("selection") or {"select_by": "gate_margin", "best": state.get("best")}
+        selection = Selection.resumed(cfg.select_by, saved)
         rng.bit_generator.state = state["rng"]
         print(f"resumed from {ckpt} at step {start}")
     else:
@@ -74,8 +87,9 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         if cfg.init is not None:
             metrics["init_model_id"] = vlm.model_id
             metrics["initial"] = metrics["step_0"] = held_out_metrics()
-            print(f"step 0 ({cfg.init}): {summary(metrics['initial'])}  gate margin {gate_margin(metrics['initial']):.3f}")
-            best = keep_if_best(best, metrics["initial"], 0, model)
+            print(f"step 0 ({cfg.init}): {summary(metrics['initial'])}  gate margin {gate_margin(metrics['initial']):.3f}  "
+                  f"held-out caption loss {metrics['initial']['held_out_caption_loss']:.4f}")
+            selection.update(metrics["initial"], 0, model)
     write_run_record(out, cfg, cfg.seed, rows=len(data), train_rows=int(len(train_rows)),
                      eval_rows=int(len(eval_rows)), views=list(data.views))
 
@@ -89,12 +103,16 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     if text_tower_frozen(model):
         model.text.eval()  # no dropout in the frozen tower (its prompts are embedded in eval mode)
     batches = images.batches(cfg.batch_size, rng)
-    bar = tqdm(range(start, cfg.steps), initial=start, total=cfg.steps, disable=not progress, desc="train-reward-vlm")
+    # A resumed run that already stopped (patience, or its time budget spent) trains no further.
+    stopped = selection.patience_spent(cfg.patience_evals) or bool(cfg.time_budget_s and elapsed >= cfg.time_budget_s)
+    bar = tqdm(range(start, cfg.steps if not stopped else start), initial=start, total=cfg.steps,
+               disable=not progress, desc="train-reward-vlm")
     t0 = time.perf_counter()
+    done = start
     for step in bar:
         rows, inputs = next(batches)
         targets = soft_targets(geometry[torch.from_numpy(rows).to(device)], cfg.soft_sigma, cfg.soft_sigma_wide)
-        progress = (time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0
+        progress = (elapsed + time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg, progress)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
@@ -113,30 +131,41 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
 
         done = step + 1
         last = done == cfg.steps or progress >= 1.0
-        if done % 20 == 0 or last:
-            rate = (done - start) * cfg.batch_size / (time.perf_counter() - t0)
-            log.append({"step": done, "loss": loss.item(), "lr": opt.param_groups[0]["lr"], "images_per_s": rate})
-            bar.set_postfix(loss=f"{loss.item():.3f}", img_s=f"{rate:.0f}")
+        row = {"step": done, "loss": loss.item(), "lr": opt.param_groups[0]["lr"],
+               "images_per_s": (done - start) * cfg.batch_size / (time.perf_counter() - t0)}
         if done % cfg.eval_every == 0 or last:
             metrics[f"step_{done}"] = m = held_out_metrics()
-            bar.write(f"step {done}: {summary(m)}  gate margin {gate_margin(m):.3f}")
-            best = keep_if_best(best, m, done, model)
+            row["held_out_caption_loss"] = m["held_out_caption_loss"]
+            bar.write(f"step {done}: {summary(m)}  gate margin {gate_margin(m):.3f}  "
+                      f"held-out caption loss {m['held_out_caption_loss']:.4f}")
+            selection.update(m, done, model)
+            if selection.patience_spent(cfg.patience_evals) and not last:
+                bar.write(f"stopping: {cfg.select_by} has not improved for {selection.since_best} evaluations")
+                metrics["stopped_early_at"] = done
+                last = True
+        if done % 20 == 0 or last or "held_out_caption_loss" in row:
+            log.append(row)
+            bar.set_postfix(loss=f"{loss.item():.3f}", img_s=f"{row['images_per_s']:.0f}")
         if done % cfg.checkpoint_every == 0 or last:
             # plain containers, numbers and tensors only: loadable with weights_only=True
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": done, "log": plain(log),
-                        "metrics": plain(metrics), "rng": plain(rng.bit_generator.state), "best": plain(best)}, ckpt)
+                        "metrics": plain(metrics), "rng": plain(rng.bit_generator.state),
+                        "selection": plain(selection.state()), "elapsed_s": elapsed + time.perf_counter() - t0}, ckpt)
         if last:
             break
 
-    # Selection: the best held-out weights (keep_best) or the last step's.
-    metrics["steps_done"] = done if start < cfg.steps else start
-    if cfg.keep_best and best is not None and best[1] != metrics["steps_done"]:
+    # Selection: the best held-out evaluation under select_by, or the last step's weights.
+    metrics["steps_done"] = done
+    best = selection.best
+    if best is not None and best[1] != done:
         model.load_state_dict(best[2])
-        print(f"keeping the weights of step {best[1]} (gate margin {best[0]:.3f})")
-    metrics["selected_step"] = best[1] if cfg.keep_best and best is not None else metrics["steps_done"]
+        print(f"keeping the weights of step {best[1]} (best {cfg.select_by} of the held-out evaluations)")
+    metrics["select_by"] = cfg.select_by
+    metrics["selected_step"] = best[1] if best is not None else done
+    # Reporting, not selection: the selected weights' metrics under the paper prompts.
     key = f"step_{metrics['selected_step']}"
     metrics["final"] = metrics[key] if key in metrics else held_out_metrics()
-    metrics["train_seconds"] = time.perf_counter() - t0
+    metrics["train_seconds"] = elapsed + time.perf_counter() - t0
     metrics["bf16_autocast"] = bool(use_bf16)
     metrics.update(images.report() or {})
     model.eval()  # a VLM embeds in eval mode (a pretrained text tower has dropout)

@@ -30,6 +30,7 @@ import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
+from typing import Callable
 
 from rmtl.provenance import portable_values
 
@@ -77,7 +78,7 @@ def stage_train(a, status: dict) -> None:
     from pipeline.train_vlm.cli import TrainVLMOptions
 
     cfg = TrainVLMConfig.make(model="rmtl-fetch-fast", captions="compositional", baseline_balance=0,
-                              keep_best=False, steps=a.train_steps, time_budget_s=a.train_budget_s,
+                              select_by="last", steps=a.train_steps, time_budget_s=a.train_budget_s,
                               batch_size=a.batch_size, lr=1e-3, warmup_steps=300, eval_every=a.eval_every,
                               checkpoint_every=10**6, soft_sigma=0.03, seed=0, device=a.device,
                               frame_cache_gb=a.frame_cache_gb)
@@ -111,6 +112,36 @@ def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+STAGES = {"render": stage_render, "train": stage_train, "gate": stage_gate, "bench": stage_bench}
+
+
+def run_stages(a, stages: dict[str, Callable], needed: tuple[str, ...] = ("render", "train")) -> bool:
+    """Run ``a.stages`` in order, each logged with its wall time and recorded (with its errors) in
+    ``a.out``/status.json as soon as it ends; a failed stage in ``needed`` (the later stages read
+    its output) ends the run. A status.json already there keeps the records of the stages not run
+    again (a round run stage by stage). Returns whether every stage run succeeded."""
+    path = a.out / "status.json"
+    status: dict = json.loads(path.read_text()) if path.is_file() else {"seconds": {}}
+    status.update(argv=sys.argv, started=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    ok = True
+    for name in a.stages:
+        t = time.perf_counter()
+        log(f"stage {name}")
+        status.get("errors", {}).pop(name, None)
+        try:
+            stages[name](a, status)
+        except Exception:  # noqa: BLE001  (each stage reports and the next still runs)
+            ok = False
+            status.setdefault("errors", {})[name] = traceback.format_exc()[-4000:]
+            log(f"stage {name} failed:\n{status['errors'][name]}")
+        status["seconds"][name] = round(time.perf_counter() - t, 1)
+        path.write_text(json.dumps(portable_values(status), indent=1, default=str))
+        log(f"stage {name}: {status['seconds'][name]} s")
+        if name in needed and not ok:
+            break
+    return ok
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
@@ -132,27 +163,12 @@ def main(argv=None) -> int:
     ap.add_argument("--bench-timeout-s", type=float, default=150.0)
     ap.add_argument("--render", type=json.loads, default=None,
                     help="render settings of every store (JSON; default: the families' round's, families.yaml)")
-    ap.add_argument("--stages", nargs="+", default=["render", "train", "gate", "bench"])
+    ap.add_argument("--stages", nargs="+", choices=list(STAGES), default=list(STAGES))
     ap.add_argument("--smoke", action="store_true")
     a = ap.parse_args(argv)
     a.out.mkdir(parents=True, exist_ok=True)
     a.model_dir = a.model_dir or a.out / "model"
-    status: dict = {"argv": sys.argv, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "seconds": {}}
-    ok = True
-    for name in a.stages:
-        t = time.perf_counter()
-        log(f"stage {name}")
-        try:
-            globals()[f"stage_{name}"](a, status)
-        except Exception:  # noqa: BLE001  (each stage reports and the next still runs)
-            ok = False
-            status.setdefault("errors", {})[name] = traceback.format_exc()[-4000:]
-            log(f"stage {name} failed:\n{status['errors'][name]}")
-        status["seconds"][name] = round(time.perf_counter() - t, 1)
-        (a.out / "status.json").write_text(json.dumps(portable_values(status), indent=1, default=str))
-        log(f"stage {name}: {status['seconds'][name]} s")
-        if name in ("render", "train") and not ok:
-            break  # the later stages need its output
+    ok = run_stages(a, STAGES)
     for f in RESULTS.glob(f"*round{a.round}.*"):
         shutil.copy2(f, a.out / f.name)
     return 0 if ok else 1
