@@ -48,7 +48,7 @@ COMMANDS: dict[str, Command] = {
                       "Stage 1: Fig. 5/6 and the success table; --stage 2: Fig. 7 of a Stage-2 run."),
     "train-reward-vlm": Command("pipeline.train_vlm.config:TrainVLMConfig", "pipeline.train_vlm.cli:train_from_options",
                                 "Train the domain reward VLM.", options="pipeline.train_vlm.cli:TrainVLMOptions",
-                                bool_values=True),  # its booleans have always taken a value: --keep-best false
+                                bool_values=True),  # its booleans have always taken a value: --reset-text-tower false
     "serve": Command("flows.serve:ServeConfig", "flows.serve:serve_from_config", "Serve the flows as deployments.",
                      aliases={"--flow": "--flows"}),
     "sweep": Command("flows.sweep:SweepConfig", "flows.sweep:sweep",

@@ -62,7 +62,7 @@ class Command:
     build: str | None = None
     """``build(file_values, overrides) -> config`` instead of ``cls.make(**merged)``."""
     bool_values: bool = False
-    """Booleans take a value (``--keep-best false``) instead of being flag pairs."""
+    """Booleans take a value (``--reset-text-tower false``) instead of being flag pairs."""
 
 
 def load(path: str) -> Any:
