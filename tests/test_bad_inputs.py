@@ -196,7 +196,7 @@ CASES = [
     (["train-reward-vlm"], ["Missing option '--out'", "rmtl train-reward-vlm --help"]),
     (["train-reward-vlm", "--bogus", "--out", "{W}/v"], ["No such option: --bogus", "rmtl train-reward-vlm --help"]),
     (["train-reward-vlm", "--steps", "abc", "--out", "{W}/v"], ["'--steps'", "valid integer"]),
-    (["train-reward-vlm", "--select-by", "maybe", "--out", "{W}/v"], ["select_by='maybe'", "caption_loss"]),
+    (["train-reward-vlm", "--select-by", "maybe", "--out", "{W}/v"], ["--select-by", "'maybe' is not one of", "caption_loss"]),
     # checkpoints and runs
     (["eval", "/nonexistent"], ["is not a Stage-1 checkpoint"]),
     (["train", "stage2", "--worker", "/nonexistent"], ["is not a Stage-1 checkpoint"]),
