@@ -8,7 +8,8 @@ success (best on validation, 200 episodes). Rule-only's three committed 600k run
 chance metrics (a constant score: no rank, grasp AUC 0.5, a resting cube paid like a lifted one).
 The ``checks`` of conditions.yaml (the replayed stand-ins) are measured the same way and kept out
 of the fit: map.json and runs.md give each its outcomes beside the verdict the map gives its metrics.
-Writes map.json (read by ``rmtl qualify``), runs.csv, runs.md and the map's PNGs.
+Writes map.json (read by ``rmtl qualify``), runs.csv, runs.md (one row per run), conditions.md (one
+row per condition: its mean metrics, each seed's outcome, how many taught) and the map's PNGs.
 """
 
 from __future__ import annotations
@@ -69,6 +70,19 @@ def fit(points: list[tuple[dict, float]], axes: list[str], seed: int = 0) -> dic
         icpts.append(float(m.intercept_[0]))
     return {"mean": mean.tolist(), "scale": scale.tolist(), "coef": model.coef_[0].tolist(),
             "intercept": float(model.intercept_[0]), "bootstrap_coef": coefs, "bootstrap_intercept": icpts}
+
+
+def condition_table(conditions: list[dict], seeds: list[int], by_seed: dict[tuple[str, int], float]) -> str:
+    """conditions.md: a condition per row, its mean metrics, each seed's test success and how many taught."""
+    head = ["condition", *METRICS, *[f"seed {s}" for s in seeds], "taught"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for c in conditions:
+        outs = [by_seed.get((c["name"], s)) for s in seeds]
+        done = [o for o in outs if o is not None]
+        lines.append(f"| {c['name']} | " + " | ".join(f"{c['metrics'][k]:.2f}" for k in METRICS) + " | "
+                     + " | ".join("-" if o is None else f"{o:.3f}" for o in outs)
+                     + f" | {sum(o >= TEACHES for o in done)} of {len(done)} |")
+    return "\n".join(lines) + "\n"
 
 
 def plot_metrics(rows: list[dict], path: Path) -> Path:
@@ -162,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         lines += [""] + [f"- {c['name']}: verdict {c['verdict']['verdict']}, outcomes {c['outcomes'] or 'none yet'}"
                          for c in checks]
     (a.out / "runs.md").write_text("\n".join(lines) + "\n")
+    by_seed = {(r["condition"], r["seed"]): r["test_success"] for r in rows + check_rows}
+    seeds = list(spec["seeds"])
+    (a.out / "conditions.md").write_text(
+        condition_table(conditions, seeds, by_seed)
+        + "\nChecks (replayed stand-ins, kept out of the fit):\n\n" + condition_table(checks, seeds, by_seed))
     plot_metrics(rows, a.out / "map_metrics.png")
     plot_map(result, {}, a.out / "map_2d.png")
     print(f"{len(rows)} runs, {len(complete)} complete conditions; fitted: {result['fitted']}"
