@@ -282,6 +282,15 @@ def map_verdict(metrics: Mapping[str, float], fitted: Mapping[str, Any] | None) 
             "nearest_conditions": [c["name"] for c in near]}
 
 
+def scorer_verdict(metrics: Mapping[str, float], beats: Sequence[str], fitted: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The map's verdict, held at "uncertain" when a degenerate behaviour (``beats``) earns the expert's return:
+    a map of error sizes cannot promise that a reward with an exploit teaches."""
+    verdict = map_verdict(metrics, fitted)
+    if beats and verdict["verdict"] == "teaches":
+        verdict = {**verdict, "verdict": "uncertain", "why": f"{', '.join(beats)} earn the noise-free expert's return"}
+    return verdict
+
+
 def fit_replayed_error(scores: np.ndarray, progress: np.ndarray, phases: np.ndarray, episode: np.ndarray, step: np.ndarray,
                        resting: np.ndarray, names: tuple[str, ...], resting_pay: float) -> dict:
     """The ``degraded_oracle`` error that reproduces a scorer: ``{"error": reward.error section, "fit": the
@@ -388,9 +397,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     degenerate = [f.name for f in families if f.group == "behaviour"]
     beats = sorted(n for n in degenerate if returns.get("scorer", {}).get(n, -np.inf) >= bar)
     fitted = load_map(map_file)
-    verdict = map_verdict(pooled["value"], fitted)
-    if beats and verdict["verdict"] == "teaches":
-        verdict = {**verdict, "verdict": "uncertain", "why": f"{', '.join(beats)} earn the noise-free expert's return"}
+    verdict = scorer_verdict(pooled["value"], beats, fitted)
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
               "set": {"size": size, "families": {n: {"group": f.group, "episodes": int(f.rollout.get("episodes", 0)),
                                                      "held_out": model not in f.trained_on if model else True}

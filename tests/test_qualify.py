@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 import yaml
 
-from pipeline.qualify import load_families, map_verdict, qualify, scorer_metrics, state_scorer, state_set
+from pipeline.qualify import load_families, map_verdict, qualify, scorer_metrics, scorer_verdict, state_scorer, state_set
 from rmtl.errors import ConfigError
 from rmtl.tasks import get_task
+
+REPO = Path(__file__).resolve().parents[1]
 
 TASK = get_task("fetch_lift")
 
@@ -83,6 +85,9 @@ def test_the_verdict_follows_the_map():
     assert low["verdict"] == "does not teach" and low["nearest_conditions"][0] == "bad"
     assert map_verdict({"grasp_auc": 0.8, "approach_rank": 0.5}, m)["verdict"] == "uncertain"
     assert map_verdict({"grasp_auc": 0.9}, None)["verdict"] == "unmapped"
+    # A degenerate behaviour that earns the expert's return holds a "teaches" at "uncertain".
+    held = scorer_verdict({"grasp_auc": 0.99, "approach_rank": 0.9}, ["sit"], m)
+    assert held["verdict"] == "uncertain" and "sit" in held["why"]
 
 
 def test_qualify_writes_its_report(families_file, tmp_path):
@@ -97,6 +102,16 @@ def test_qualify_writes_its_report(families_file, tmp_path):
     # The battery: sitting at the cube must stay below the noise-free expert under the oracle.
     assert saved["battery"]["scorer"]["sit"] < saved["battery"]["scorer"]["expert"]
     assert saved["behaviours_at_or_above_expert"] == []
+    # The table reads each verdict again from the map it is given and updates the report.
+    table = [sys.executable, str(REPO / "experiments/learnability/qualify_table.py"), str(tmp_path / "out"),
+             "--runs", str(tmp_path), "--out", str(tmp_path / "t.md"), "--png", str(tmp_path / "m.png")]
+    done = subprocess.run([*table, "--map", str(tmp_path / "no_map.json")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(Path(report["files"]["json"]).read_text())["map"]["verdict"] == "unmapped"
+    assert "| unmapped |" in (tmp_path / "t.md").read_text()
+    subprocess.run([*table, "--map", str(map_file)], check=True, capture_output=True, timeout=300)
+    assert json.loads(Path(report["files"]["json"]).read_text())["map"]["verdict"] == "teaches"
+    assert (tmp_path / "m.png").stat().st_size > 1000
 
 
 def _rmtl(*args: str, data: Path) -> subprocess.CompletedProcess:
