@@ -239,7 +239,7 @@ def test_cuda_device_without_cuda_is_refused(fx, capsys):
 
 
 def test_steps_round_up_to_whole_rollouts_and_say_so(capsys, monkeypatch):
-    from rmtl.train.config import Stage1Config, stage1_config
+    from rmtl.train.config import Stage1Config, rollout_rounding_note, stage1_config
 
     cfg = stage1_config("rmtl", total_timesteps=64, n_envs=16, n_steps=40)
     assert cfg.total_timesteps == 640 and cfg.requested_timesteps == 64
@@ -250,6 +250,10 @@ def test_steps_round_up_to_whole_rollouts_and_say_so(capsys, monkeypatch):
     # a changed rollout rounds the requested steps, not the earlier rounding
     assert cfg.replace(n_envs=2).total_timesteps == 80 and stage1_config("rmtl", cfg, n_envs=2).total_timesteps == 80
     assert Stage1Config().total_timesteps == 600_320 and stage1_config("rmtl", n_envs=8).total_timesteps == 600_000
+    # Stage 2 trains in the worker's rollouts, known only when it runs: the same line, from the same function.
+    assert rollout_rounding_note(200_000, 16, 40) == ("--steps 200000 rounds up to 200320 env steps: PPO trains in "
+                                                      "whole rollouts of n_envs*n_steps = 16*40 = 640 steps")
+    assert rollout_rounding_note(128, 2, 16) is None
     monkeypatch.setenv("COLUMNS", "250")  # the help is a table: keep each option's text on one line
     assert run(["train", "stage1", "--help"]) == 0
     text = capsys.readouterr().out

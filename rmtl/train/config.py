@@ -227,8 +227,7 @@ class Stage1Config(Config):
         """One line saying that ``total_timesteps`` was rounded up to whole rollouts (None: it was not)."""
         if self._requested_timesteps is None:
             return None
-        return (f"--steps {self._requested_timesteps} rounds up to {self.total_timesteps} env steps: PPO trains in "
-                f"whole rollouts of n_envs*n_steps = {self.n_envs}*{self.n_steps} = {self.n_envs * self.n_steps} steps")
+        return rollout_rounding_note(self._requested_timesteps, self.n_envs, self.n_steps)
 
     def __eq__(self, other: object) -> bool:
         """Equal fields are equal configs: a saved config reloads equal to the one that rounded its steps."""
@@ -396,6 +395,15 @@ class BCConfig(Config):
     learning_rate: float = Field(3e-4, gt=0)
     heldout_fraction: float = Field(0.2, ge=0, lt=1)
     """Fraction of episodes held out for the reported BC accuracy."""
+
+
+def rollout_rounding_note(steps: int, n_envs: int, n_steps: int) -> str | None:
+    """One line saying that ``steps`` env steps round up to whole PPO rollouts (None: they are whole)."""
+    rollout = n_envs * n_steps
+    if steps % rollout == 0:
+        return None
+    return (f"--steps {steps} rounds up to {-(-steps // rollout) * rollout} env steps: PPO trains in "
+            f"whole rollouts of n_envs*n_steps = {n_envs}*{n_steps} = {rollout} steps")
 
 
 class Stage2Config(Config):

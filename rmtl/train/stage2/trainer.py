@@ -35,7 +35,7 @@ from rmtl.reward.phase import RulePhaseSelector
 from rmtl.train.run.artifacts import load_torch_state
 from rmtl.train.stage2.bc_data import bc_dataset, run_bc
 from rmtl.train.callbacks import CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
-from rmtl.train.config import Stage1Config, Stage2Config, check_device, merge_stage1
+from rmtl.train.config import Stage1Config, Stage2Config, check_device, merge_stage1, rollout_rounding_note
 from rmtl.train.run.csv_log import read_csv
 from rmtl.train.eval.evaluate import EvalResult, resolve_checkpoint
 from rmtl.train.stage2.manager.network import ManagerNet
@@ -102,6 +102,9 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
                              needs=("model.zip", MANAGER_FILE), what="Stage-2 run")
     s1 = worker_stage1_config(config)
     worker_ck = resolve_checkpoint(config.worker)
+    # The rollout size is the worker's, so Stage 2 can only say how its steps round, not round them in its config.
+    if note := rollout_rounding_note(config.total_timesteps, s1.n_envs, s1.n_steps):
+        print(note)
     torch.manual_seed(config.seed)
 
     # ------------------------------------------------------------ manager (+ BC warm start)
