@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 
 from rmtl.train.eval.committed import select_kept_run
+from rmtl.train.eval.paired import paired_seed_verdict
 from rmtl.train.run.csv_log import read_csv
 from rmtl.train.run.run_dir import latest_checkpoint
 from rmtl.train.eval.selection import last_evaluations, load_selection
@@ -124,17 +125,12 @@ def decide_structure(rows: dict[str, list[dict]], a: str = "oracle_rmtl") -> lis
     out = []
     for claim, b in CLAIMS:
         ra, rb = best(a), best(b)
-        have = f"{a} seeds {sorted(ra)}, {b} seeds {sorted(rb)} finished"
-        if not all(sd in ra and sd in rb for sd in SEEDS):
-            out.append(f"{claim} ({a} vs {b}): open ({have})")
+        v = paired_seed_verdict(ra, rb, SEEDS)
+        if v["verdict"] == "open":
+            out.append(f"{claim} ({a} vs {b}): open ({a} seeds {sorted(ra)}, {b} seeds {sorted(rb)} finished)")
             continue
-        d = sum(ra.values()) / len(ra) - sum(rb.values()) / len(rb)
-        a_wins = sum(ra[sd] > rb[sd] for sd in SEEDS)
-        b_wins = sum(rb[sd] > ra[sd] for sd in SEEDS)
-        verdict = ("supported" if d >= 0.10 and a_wins >= 2 else
-                   "contradicted" if d <= -0.10 and b_wins >= 2 else "no difference shown")
-        out.append(f"{claim} ({a} vs {b}): {verdict} (d = {d:+.3f}; {a} better on {a_wins} of 3 seed pairs, "
-                   f"{b} on {b_wins})")
+        out.append(f"{claim} ({a} vs {b}): {v['verdict']} (d = {v['d']:+.3f}; {a} better on {v['a_wins']} of 3 seed "
+                   f"pairs, {b} on {v['b_wins']})")
     return out
 
 
