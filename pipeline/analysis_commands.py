@@ -482,6 +482,8 @@ class QualifyConfig(Config):
 
     model: str | None = None
     """A VLM spec to qualify (rendered on its declared renderer)."""
+    vlm_micro_tasks: tuple[str, ...] = ()
+    """With --model: qualify the hybrid in which the model scores only these micro-tasks and the oracle the rest."""
     reward: str | None = None
     """Instead of a model: a reward kind that reads state (oracle, degraded_oracle, rule_only)."""
     reward_config: dict[str, Any] = {}
@@ -511,5 +513,5 @@ def qualify(cfg: QualifyConfig) -> None:
     root = data_dir()
     out = Path(cfg.out) if cfg.out else root / "qualification" / "reports"
     report = run(model=cfg.model, reward=reward, families_file=cfg.families, small=cfg.small, out_dir=out,
-                 data_dir=root, seed=cfg.seed)
+                 data_dir=root, seed=cfg.seed, vlm_micro_tasks=cfg.vlm_micro_tasks)
     print(format_report(report))

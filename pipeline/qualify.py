@@ -359,15 +359,40 @@ def plot_map(fitted: Mapping[str, Any] | None, points: Mapping[str, Mapping[str,
     return path
 
 
+def micro_task_columns(names: Sequence[str], chosen: Sequence[str]) -> list[int]:
+    """Column indices of the ``chosen`` micro-task names (a ConfigError names the task's own)."""
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        raise ConfigError(f"--vlm-micro-tasks names {unknown}; this task's micro-tasks are {', '.join(names)}")
+    return [list(names).index(n) for n in chosen]
+
+
+def hybrid_scores(model_scores: np.ndarray, oracle_scores: np.ndarray, names: Sequence[str],
+                  vlm_micro_tasks: Sequence[str]) -> np.ndarray:
+    """Scores [N, K] of the ``hybrid`` reward kind: the model's columns for ``vlm_micro_tasks``, the
+    oracle's for the others (each micro-task is shaped on its own bounds, so the columns never mix)."""
+    cols = micro_task_columns(names, vlm_micro_tasks)
+    out = np.array(oracle_scores, dtype=float, copy=True)
+    out[:, cols] = model_scores[:, cols]
+    return out
+
+
 def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_file: str | None, small: bool,
-            out_dir: Path, data_dir: Path, seed: int = 0, map_file: Path = MAP_FILE, progress: bool = True) -> dict:
-    """Score the qualification set with one scorer; returns the report (also written as JSON and PNG)."""
+            out_dir: Path, data_dir: Path, seed: int = 0, map_file: Path = MAP_FILE, progress: bool = True,
+            vlm_micro_tasks: Sequence[str] | None = None) -> dict:
+    """Score the qualification set with one scorer; returns the report (also written as JSON and PNG).
+    ``vlm_micro_tasks`` (with ``model``): qualify the hybrid in which the model scores only those
+    micro-tasks and the oracle the rest (reward kind ``hybrid``)."""
     from rmtl.tasks import get_task
 
     if (model is None) == (reward is None):
         raise ConfigError("qualify needs exactly one scorer: --model M (a VLM) or --reward KIND (a state-reading kind)")
+    if vlm_micro_tasks and model is None:
+        raise ConfigError("--vlm-micro-tasks qualifies a hybrid of a VLM and the oracle: give the VLM with --model M")
     task_name, families = load_families(families_file, small=small)
     task = get_task(task_name)
+    if vlm_micro_tasks:
+        micro_task_columns(task.micro_tasks.names, vlm_micro_tasks)  # bad names before any rendering
     size = "small" if small else "full"
     kind, cfg = state_scorer(task, reward, seed) if reward is not None else (None, None)  # bad input before rollouts
     rows = state_set(task_name, families, data_dir / "qualification" / size / "states", progress)
@@ -384,6 +409,10 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         stores = data_dir / "qualification" / size / "models" / file_slug(model)
         scores = model_scores(model, task_name, families, stores, rows, progress)
         label = model
+        if vlm_micro_tasks:
+            oracle, _ = state_scorer(task, {"kind": "oracle"}, seed)
+            scores = hybrid_scores(scores, kind_scores(oracle, rows.states), task.micro_tasks.names, vlm_micro_tasks)
+            label = f"{model} on {'+'.join(vlm_micro_tasks)}, oracle on the rest"
         held_out = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])
     fams = {f.name: f for f in families}
     per_family = {name: scorer_metrics(task, scores, rows, rows.family == name) for name in fams}
@@ -399,6 +428,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     fitted = load_map(map_file)
     verdict = scorer_verdict(pooled["value"], beats, fitted)
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
+              "vlm_micro_tasks": list(vlm_micro_tasks or []),
               "set": {"size": size, "families": {n: {"group": f.group, "episodes": int(f.rollout.get("episodes", 0)),
                                                      "held_out": model not in f.trained_on if model else True}
                                                  for n, f in fams.items()},
@@ -406,7 +436,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
               "pooled": pooled, "groups": per_group, "families": per_family, "battery": returns,
               "behaviours_at_or_above_expert": beats, "map": verdict}
     out_dir.mkdir(parents=True, exist_ok=True)
-    slug = file_slug(label)
+    slug = file_slug(label if not vlm_micro_tasks else f"{model}_hybrid_{'_'.join(vlm_micro_tasks)}")
     report["files"] = {"json": str(out_dir / f"qualify_{slug}.json"), "png": str(out_dir / f"qualify_{slug}.png")}
     from rmtl.provenance import portable_path
 

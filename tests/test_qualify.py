@@ -133,6 +133,23 @@ def test_the_command_qualifies_a_degraded_oracle_and_a_vlm(families_file, tmp_pa
     report = json.loads((tmp_path / "qualification" / "reports" / "qualify_rmtl-fetch-tiny.json").read_text())
     assert report["model"] == "rmtl-fetch-tiny" and report["set"]["rows"] > 10
     assert np.isfinite(report["pooled"]["value"]["right_prompt"])
+    # A hybrid reuses the model's store; the micro-tasks it names are scored by the model, the rest by
+    # the oracle (one expert episode: align is the metric it measures).
+    reports = tmp_path / "qualification" / "reports"
+    for chosen in ("align", "approach"):
+        r = _rmtl("qualify", "--model", "rmtl-fetch-tiny", "--vlm-micro-tasks", chosen, "--families", str(one), data=tmp_path)
+        assert r.returncode == 0, r.stderr
+    on_align = json.loads((reports / "qualify_rmtl-fetch-tiny_hybrid_align.json").read_text())
+    on_approach = json.loads((reports / "qualify_rmtl-fetch-tiny_hybrid_approach.json").read_text())
+    oracle = qualify(model=None, reward={"kind": "oracle"}, families_file=str(one), small=False, out_dir=tmp_path / "o",
+                     data_dir=tmp_path, progress=False)
+    assert on_align["vlm_micro_tasks"] == ["align"] and "oracle on the rest" in on_align["scorer"]
+    model_align, oracle_align = report["pooled"]["value"]["align_rank"], oracle["pooled"]["value"]["align_rank"]
+    assert np.isfinite(model_align) and model_align != oracle_align
+    assert on_align["pooled"]["value"]["align_rank"] == model_align
+    assert on_approach["pooled"]["value"]["align_rank"] == oracle_align
+    bad = _rmtl("qualify", "--model", "rmtl-fetch-tiny", "--vlm-micro-tasks", "lift", "--families", str(one), data=tmp_path)
+    assert bad.returncode == 2 and "approach, align, grasp" in bad.stderr.strip().splitlines()[-1]
 
 
 def test_bad_scorer_choices_are_one_line(tmp_path):

@@ -1,5 +1,6 @@
 """Tabulates `rmtl qualify` reports (qualify_*.json) as results/learnability/qualify_table.md, with each
-model's pixel runs (committed kept runs whose reward.model is that model) beside its verdict.
+model's pixel runs (committed kept runs whose reward.model is that model; for a hybrid's report, the
+hybrid runs that give the model the same micro-tasks) beside its verdict.
 
     python experiments/learnability/qualify_table.py REPORT_DIR [--runs results] [--out ...] [--map results/learnability/map.json]
 
@@ -22,8 +23,9 @@ from rmtl.train.config import Stage1Config
 REPO = Path(__file__).resolve().parents[2]
 
 
-def pixel_runs(root: Path) -> dict[str, list[tuple[str, float, float]]]:
-    """model -> [(run, best test success, final test success)] of the kept VLM runs under ``root``."""
+def pixel_runs(root: Path) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, float, float]]]:
+    """(model, micro-tasks it scores in a hybrid, () for all) -> [(run, best test success, final test
+    success)] of the kept VLM and hybrid runs under ``root``."""
     out: dict[str, list] = {}
     for sel in sorted(root.glob("**/runs/*/selection.json")):
         cfg = sel.parent / "config.yaml"
@@ -31,10 +33,11 @@ def pixel_runs(root: Path) -> dict[str, list[tuple[str, float, float]]]:
             continue
         # Read as the package reads a run's config (older layouts named the kind elsewhere).
         reward = Stage1Config.make(**(yaml.safe_load(cfg.read_text()) or {})).reward
-        if reward.kind != "vlm":
+        if reward.kind not in ("vlm", "hybrid"):
             continue
         d = json.loads(sel.read_text())
-        out.setdefault(reward.model, []).append((str(sel.parent.relative_to(REPO)), d["best"]["test"]["success_rate"],
+        key = (reward.model, tuple(reward.vlm_micro_tasks) if reward.kind == "hybrid" else ())
+        out.setdefault(key, []).append((str(sel.parent.relative_to(REPO)), d["best"]["test"]["success_rate"],
                                                         d["final"]["test"]["success_rate"]))
     return out
 
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         m = r["map"]
         verdict = m["verdict"] + (f" (P {f(m['p_teaches'])}, 90% [{f(m['p_interval_90'][0])}, {f(m['p_interval_90'][1])}];"
                                   f" nearest {', '.join(m['nearest_conditions'])})" if "p_teaches" in m else "")
-        pix = "; ".join(f"`{run}` {b:.3f} / {fi:.3f}" for run, b, fi in runs.get(r.get("model") or "", [])) or "-"
+        pix = "; ".join(f"`{run}` {b:.3f} / {fi:.3f}" for run, b, fi in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), [])) or "-"
         lines.append("| " + " | ".join([r["scorer"], *cells, ", ".join(r["behaviours_at_or_above_expert"]) or "none",
                                         verdict, pix]) + " |")
     a.out.write_text("\n".join(lines) + "\n")
