@@ -421,6 +421,14 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
                                    np.isin(rows.family, [n for n, f in fams.items() if f.group == g]) & held_out)
                  for g in groups}
     pooled = pooled_metrics(task, scores, rows, held_out, seed)
+    not_measured = {}
+    if vlm_micro_tasks:
+        # right_prompt compares the micro-tasks' scores with each other; a hybrid's columns are on two
+        # scales (the model's, the oracle's) that its reward never compares, so the map sees it unmeasured.
+        not_measured["right_prompt"] = "a hybrid's micro-tasks are scored on two scales"
+        for m in (*per_family.values(), *per_group.values(), pooled["value"]):
+            m["right_prompt"] = float("nan")
+        pooled["ci"]["right_prompt"] = [float("nan")] * 2
     returns = battery(task, scores, rows, shaping)
     bar = returns.get("scorer", returns["rule_only"]).get("expert", float("nan"))
     degenerate = [f.name for f in families if f.group == "behaviour"]
@@ -434,7 +442,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
                                                  for n, f in fams.items()},
                       "rows": int(len(rows.states)), "episodes": int(len(np.unique(rows.episode)))},
               "pooled": pooled, "groups": per_group, "families": per_family, "battery": returns,
-              "behaviours_at_or_above_expert": beats, "map": verdict}
+              "behaviours_at_or_above_expert": beats, "map": verdict, "not_measured": not_measured}
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = file_slug(label if not vlm_micro_tasks else f"{model}_hybrid_{'_'.join(vlm_micro_tasks)}")
     report["files"] = {"json": str(out_dir / f"qualify_{slug}.json"), "png": str(out_dir / f"qualify_{slug}.png")}

@@ -148,6 +148,8 @@ def test_the_command_qualifies_a_degraded_oracle_and_a_vlm(families_file, tmp_pa
     assert np.isfinite(model_align) and model_align != oracle_align
     assert on_align["pooled"]["value"]["align_rank"] == model_align
     assert on_approach["pooled"]["value"]["align_rank"] == oracle_align
+    # right_prompt compares the micro-tasks' scores, which a hybrid holds on two scales: not measured.
+    assert np.isnan(on_align["pooled"]["value"]["right_prompt"]) and "right_prompt" in on_align["not_measured"]
     bad = _rmtl("qualify", "--model", "rmtl-fetch-tiny", "--vlm-micro-tasks", "lift", "--families", str(one), data=tmp_path)
     assert bad.returncode == 2 and "approach, align, grasp" in bad.stderr.strip().splitlines()[-1]
 
