@@ -32,6 +32,9 @@ FAMILIES_FILE = Path(__file__).with_name("qualification_families.yaml")
 MAP_FILE = REPO / "results" / "learnability" / "map.json"
 METRICS = ("approach_rank", "align_rank", "grasp_auc", "right_prompt", "resting_grasp_pay", "noise_ratio")
 """The map's axes, in this order (RULE.md of results/learnability)."""
+BETTER = {"approach_rank": 1, "align_rank": 1, "grasp_auc": 1, "right_prompt": 1, "resting_grasp_pay": -1,
+          "noise_ratio": -1}
+"""Which way each axis improves (+1: higher is better)."""
 STATE_KINDS = ("oracle", "degraded_oracle", "rule_only")
 NO_SCORER_METRICS = {"approach_rank": 0.0, "align_rank": 0.0, "grasp_auc": 0.5, "right_prompt": 1 / 3,
                      "resting_grasp_pay": 1.0, "noise_ratio": 0.0}
@@ -254,8 +257,29 @@ def load_map(path: Path = MAP_FILE) -> dict | None:
     return json.loads(path.read_text())
 
 
+def map_support(points: Sequence[tuple[Mapping[str, float], float]], teaches_at: float) -> dict[str, float]:
+    """Per axis, the worst value among the map's runs (metrics, test success) that taught (worse by ``BETTER``)."""
+    out: dict[str, float] = {}
+    for axis, sign in BETTER.items():
+        taught = [sign * m[axis] for m, o in points if o >= teaches_at and np.isfinite(m.get(axis, np.nan))]
+        if taught:
+            out[axis] = float(sign * min(taught))
+    return out
+
+
+def outside_support(metrics: Mapping[str, float], taught_worst: Mapping[str, float]) -> list[str]:
+    """The axes on which ``metrics`` are worse than every run of the map that taught. A scorer teaches
+    only if every axis is good enough, so there a "teaches" verdict would rest on the logistic map's
+    extrapolation alone. ("Does not teach" needs one bad axis and is not held back this way.)"""
+    return [f"{axis} {metrics[axis]:.2f} is worse than every run that taught ({limit:.2f})"
+            for axis, limit in taught_worst.items()
+            if np.isfinite(metrics.get(axis, np.nan)) and BETTER[axis] * (metrics[axis] - limit) < -1e-9]
+
+
 def map_verdict(metrics: Mapping[str, float], fitted: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Where ``metrics`` sit on the fitted map: P(teaches) with its interval, the verdict and the nearest conditions."""
+    """Where ``metrics`` sit on the fitted map: P(teaches) with its interval, the verdict and the nearest
+    conditions. A "teaches" that the map's runs do not support on some axis (``outside_support``) is
+    held at "uncertain": a linear map fitted on few runs must not promise by extrapolation."""
     if fitted is None or not fitted.get("fitted"):
         why = "no map has been fitted yet" if fitted is None else fitted.get("why", "the map is not fitted")
         return {"verdict": "unmapped", "why": why}
@@ -271,6 +295,9 @@ def map_verdict(metrics: Mapping[str, float], fitted: Mapping[str, Any] | None) 
     p = prob(fitted["coef"], fitted["intercept"])
     lo, hi = (float(np.percentile(probs, 5)), float(np.percentile(probs, 95))) if probs else (p, p)
     verdict = "teaches" if lo >= 0.5 else "does not teach" if hi < 0.5 else "uncertain"
+    beyond = outside_support(metrics, fitted.get("support") or {}) if verdict == "teaches" else []
+    if beyond:
+        verdict = "uncertain"
     conds = fitted["conditions"]
     cz = (np.array([[c["metrics"].get(a, np.nan) for a in axes] for c in conds]) - mean) / scale
     d = np.sqrt(np.nansum((cz - z[None, :]) ** 2, axis=1))
@@ -279,7 +306,8 @@ def map_verdict(metrics: Mapping[str, float], fitted: Mapping[str, Any] | None) 
     return {"verdict": verdict, "p_teaches": p, "p_interval_90": [lo, hi],
             "predicted_test_success": float(np.mean([np.mean(c["outcomes"]) for c in near])),
             "predicted_range": [float(min(outcomes)), float(max(outcomes))] if outcomes else None,
-            "nearest_conditions": [c["name"] for c in near]}
+            "nearest_conditions": [c["name"] for c in near],
+            **({"why": "outside the map's runs: " + "; ".join(beyond)} if beyond else {})}
 
 
 def scorer_verdict(metrics: Mapping[str, float], beats: Sequence[str], fitted: Mapping[str, Any] | None) -> dict[str, Any]:

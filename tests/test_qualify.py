@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from pipeline.qualify import load_families, map_verdict, qualify, scorer_metrics, scorer_verdict, state_scorer, state_set
+from pipeline.qualify import load_families, map_support, map_verdict, qualify, scorer_metrics, scorer_verdict, state_scorer, state_set
 from rmtl.errors import ConfigError
 from rmtl.tasks import get_task
 
@@ -85,6 +85,14 @@ def test_the_verdict_follows_the_map():
     assert low["verdict"] == "does not teach" and low["nearest_conditions"][0] == "bad"
     assert map_verdict({"grasp_auc": 0.8, "approach_rank": 0.5}, m)["verdict"] == "uncertain"
     assert map_verdict({"grasp_auc": 0.9}, None)["verdict"] == "unmapped"
+    # A "teaches" on an axis worse than every run that taught rests on extrapolation: held at "uncertain".
+    m["support"] = map_support([({"grasp_auc": 0.95, "approach_rank": 0.2}, 0.9), ({"grasp_auc": 0.9, "approach_rank": 0.6}, 0.8),
+                                ({"grasp_auc": 0.5, "approach_rank": -0.9}, 0.0)], 0.5)
+    assert m["support"]["grasp_auc"] == 0.9 and m["support"]["approach_rank"] == 0.2
+    assert map_verdict({"grasp_auc": 0.99, "approach_rank": 0.9}, m)["verdict"] == "teaches"
+    beyond = map_verdict({"grasp_auc": 0.99, "approach_rank": -0.5}, m)
+    assert beyond["verdict"] == "uncertain" and beyond["p_teaches"] > 0.9 and "approach_rank -0.50" in beyond["why"]
+    assert map_verdict({"grasp_auc": 0.55, "approach_rank": 0.9}, m)["verdict"] == "does not teach"
     # A degenerate behaviour that earns the expert's return holds a "teaches" at "uncertain".
     held = scorer_verdict({"grasp_auc": 0.99, "approach_rank": 0.9}, ["sit"], m)
     assert held["verdict"] == "uncertain" and "sit" in held["why"]

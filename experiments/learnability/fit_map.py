@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipeline.qualify import (METRICS, NO_SCORER_METRICS, load_families, map_verdict, plot_map, scorer_metrics,
+from pipeline.qualify import (METRICS, NO_SCORER_METRICS, load_families, map_support, map_verdict, plot_map, scorer_metrics,
                               state_scorer, state_set, windowed_scores)
 from rmtl.config import nest_dotted
 from rmtl.provenance import data_dir
@@ -149,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     result: dict = {"axes": list(METRICS), "teaches_at": TEACHES, "conditions": conditions,
                     "runs": len(rows), "complete_conditions": len(complete)}
     if len(complete) >= 3 and len(classes) == 2:
-        result.update(fitted=True, **fit(points, list(METRICS)))
+        result.update(fitted=True, **fit(points, list(METRICS)), support=map_support(
+            # rule-only's runs (600k, no scorer) sit at the chance corner: they are fitted, not support
+            [({k: r[k] for k in METRICS}, r["test_success"]) for r in rows if r["condition"] != "rule_only_600k"], TEACHES))
     else:
         result.update(fitted=False, why=f"{len(complete)} of {len(spec['conditions'])} conditions have all seeds "
                                         f"(3 needed) and the runs {'show both outcomes' if len(classes) == 2 else 'show one outcome only'}")
