@@ -1,0 +1,66 @@
+"""How each condition pays a cube resting at the gripper: the distribution behind the map's
+``resting_grasp_pay`` axis (its mean), per condition and seed, beside the run's outcome.
+
+    python experiments/learnability/resting_pay.py [--runs results/learnability/runs] [--out results/learnability/resting_pay.md]
+
+Pay is normalised as the axis is (0: the grasp score's floor, its 5th percentile over every
+state; 1: a lifted cube's mean), on the qualification set's resting-at-gripper rows in the grasp
+band. Reported: mean (the axis), median, 10th percentile (how much *every* resting state is
+paid: a structured confusion pays them all, a diffuse error only some), share paid at least 0.5,
+standard deviation.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from fit_map import nested, outcome  # this script's folder
+from pipeline.qualify import load_families, state_scorer, state_set
+from rmtl.provenance import data_dir
+from rmtl.tasks import get_task
+from rmtl.tasks.fetch_lift.quality import GRASP, LIFTED, gripper_cube_distance, lift_height, rule_phase
+from rmtl.tasks.fetch_lift.scorer_errors import resting_at_gripper
+from run_queue import condition_overrides
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--spec", type=Path, default=HERE / "conditions.yaml")
+    ap.add_argument("--runs", type=Path, default=REPO / "results/learnability/runs")
+    ap.add_argument("--out", type=Path, default=REPO / "results/learnability/resting_pay.md")
+    a = ap.parse_args(argv)
+    spec = yaml.safe_load(a.spec.read_text())
+    task_name, families = load_families()
+    task = get_task(task_name)
+    rows = state_set(task_name, families, data_dir() / "qualification" / "full" / "states", progress=False)
+    phase = rule_phase(np.asarray(gripper_cube_distance(rows.states)))
+    rest = resting_at_gripper(rows.states) & (phase == GRASP)
+    lifted = (phase == GRASP) & (np.asarray(lift_height(rows.states)) >= LIFTED)
+    lines = [f"Resting-at-gripper rows: {int(rest.sum())}; lifted rows: {int(lifted.sum())} (full qualification set).", "",
+             "| condition | seed | mean (the axis) | median | 10th pct | share >= 0.5 | std | test success (best) |",
+             "|---|---|---|---|---|---|---|---|"]
+    named = {**spec["conditions"], **(spec.get("checks") or {})}
+    for name, overrides in named.items():
+        reward = {"kind": spec["variant"], **nested(condition_overrides(overrides))}
+        for seed in spec["seeds"]:
+            kind, _ = state_scorer(task, reward, seed)
+            scores = kind.scores(rows.states)
+            floor = np.percentile(scores[:, GRASP], 5)
+            pay = (scores[rest, GRASP] - floor) / (scores[lifted, GRASP].mean() - floor)
+            o = outcome(a.runs / f"{name}_s{seed}")
+            lines.append(f"| {name} | {seed} | {pay.mean():.2f} | {np.median(pay):.2f} | {np.percentile(pay, 10):.2f} "
+                         f"| {np.mean(pay >= 0.5):.2f} | {pay.std():.2f} | {'-' if o is None else format(o['best'], '.3f')} |")
+    a.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
