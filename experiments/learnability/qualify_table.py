@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import yaml
@@ -60,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(path.read_text())
         v, ci = r["pooled"]["value"], r["pooled"]["ci"]
         r["map"] = scorer_verdict(v, r["behaviours_at_or_above_expert"], fitted)
-        path.write_text(json.dumps(r, indent=1, default=float))
+        staged = path.with_name(f".{path.name}.tmp")  # the report is swapped in whole, never left half-written
+        staged.write_text(json.dumps(r, indent=1, default=float))
+        os.replace(staged, path)
         points[r["scorer"]] = v
         cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in METRICS]
         m = r["map"]
