@@ -16,6 +16,7 @@ and the outcomes of the nearest mapped conditions.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ import numpy as np
 import yaml
 
 from rmtl.errors import ConfigError
+from storage.whole_file import write_file_whole
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES_FILE = Path(__file__).with_name("qualification_families.yaml")
@@ -114,9 +116,9 @@ def state_set(task: str, families: Sequence[Family], cache_dir: Path, progress: 
             if progress:
                 print(f"qualify: rolling out {fam.name} ({cfg.episodes} episodes)", flush=True)
             rows = rollout_episodes(cfg, list(range(cfg.episodes)), render=False)
-            tmp = path.with_suffix(".tmp.npz")
-            np.savez(tmp, **{k: rows[k] for k in ("state", "episode", "step", "success")})
-            tmp.replace(path)
+            buf = io.BytesIO()
+            np.savez(buf, **{k: rows[k] for k in ("state", "episode", "step", "success")})
+            write_file_whole(path, buf.getvalue())
         with np.load(path) as d:
             ep = d["episode"].astype(np.int64)
             ok = np.zeros(len(ep), dtype=bool)
@@ -387,19 +389,10 @@ def plot_map(fitted: Mapping[str, Any] | None, points: Mapping[str, Mapping[str,
     return path
 
 
-def micro_task_columns(names: Sequence[str], chosen: Sequence[str]) -> list[int]:
-    """Column indices of the ``chosen`` micro-task names (a ConfigError names the task's own)."""
-    unknown = [n for n in chosen if n not in names]
-    if unknown:
-        raise ConfigError(f"--vlm-micro-tasks names {unknown}; this task's micro-tasks are {', '.join(names)}")
-    return [list(names).index(n) for n in chosen]
-
-
-def hybrid_scores(model_scores: np.ndarray, oracle_scores: np.ndarray, names: Sequence[str],
-                  vlm_micro_tasks: Sequence[str]) -> np.ndarray:
-    """Scores [N, K] of the ``hybrid`` reward kind: the model's columns for ``vlm_micro_tasks``, the
-    oracle's for the others (each micro-task is shaped on its own bounds, so the columns never mix)."""
-    cols = micro_task_columns(names, vlm_micro_tasks)
+def hybrid_scores(model_scores: np.ndarray, oracle_scores: np.ndarray, vlm_phases: Sequence[int]) -> np.ndarray:
+    """Scores [N, K] of the ``hybrid`` reward kind: the model's columns for the phases ``vlm_phases``,
+    the oracle's for the others (each micro-task is shaped on its own bounds, so the columns never mix)."""
+    cols = list(vlm_phases)
     out = np.array(oracle_scores, dtype=float, copy=True)
     out[:, cols] = model_scores[:, cols]
     return out
@@ -419,8 +412,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         raise ConfigError("--vlm-micro-tasks qualifies a hybrid of a VLM and the oracle: give the VLM with --model M")
     task_name, families = load_families(families_file, small=small)
     task = get_task(task_name)
-    if vlm_micro_tasks:
-        micro_task_columns(task.micro_tasks.names, vlm_micro_tasks)  # bad names before any rendering
+    vlm_phases = task.micro_tasks.indices(vlm_micro_tasks or (), "--vlm-micro-tasks")  # bad names before any rendering
     size = "small" if small else "full"
     kind, cfg = state_scorer(task, reward, seed) if reward is not None else (None, None)  # bad input before rollouts
     rows = state_set(task_name, families, data_dir / "qualification" / size / "states", progress)
@@ -439,7 +431,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         label = model
         if vlm_micro_tasks:
             oracle, _ = state_scorer(task, {"kind": "oracle"}, seed)
-            scores = hybrid_scores(scores, kind_scores(oracle, rows.states), task.micro_tasks.names, vlm_micro_tasks)
+            scores = hybrid_scores(scores, kind_scores(oracle, rows.states), vlm_phases)
             label = f"{model} on {'+'.join(vlm_micro_tasks)}, oracle on the rest"
         held_out = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])
     fams = {f.name: f for f in families}

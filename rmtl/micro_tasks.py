@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import yaml
@@ -59,6 +59,10 @@ class MicroTaskSpec:
             raise ConfigError(f"{p}: phase-rule bins must have ascending bounds, got {bins}")
         return spec
 
+    def indices(self, chosen: Sequence[str], source: str) -> tuple[int, ...]:
+        """Phase ids of the ``chosen`` micro-task names (see :func:`micro_task_indices`)."""
+        return micro_task_indices(self.names, chosen, source)
+
     def bound(self, name: str) -> float:
         """Upper bound of micro-task ``name``'s bin."""
         return dict(self.bins)[name]
@@ -75,6 +79,15 @@ class MicroTaskSpec:
         """The rule in words (stores record it)."""
         parts = [f"{name} if d <= {bound}" for name, bound in self.bins]
         return f"{self.measure} d: {', '.join(parts)}, else {self.otherwise}"
+
+
+def micro_task_indices(names: Sequence[str], chosen: Sequence[str], source: str) -> tuple[int, ...]:
+    """Indices in ``names`` of the ``chosen`` micro-task names; a ConfigError names ``source`` (the
+    flag or config field they came from) and the task's own names."""
+    unknown = [n for n in chosen if n not in names]
+    if unknown:
+        raise ConfigError(f"{source} names {unknown}; this task's micro-tasks are {', '.join(names)}")
+    return tuple(list(names).index(n) for n in chosen)
 
 
 def phase_one_hot(phase: int | np.ndarray, num_phases: int) -> np.ndarray:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from pathlib import Path
 from typing import Any
 
 import fsspec
 
 from storage.errors import StoreError
+from storage.whole_file import write_file_whole
 
 CLOUD_EXTRA = "pip install 'rmtl[cloud]'"
 """How to install the object-store backends rmtl is tested with (s3fs)."""
@@ -146,11 +146,7 @@ class Location:
     def write_bytes(self, data: bytes) -> None:
         """Replace the object in one step: temp file + rename locally, one PUT elsewhere."""
         if self.is_local:
-            p = Path(self.path)
-            p.parent.mkdir(parents=True, exist_ok=True)
-            tmp = p.with_name(f".{p.name}.{uuid.uuid4().hex}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, p)
+            write_file_whole(self.path, data)
         else:
             self.fs.pipe_file(self.path, data)
 

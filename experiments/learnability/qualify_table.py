@@ -13,33 +13,38 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 import yaml
 
 from pipeline.qualify import MAP_FILE, METRICS, load_map, plot_map, scorer_verdict
 from rmtl.train.config import Stage1Config
+from storage.whole_file import write_file_whole
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def pixel_runs(root: Path) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, float, float]]]:
     """(model, micro-tasks it scores in a hybrid, () for all) -> [(run, best test success, final test
-    success)] of the kept VLM and hybrid runs under ``root``."""
+    success)] of the kept VLM and hybrid runs under ``root`` with the micro-task prompts (a
+    single-prompt run is another reward); a run stopped before its steps says where it stopped."""
     out: dict[str, list] = {}
-    for sel in sorted(root.glob("**/runs/*/selection.json")):
-        cfg = sel.parent / "config.yaml"
-        if not cfg.is_file():
+    for sel in sorted(root.glob("**/selection.json")):
+        cfg_file = sel.parent / "config.yaml"
+        if not cfg_file.is_file():
             continue
         # Read as the package reads a run's config (older layouts named the kind elsewhere).
-        reward = Stage1Config.make(**(yaml.safe_load(cfg.read_text()) or {})).reward
-        if reward.kind not in ("vlm", "hybrid"):
+        cfg = Stage1Config.make(**(yaml.safe_load(cfg_file.read_text()) or {}))
+        reward = cfg.reward
+        if reward.kind not in ("vlm", "hybrid") or reward.single_prompt:
             continue
         d = json.loads(sel.read_text())
+        name = f"`{sel.parent.resolve().relative_to(REPO)}`"
+        reached = d["final"].get("num_timesteps") or 0
+        if reached < cfg.requested_timesteps:
+            name += f" (stopped at {reached // 1000}k of {cfg.requested_timesteps // 1000}k)"
         key = (reward.model, tuple(reward.vlm_micro_tasks) if reward.kind == "hybrid" else ())
-        out.setdefault(key, []).append((str(sel.parent.relative_to(REPO)), d["best"]["test"]["success_rate"],
-                                                        d["final"]["test"]["success_rate"]))
+        out.setdefault(key, []).append((name, d["best"]["test"]["success_rate"], d["final"]["test"]["success_rate"]))
     return out
 
 
@@ -61,15 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(path.read_text())
         v, ci = r["pooled"]["value"], r["pooled"]["ci"]
         r["map"] = scorer_verdict(v, r["behaviours_at_or_above_expert"], fitted)
-        staged = path.with_name(f".{path.name}.tmp")  # the report is swapped in whole, never left half-written
-        staged.write_text(json.dumps(r, indent=1, default=float))
-        os.replace(staged, path)
+        write_file_whole(path, json.dumps(r, indent=1, default=float))  # never left half-written
         points[r["scorer"]] = v
         cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in METRICS]
         m = r["map"]
         verdict = m["verdict"] + (f" (P {f(m['p_teaches'])}, 90% [{f(m['p_interval_90'][0])}, {f(m['p_interval_90'][1])}];"
                                   f" nearest {', '.join(m['nearest_conditions'])})" if "p_teaches" in m else "")
-        pix = "; ".join(f"`{run}` {b:.3f} / {fi:.3f}" for run, b, fi in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), [])) or "-"
+        pix = "; ".join(f"{run} {b:.3f} / {fi:.3f}" for run, b, fi in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), [])) or "-"
         lines.append("| " + " | ".join([r["scorer"], *cells, ", ".join(r["behaviours_at_or_above_expert"]) or "none",
                                         verdict, pix]) + " |")
     a.out.write_text("\n".join(lines) + "\n")

@@ -29,6 +29,7 @@ from pydantic import Field, model_validator
 
 from rmtl.config import Config
 from rmtl.errors import ConfigError
+from rmtl.micro_tasks import micro_task_indices
 from rmtl.reward.kinds import register_kind
 from rmtl.reward.kinds.oracle import OracleKind, OracleRewardConfig, Progress
 
@@ -102,10 +103,7 @@ class DegradedOracleKind(OracleKind):
                  visible: Callable[[np.ndarray], np.ndarray] | None, confusions: Mapping[str, Any],
                  initial_low: float = 0.45, initial_high: float = 0.70, add_env_reward: bool = True):
         super().__init__(progress, len(micro_tasks), initial_low, initial_high, add_env_reward)
-        unknown = set(error.micro_tasks) - set(micro_tasks)
-        if unknown:
-            raise ConfigError(f"reward.error.micro_tasks names {sorted(unknown)}; this task's micro-tasks are "
-                              f"{', '.join(micro_tasks)}")
+        micro_task_indices(micro_tasks, sorted(error.micro_tasks), "reward.error.micro_tasks")
         missing = set(error.confusions) - set(confusions)
         if missing:
             known = ", ".join(sorted(confusions)) or "none"

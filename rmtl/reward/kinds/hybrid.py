@@ -49,18 +49,15 @@ class HybridKind(VLMKind):
     def from_run(cls, run, task, *, reward: HybridRewardConfig, vlm=None, source=None) -> "HybridKind":
         import functools
 
-        names = tuple(task.micro_tasks.names)
-        unknown = [n for n in reward.vlm_micro_tasks if n not in names]
-        if unknown:
-            raise ConfigError(f"reward.vlm_micro_tasks names {unknown}; this task's micro-tasks are {', '.join(names)}")
+        vlm_phases = task.micro_tasks.indices(reward.vlm_micro_tasks, "reward.vlm_micro_tasks")
         if reward.single_prompt:
             raise ConfigError("a hybrid scores each micro-task with its own prompt; unset reward.single_prompt")
         if task.oracle_progress is None:
             raise ConfigError(f"task {task.name!r} defines no oracle progress; a hybrid needs one (Task.oracle_progress)")
-        oracle = OracleKind(functools.partial(task.oracle_progress, config=reward.progress), len(names),
+        oracle = OracleKind(functools.partial(task.oracle_progress, config=reward.progress), len(task.micro_tasks.names),
                             reward.shaping.initial_low, reward.shaping.initial_high, reward.add_env_reward)
         vlm_kind = VLMKind.from_config(reward, vlm=vlm, source=source)
-        return cls(vlm_kind, oracle, tuple(names.index(n) for n in reward.vlm_micro_tasks))
+        return cls(vlm_kind, oracle, vlm_phases)
 
     def bind(self, venv: Any) -> None:
         self.vlm_kind.bind(venv)

@@ -17,27 +17,20 @@ SB3's own ``model.zip`` is SB3's format, loaded by ``PPO.load`` (docs/errors.md)
 from __future__ import annotations
 
 import json
-import os
 import pickle
-import uuid
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rmtl.errors import ConfigError
+from storage.whole_file import write_file_whole
 
 NORMALIZER_FILE = "vecnormalize.json"
 LEGACY_NORMALIZER_FILE = "vecnormalize.pkl"
 NORMALIZER_FORMAT = "rmtl.vecnormalize"
 NORMALIZER_VERSION = 1
 _SETTINGS = ("norm_obs", "norm_reward", "clip_obs", "clip_reward", "gamma", "epsilon")
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def _rms_dict(rms: Any) -> dict[str, Any]:
@@ -75,7 +68,7 @@ def save_normalizer(normalizer: Any, directory: str | Path) -> Path:
         "ret_rms": _rms_dict(normalizer.ret_rms),
     }
     path = Path(directory) / NORMALIZER_FILE
-    _write_atomic(path, json.dumps(data, indent=1))
+    write_file_whole(path, json.dumps(data, indent=1))
     return path
 
 
