@@ -469,7 +469,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     from rmtl.provenance import portable_path
 
     saved = {**report, "files": {k: portable_path(v) for k, v in report["files"].items()}}
-    Path(report["files"]["json"]).write_text(json.dumps(saved, indent=1, default=float))
+    write_file_whole(report["files"]["json"], json.dumps(saved, indent=1, default=float))
     plot_map(fitted, {label: pooled["value"]}, Path(report["files"]["png"]))
     return report
 

@@ -21,6 +21,7 @@ from rmtl.provenance import portable_path
 from rmtl.train.run.csv_log import append_csv, read_csv
 from rmtl.train.run.run_dir import RESUME, resume_checkpoint
 from rmtl.train.eval.selection import SELECTION_FILE, TEST_SEED, VALIDATION_SEED, last_evaluations
+from storage.whole_file import write_file_whole
 
 __all__ = ["BEST", "RESUME", "VALIDATION_CSV", "drop_resume_state", "keep_resume_state", "resume_checkpoint",
            "select_kept_run", "validate_and_keep_best"]
@@ -127,5 +128,5 @@ def select_kept_run(run_dir: Path, final_ck: Path, test_episodes: int = 200, tes
         "last_periodic": last_evaluations(read_csv(run_dir / "eval.csv")),
         "kept": True,
     }
-    (run_dir / SELECTION_FILE).write_text(json.dumps(result, indent=1, default=str))
+    write_file_whole(run_dir / SELECTION_FILE, json.dumps(result, indent=1, default=str))  # the test's outcome, never half-written
     return result

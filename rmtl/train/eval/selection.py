@@ -31,6 +31,7 @@ import yaml
 from rmtl.env.check import SuccessRate
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_path
+from storage.whole_file import write_file_whole
 
 VALIDATION_SEED = 2_000_000
 TEST_SEED = 3_000_000
@@ -161,7 +162,7 @@ def select_checkpoint(run_dir: str | Path, validation_episodes: int = 100, test_
                   "test": test_done[final["checkpoint"]]},
         "last_periodic": last_evaluations(read_csv(run / "eval.csv")),
     }
-    path.write_text(json.dumps(result, indent=1, default=str))
+    write_file_whole(path, json.dumps(result, indent=1, default=str))  # the test's outcome, never half-written
     return result
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.train.run.run_dir import CHECKPOINTS, LATEST
+from storage.whole_file import write_file_whole
 
 REWARD_STATE = "reward_state.json"
 """The reward shaper's running statistics in a checkpoint."""
@@ -46,9 +47,7 @@ def save_checkpoint(run_dir: Path, model: Any, curriculum_cb: Any, meta: dict[st
         (ck / REWARD_STATE).write_text(json.dumps(shaper.state_dict()))
     (ck / "meta.json").write_text(json.dumps({**meta, "num_timesteps": step,
                                                "saved": time.strftime("%Y-%m-%dT%H:%M:%S")}, indent=1, default=str))
-    tmp = root / (LATEST + ".tmp")
-    tmp.write_text(ck.name)
-    tmp.replace(root / LATEST)
+    write_file_whole(root / LATEST, ck.name)
     return ck
 
 
