@@ -3,6 +3,7 @@
 machine's paths in their text files made portable (repository-relative, $RMTL_DATA_DIR/...).
 
     python experiments/learnability/sync_runs.py /path/to/worktree [--data-dir /path/to/data] [--root DIR ...]
+    python experiments/learnability/sync_runs.py /path/to/worktree --runs results/learnability/hybrids   # the hybrids
 
 ``--root``: other checkouts whose paths the runs recorded (the worktree whose code ran a lane when it
 wrote into another's results, or the one a resumed run started in), made repository-relative too.
@@ -17,7 +18,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 RUNS = Path("results/learnability/runs")
 TEXT = {".json", ".yaml", ".csv", ".md", ".txt"}
-SKIP = {"checkpoints", "tb"}
+SKIP = {"checkpoints", "tb", "sweep.lock"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,12 +26,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("worktree", type=Path)
     ap.add_argument("--data-dir", type=Path, default=None, help="the data dir the runs wrote to (made $RMTL_DATA_DIR)")
     ap.add_argument("--root", type=Path, action="append", default=[], help="another checkout the runs' paths name")
+    ap.add_argument("--runs", type=Path, default=RUNS, help="the runs' folder, relative to both checkouts")
     a = ap.parse_args(argv)
     roots = [str(p.resolve()) + "/" for p in (a.worktree, *a.root)] + [str(REPO) + "/"]
-    for run in sorted((a.worktree / RUNS).iterdir()):
+    for run in sorted((a.worktree / a.runs).iterdir()):
         if not run.is_dir():
             continue
-        dst = REPO / RUNS / run.name
+        dst = REPO / a.runs / run.name
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(run, dst, ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(".tmp")])
         for f in dst.rglob("*"):
