@@ -144,3 +144,19 @@ def test_train_flows_wrap_the_cli_entry_points(tmp_path, tiny_dense_run):
                                  # the run's rollout size: the config rounds steps up to whole rollouts of it
                                  overrides={"keep_results": False, **{k: cfg[k] for k in ("n_envs", "n_steps", "batch_size")}})
     assert again["status"] == "finished"
+
+
+def test_a_report_tells_sweep_arms_of_one_variant_and_seed_apart(tmp_path, tiny_dense_run):
+    """Arms share a variant and a seed; the report names them by their run folders, never pooling them."""
+    import shutil
+
+    from rmtl.train.report import load_runs
+
+    dirs = [tmp_path / "dense_reference_lr_low_s0", tmp_path / "dense_reference_lr_high_s0"]
+    for d in dirs:
+        shutil.copytree(tiny_dense_run, d)
+    runs, skipped = load_runs([*dirs, tiny_dense_run])
+    assert not skipped
+    assert [r["variant"] for r in runs[:2]] == ["dense_reference_lr_low", "dense_reference_lr_high"]
+    alone, _ = load_runs([dirs[0]])
+    assert alone[0]["variant"] == "dense_reference"  # one run per variant and seed keeps its variant's name

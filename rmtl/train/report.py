@@ -20,7 +20,8 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -112,6 +113,12 @@ def load_runs(run_dirs: Sequence[str | Path]) -> tuple[list[dict[str, Any]], lis
             runs.append(load_run(d))
         except RunSkipped as e:
             skipped.append(f"skipped run {d}: {e}")
+    # Runs of one variant and seed that differ by a sweep arm (``<variant>_<arm>_s<seed>``) are
+    # told apart by their folder's name, so tables and curves never pool different arms.
+    seen = Counter((r["variant"], r["seed"]) for r in runs)
+    for r in runs:
+        if seen[(r["variant"], r["seed"])] > 1:
+            r["variant"] = re.sub(r"_s\d+$", "", Path(r["dir"]).name)
     return runs, skipped
 
 
