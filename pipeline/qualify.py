@@ -27,6 +27,7 @@ import numpy as np
 import yaml
 
 from rmtl.errors import ConfigError
+from rmtl.micro_tasks import micro_task_indices
 from storage.whole_file import write_file_whole
 
 REPO = Path(__file__).resolve().parents[1]
@@ -412,7 +413,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         raise ConfigError("--vlm-micro-tasks qualifies a hybrid of a VLM and the oracle: give the VLM with --model M")
     task_name, families = load_families(families_file, small=small)
     task = get_task(task_name)
-    vlm_phases = task.micro_tasks.indices(vlm_micro_tasks or (), "--vlm-micro-tasks")  # bad names before any rendering
+    vlm_phases = micro_task_indices(task.micro_tasks.names, vlm_micro_tasks or (), "--vlm-micro-tasks")  # bad names before any rendering
     size = "small" if small else "full"
     kind, cfg = state_scorer(task, reward, seed) if reward is not None else (None, None)  # bad input before rollouts
     rows = state_set(task_name, families, data_dir / "qualification" / size / "states", progress)

@@ -59,10 +59,6 @@ class MicroTaskSpec:
             raise ConfigError(f"{p}: phase-rule bins must have ascending bounds, got {bins}")
         return spec
 
-    def indices(self, chosen: Sequence[str], source: str) -> tuple[int, ...]:
-        """Phase ids of the ``chosen`` micro-task names (see :func:`micro_task_indices`)."""
-        return micro_task_indices(self.names, chosen, source)
-
     def bound(self, name: str) -> float:
         """Upper bound of micro-task ``name``'s bin."""
         return dict(self.bins)[name]

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 
 from rmtl.errors import ConfigError
+from rmtl.micro_tasks import micro_task_indices
 from rmtl.reward.kinds import register_kind
 from rmtl.reward.kinds.base import KindStep, shaped_terms
 from rmtl.reward.kinds.oracle import OracleKind, OracleProgressConfig
@@ -49,7 +50,7 @@ class HybridKind(VLMKind):
     def from_run(cls, run, task, *, reward: HybridRewardConfig, vlm=None, source=None) -> "HybridKind":
         import functools
 
-        vlm_phases = task.micro_tasks.indices(reward.vlm_micro_tasks, "reward.vlm_micro_tasks")
+        vlm_phases = micro_task_indices(task.micro_tasks.names, reward.vlm_micro_tasks, "reward.vlm_micro_tasks")
         if reward.single_prompt:
             raise ConfigError("a hybrid scores each micro-task with its own prompt; unset reward.single_prompt")
         if task.oracle_progress is None:
