@@ -163,10 +163,29 @@ def windowed_scores(scores: np.ndarray, rows: StateSet, window: int) -> np.ndarr
     return out
 
 
+def frames_folder(root: Path, model: str, task: str, families: Sequence[Family]) -> Path:
+    """The folder of a model's qualification stores under ``root`` (``<data dir>/qualification/<size>``):
+    ``frames/<input px>px_<render settings hash>``, shared by every model that sees the same frames
+    (its declared renderer, its input size), each adding its own embeddings. A folder
+    ``models/<model>`` from before frames were shared is used as it is when it exists."""
+    from pipeline.render_and_embed import RenderAndEmbedConfig
+    from rmtl.vlm import load_vlm
+
+    legacy = root / "models" / file_slug(model)
+    if legacy.is_dir():
+        return legacy
+    first = families[0].rollout if families else {}
+    cfg = RenderAndEmbedConfig.make(task=task, model=model, store=str(root / "probe.zarr"), **first)
+    resolution = cfg.resolution or load_vlm(model).image_size  # the model's input size decides the frames' size
+    render = json.dumps(cfg.render.model_dump(mode="json"), sort_keys=True)
+    return root / "frames" / f"{resolution}px_{hashlib.sha256(render.encode()).hexdigest()[:10]}"
+
+
 def model_scores(model: str, task: str, families: Sequence[Family], store_dir: Path, rows: StateSet,
                  progress: bool = True) -> np.ndarray:
     """Multi-view mean scores [N, K] of a VLM on the families' episodes, rendered on its declared
-    renderer into one store per family (made once, embedded once per model)."""
+    renderer into one store per family (rendered once per renderer and input size, embedded once
+    per model; :func:`frames_folder`)."""
     from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import text_embeddings
@@ -426,8 +445,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         label = cfg.kind
         held_out = np.ones(len(rows.states), dtype=bool)
     else:
-        # One store folder per model: its declared renderer and input size decide the frames.
-        stores = data_dir / "qualification" / size / "models" / file_slug(model)
+        stores = frames_folder(data_dir / "qualification" / size, model, task_name, families)
         scores = model_scores(model, task_name, families, stores, rows, progress)
         label = model
         if vlm_micro_tasks:

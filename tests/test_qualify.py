@@ -205,3 +205,19 @@ def test_the_replay_fit_recovers_a_degraded_oracles_error(rows):
     align = fit({"default": {"noise": 0.2}})["micro_tasks"]["align"]
     assert 0.12 < align["noise"] < 0.3 and align["systematic"] < 0.15
     assert fit({"confusions": {"grasp_resting": 0.5}})["confusions"]["grasp_resting"] == pytest.approx(0.5, abs=0.1)
+
+
+def test_models_that_see_the_same_frames_share_their_qualification_stores(families_file, tmp_path):
+    """Frames are keyed by the declared renderer and input size, not by the model: fast and lit
+    (both msaa 0, 64 px) share a folder, r5 (mesh reduction) and tiny (the package renderer) do not;
+    a per-model folder from before is still used."""
+    from pipeline.qualify import frames_folder
+
+    _, fams = load_families(families_file)
+    folder = {m: frames_folder(tmp_path, m, "fetch_lift", fams)
+              for m in ("rmtl-fetch-fast", "rmtl-fetch-lit", "rmtl-fetch-fast-r5", "rmtl-fetch-tiny")}
+    assert folder["rmtl-fetch-fast"] == folder["rmtl-fetch-lit"]
+    assert len({folder["rmtl-fetch-fast"], folder["rmtl-fetch-fast-r5"], folder["rmtl-fetch-tiny"]}) == 3
+    assert all(f.parent == tmp_path / "frames" for f in folder.values())
+    (tmp_path / "models" / "rmtl-fetch-lit").mkdir(parents=True)
+    assert frames_folder(tmp_path, "rmtl-fetch-lit", "fetch_lift", fams) == tmp_path / "models" / "rmtl-fetch-lit"
