@@ -147,15 +147,26 @@ def _open_or_create(path: str | Path, config: RolloutConfig, overwrite: bool, re
             store.close()
             raise
         return store, True
+    from rmtl.interrupts import deferred_sigint
     from rmtl.provenance import code_record, run_record
 
-    store = DatasetStore.create(
-        path, views=config.views, resolution=config.resolution, overwrite=overwrite, frames=render,
-        **config.the_task().store_description(), code=code_record(),
-        visual_domain=True, renderer=renderer_profile(config) if render else None, seeds={"base": config.seed},
-        provenance={"kind": kind, "policy": config.policy, "rollout": config.model_dump(mode="json"),
-                    "run": run_record()},
-    )
+    description = config.the_task().store_description()
+    store = None
+    try:
+        # Ctrl-C while the store is being made would leave one whose creation never committed, which
+        # the same command cannot resume; it is held until the store is whole (empty, resumable).
+        with deferred_sigint():
+            store = DatasetStore.create(
+                path, views=config.views, resolution=config.resolution, overwrite=overwrite, frames=render,
+                **description, code=code_record(),
+                visual_domain=True, renderer=renderer_profile(config) if render else None, seeds={"base": config.seed},
+                provenance={"kind": kind, "policy": config.policy, "rollout": config.model_dump(mode="json"),
+                            "run": run_record()},
+            )
+    except KeyboardInterrupt:
+        if store is not None:
+            store.close()  # its writer lock goes with it
+        raise
     return store, False
 
 

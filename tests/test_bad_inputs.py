@@ -621,6 +621,36 @@ def test_ctrl_c_inside_a_gl_call_is_raised_when_the_call_ends():
             time.sleep(0.5)
 
 
+def test_ctrl_c_while_a_render_store_is_made_leaves_a_store_the_same_command_resumes(tmp_path, monkeypatch):
+    """A SIGINT that lands while render-and-embed creates its store (before the creation commits) is
+    held until the store is whole: the store opens, holds nothing, and its writer lock is gone."""
+    from pipeline.render import open_for_render
+    from pipeline.rollout import RolloutConfig
+    from rmtl.console import _watch_sigint
+    from storage.dataset import DatasetStore
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("needs Python's default SIGINT handler to install the console's")
+    create = DatasetStore.create.__func__
+
+    def create_interrupted(cls, *args, **kwargs):
+        store = create(cls, *args, **kwargs)
+        os.kill(os.getpid(), signal.SIGINT)  # as if Ctrl-C landed before create returned
+        time.sleep(0.05)
+        return store
+
+    monkeypatch.setattr(DatasetStore, "create", classmethod(create_interrupted))
+    path = tmp_path / "made.zarr"
+    cfg = RolloutConfig.make(task="fetch_lift", episodes=2, views=("front",), resolution=64, seed=0)
+    with _watch_sigint(), pytest.raises(KeyboardInterrupt):
+        open_for_render(path, cfg)
+    assert not Path(f"{path}.lock").exists()
+    monkeypatch.undo()
+    store, resumed = open_for_render(path, cfg)  # the same settings resume the empty store
+    with store:
+        assert resumed and store.num_rows == 0
+
+
 def test_the_listing_check_of_object_storage_finds_a_missing_chunk_too(fx, tmp_path, monkeypatch):
     """Reads of many chunks on object storage check one listing of the array instead of a look-up
     per chunk file; forced here on a local copy, it stops at a deleted frames chunk the same way."""

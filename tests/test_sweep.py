@@ -160,3 +160,26 @@ def test_a_report_tells_sweep_arms_of_one_variant_and_seed_apart(tmp_path, tiny_
     assert [r["variant"] for r in runs[:2]] == ["dense_reference_lr_low", "dense_reference_lr_high"]
     alone, _ = load_runs([dirs[0]])
     assert alone[0]["variant"] == "dense_reference"  # one run per variant and seed keeps its variant's name
+
+
+def test_a_sweep_arm_is_recorded_in_the_run_config_and_names_the_run(tmp_path, tiny_dense_run):
+    """The hybrids' sweep records each arm in its runs' config; a report names a run by the arm it
+    records, whatever its folder is called and even alone."""
+    import shutil
+
+    from rmtl.train.report import load_runs
+    from rmtl.train.sweep import stage1_run_config
+
+    sweep = load_sweep(ROOT / "experiments" / "learnability" / "hybrids.yaml")
+    arms = {r.name: r.overrides.get("sweep_arm") for r in sweep.runs}
+    assert arms and all(arm and f"_{arm}_s" in name for name, arm in arms.items())
+    r = sweep.runs[0]
+    assert stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps).sweep_arm == arms[r.name]
+    plain = load_sweep(ROOT / "experiments" / "oracle_structure" / "structure.yaml")
+    assert all("sweep_arm" not in r.overrides for r in plain.runs)  # no arms: nothing recorded
+    d = tmp_path / "some_folder"
+    shutil.copytree(tiny_dense_run, d)
+    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    (d / "config.yaml").write_text(yaml.safe_dump({**cfg, "sweep_arm": "lr_low"}))
+    runs, skipped = load_runs([d])
+    assert not skipped and runs[0]["variant"] == "dense_reference_lr_low"

@@ -99,6 +99,9 @@ class Stage1Config(Config):
 
     variant: str = "rmtl"
     """Name of the variant (for run directories and reports)."""
+    sweep_arm: str | None = None
+    """The sweep arm the run belongs to (``rmtl sweep`` sets it; None outside an arm): reports name the
+    run ``<variant>_<arm>`` so arms of one variant never pool."""
     seed: int = 0
     total_timesteps: int = Field(600_000, ge=1)
     """Env steps to train for, rounded up to whole rollouts of n_envs*n_steps (the paper's runs converge near 600k)."""

@@ -113,8 +113,12 @@ def load_runs(run_dirs: Sequence[str | Path]) -> tuple[list[dict[str, Any]], lis
             runs.append(load_run(d))
         except RunSkipped as e:
             skipped.append(f"skipped run {d}: {e}")
-    # Runs of one variant and seed that differ by a sweep arm (``<variant>_<arm>_s<seed>``) are
-    # told apart by their folder's name, so tables and curves never pool different arms.
+    # Runs of one variant and seed that differ by a sweep arm are told apart, so tables and curves
+    # never pool different arms: by the arm their config records (``sweep_arm``), or for runs made
+    # before it was recorded by their folder's name (the sweep's ``<variant>_<arm>_s<seed>``).
+    for r in runs:
+        if r["config"].get("sweep_arm"):
+            r["variant"] = f"{r['variant']}_{r['config']['sweep_arm']}"
     seen = Counter((r["variant"], r["seed"]) for r in runs)
     for r in runs:
         if seen[(r["variant"], r["seed"])] > 1:

@@ -31,7 +31,7 @@ from rmtl.train.envs.train_env import SourceFactory, build_train_env, make_curri
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device",
-                      "keep_results", "validation_episodes", "test_episodes"}
+                      "keep_results", "validation_episodes", "test_episodes", "sweep_arm"}
 """Fields a resumed run may change; any other difference is refused."""
 
 LOGS = ("eval.csv", "curriculum.csv", "summary.json", "validation.csv")

@@ -184,6 +184,8 @@ def load_sweep(path: str | Path) -> Sweep:
                 raise ConfigError(f"{where}: unknown Stage-1 variant {variant!r}; choose from {', '.join(VARIANTS)}")
             for arm, arm_set in arms.items():
                 overrides = {**group_set, **_mapping(arm_set, f"arms.{arm}", path)}
+                if arm:
+                    overrides["sweep_arm"] = str(arm)  # recorded in the run's config: reports name arms by it
                 unset = next((k for k, v in overrides.items() if str(v).startswith(PLACEHOLDER)), None)
                 if unset:
                     raise ConfigError(f"{where}: {unset} is still the placeholder {overrides[unset]!r}; set it in the "
