@@ -53,10 +53,11 @@ def train_config(a, **recipe):
 
 def train(a, status: dict, key: str, out: Path, **recipe) -> None:
     from pipeline.train_vlm import train_from_options
+    from pipeline.train_vlm.cli import TrainVLMOptions
 
     cfg = train_config(a, **recipe)
     stores = sorted(str(p) for p in a.stores.glob("train_*.zarr"))
-    train_from_options(cfg, store=stores, out=out)
+    train_from_options(cfg, TrainVLMOptions.make(store=tuple(stores), out=str(out)))
     metrics = json.loads((out / "metrics.json").read_text())
     status[key] = {"stores": len(stores), "model": str(out), "config": cfg.model_dump(mode="json"),
                    **{k: metrics.get(k) for k in ("steps_done", "selected_step", "stopped_early_at", "train_seconds")},
