@@ -129,3 +129,35 @@ def test_round6_is_round5_with_coverage_stores_on_its_renderer(tmp_path):
         cfg = RenderAndEmbedConfig(store=str(tmp_path / f"{name}.zarr"), model=data["model"],
                                    render=families.round_spec(data, 6)["render"], **params)
         assert cfg.policy == "coverage" and cfg.render.mesh_reduction == 0.9
+
+
+def test_the_stand_in_rounds_call_the_trainer_with_its_signature(tmp_path, monkeypatch):
+    """Round 4-6's train stages call train_from_options as it is now (a signature change once
+    stopped round 6 at its first training step, after a 45-minute render)."""
+    import argparse
+    import inspect
+
+    import pipeline.train_vlm as train_vlm
+
+    real = inspect.signature(train_vlm.train_from_options)
+    calls = []
+
+    class Called(Exception):
+        pass
+
+    def bind_only(*args, **kwargs):
+        bound = real.bind(*args, **kwargs)  # TypeError on a call the real function would refuse
+        calls.append(bound.arguments)
+        raise Called
+
+    monkeypatch.setattr(train_vlm, "train_from_options", bind_only)
+    monkeypatch.syspath_prepend(str(FETCH_FAST))
+    import round4_gpu
+    import round6
+
+    a = argparse.Namespace(train_steps=6, train_budget_s=10.0, batch_size=8, eval_every=2, patience_evals=2,
+                           device="cpu", frame_cache_gb=0.1, stores=tmp_path, out=tmp_path, model_dir=tmp_path / "m")
+    for stage in (round6.stage_train, round6.stage_train_labelled, round4_gpu.stage_train):
+        with pytest.raises(Called):
+            stage(a, {})
+    assert len(calls) == 3 and all(c["options"].out for c in calls)
