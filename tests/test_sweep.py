@@ -87,6 +87,8 @@ def test_pixel_sweep_needs_its_model():
         load_sweep(ROOT / "experiments" / "pixel" / "pixel_rmtl.yaml")
     spec = yaml.safe_load((ROOT / "experiments" / "pixel" / "pixel_rmtl.yaml").read_text())
     assert spec["steps"] == 600_000 and spec["set"]["vec_env"] == "workers" and spec["runs"][0]["seeds"] == [0, 1, 2]
+    # RULE.md: checkpoints every 40k, runs kept where summarize.py reads them
+    assert spec["set"]["checkpoint_every"] == 40_000 and spec["output_root"] == "results/pixel_rmtl/runs"
 
 
 def test_lock_live_stale_and_refused(tmp_path):
