@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -60,6 +61,29 @@ def test_train_saves_loadable_model_and_resumes(tmp_path, data):
     log = (tmp_path / "train_log.csv").read_text()
     assert more["steps_done"] == 5 and "random_init" in more and log.count("\n") >= 2
     assert json.loads((tmp_path / "metrics.json").read_text())["steps_done"] == 5
+
+
+def test_a_stop_while_the_checkpoint_is_written_keeps_the_previous_one(tmp_path, data, monkeypatch):
+    """The resume state is written whole: a stop half-way through writing it leaves the last
+    complete checkpoint in place (and no staged file), so the same command resumes from it."""
+    cfg = TrainVLMConfig.make(steps=2, batch_size=8, warmup_steps=0, eval_every=2, checkpoint_every=2,
+                              holdout_fraction=0.5, device="cpu")
+    train_reward_vlm(data, cfg, tmp_path, progress=False)
+    before = (tmp_path / "checkpoint.pt").read_bytes()
+
+    def torn_write(self, payload):  # half the bytes reach the disk, then the process is stopped
+        with open(self, "wb") as f:
+            f.write(bytes(payload)[: len(payload) // 2])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Path, "write_bytes", torn_write)
+    with pytest.raises(KeyboardInterrupt):
+        train_reward_vlm(data, cfg.replace(steps=4, eval_every=4, checkpoint_every=2), tmp_path, progress=False)
+    monkeypatch.undo()
+    assert (tmp_path / "checkpoint.pt").read_bytes() == before
+    assert not list(tmp_path.glob(".*.tmp"))
+    more = train_reward_vlm(data, cfg.replace(steps=4, eval_every=4, checkpoint_every=2), tmp_path, progress=False)
+    assert more["steps_done"] == 4
 
 
 def test_bf16_autocast_trains_fp32_weights_and_is_recorded(tmp_path, data):

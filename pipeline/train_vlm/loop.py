@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from tqdm import tqdm
 from pipeline.train_vlm.captions import caption_source, text_tower_frozen
 from pipeline.train_vlm.config import TrainVLMConfig
 from pipeline.train_vlm.data import TrainingData, frame_source
+from storage.whole_file import write_file_whole
 from pipeline.train_vlm.evaluate import evaluate, gate_margin, summary
 from pipeline.train_vlm.export import save_run
 from pipeline.train_vlm.objective import (balance_prompts, baseline_balance_penalty, lr_at, param_groups,
@@ -147,10 +149,13 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
             log.append(row)
             bar.set_postfix(loss=f"{loss.item():.3f}", img_s=f"{row['images_per_s']:.0f}")
         if done % cfg.checkpoint_every == 0 or last:
-            # plain containers, numbers and tensors only: loadable with weights_only=True
+            # plain containers, numbers and tensors only: loadable with weights_only=True; written whole,
+            # so a stop during the write keeps the previous checkpoint instead of a torn one
+            buf = io.BytesIO()
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": done, "log": plain(log),
                         "metrics": plain(metrics), "rng": plain(rng.bit_generator.state),
-                        "selection": plain(selection.state()), "elapsed_s": elapsed + time.perf_counter() - t0}, ckpt)
+                        "selection": plain(selection.state()), "elapsed_s": elapsed + time.perf_counter() - t0}, buf)
+            write_file_whole(ckpt, buf.getvalue())
         if last:
             break
 
