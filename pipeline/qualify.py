@@ -165,10 +165,11 @@ def windowed_scores(scores: np.ndarray, rows: StateSet, window: int) -> np.ndarr
 
 def frames_folder(root: Path, model: str, task: str, families: Sequence[Family]) -> Path:
     """The folder of a model's qualification stores under ``root`` (``<data dir>/qualification/<size>``):
-    ``frames/<input px>px_<render settings hash>``, shared by every model that sees the same frames
-    (its declared renderer, its input size), each adding its own embeddings. A folder
+    ``frames/<input px>px_<renderer id>``, shared by every model that sees the same frames (its
+    declared renderer, its input size), each adding its own embeddings. A folder
     ``models/<model>`` from before frames were shared is used as it is when it exists."""
-    from pipeline.render_and_embed import RenderAndEmbedConfig
+    from pipeline.render import renderer_profile
+    from pipeline.render_and_embed import RenderAndEmbedConfig, rollout_config
     from rmtl.vlm import load_vlm
 
     legacy = root / "models" / file_slug(model)
@@ -177,8 +178,8 @@ def frames_folder(root: Path, model: str, task: str, families: Sequence[Family])
     first = families[0].rollout if families else {}
     cfg = RenderAndEmbedConfig.make(task=task, model=model, store=str(root / "probe.zarr"), **first)
     resolution = cfg.resolution or load_vlm(model).image_size  # the model's input size decides the frames' size
-    render = json.dumps(cfg.render.model_dump(mode="json"), sort_keys=True)
-    return root / "frames" / f"{resolution}px_{hashlib.sha256(render.encode()).hexdigest()[:10]}"
+    renderer = renderer_profile(rollout_config(cfg, resolution))["renderer_id"]  # what decides the pixels
+    return root / "frames" / f"{resolution}px_{renderer}"
 
 
 def model_scores(model: str, task: str, families: Sequence[Family], store_dir: Path, rows: StateSet,

@@ -14,7 +14,6 @@ from tqdm import tqdm
 from pipeline.train_vlm.captions import caption_source, text_tower_frozen
 from pipeline.train_vlm.config import TrainVLMConfig
 from pipeline.train_vlm.data import TrainingData, frame_source
-from storage.whole_file import write_file_whole
 from pipeline.train_vlm.evaluate import evaluate, gate_margin, summary
 from pipeline.train_vlm.export import save_run
 from pipeline.train_vlm.objective import (balance_prompts, baseline_balance_penalty, lr_at, param_groups,
@@ -24,6 +23,7 @@ from rmtl.provenance import write_run_record
 from rmtl.tasks import get_task
 from rmtl.vlm import load_vlm
 from rmtl.vlm.loader import select_precision
+from storage.whole_file import write_file_whole
 
 
 def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Path, progress: bool = True,
