@@ -13,7 +13,10 @@ Paths (the same RMTL config, the shipped model; only the machinery differs):
   meshes decimated 0.9; frames at its 64 px input),
   with the reward settings ``--new-reward`` (default: the tower through ``torch.compile``,
   all 96 frames of a step in one model call). ``--fast-reward`` gives the other paths
-  settings of their own (default none), e.g. the new path's, to see what they are worth there.
+  settings of their own (default none), e.g. the new path's, to see what they are worth there;
+- ``oracle`` and ``rule_only``: the state-reading references (variants ``oracle_rmtl`` and
+  ``rule_only``), nothing rendered or embedded, run as their sweeps run them (``vec_env: dummy``,
+  one torch thread: one run per core), so a pixel path's cost is read against them.
 
 Each repeat runs every path once (alternating, so load drifts hit all alike) for
 ``--rollouts`` PPO iterations of 16 envs x 40 steps after a warm-up; medians over repeats.
@@ -40,11 +43,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PARTS = ("simulation", "rendering", "embedding", "cache_lookup", "policy_and_other", "ppo_update")
 TODAY_RENDER = {"cull_invisible": False, "mesh_reduction": 0.0, "msaa_samples": 4}
+# Paths without a VLM -> their Stage-1 variant, timed as experiments/oracle_structure runs them.
+STATE_PATHS = {"oracle": "oracle_rmtl", "rule_only": "rule_only"}
+ALL_PATHS = ("today", "fast", "fast_atlas", "new", *STATE_PATHS)
 
 
 def run_path(name: str, args, vlms: dict) -> dict:
+    if name in STATE_PATHS:
+        return run_state_path(name, args)
     from rmtl.train import stage1_config
-    from rmtl.train.run.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
     fast = name != "today"
@@ -72,18 +79,51 @@ def run_path(name: str, args, vlms: dict) -> dict:
         run = train_stage1(cfg, resume=False, vlm=vlm)
         wall = time.perf_counter() - t0
         summary = json.loads((run / "summary.json").read_text())
-        rows = read_csv(run / "progress_000000000.csv")[1:]  # the first rollout warms GL contexts and the model up
-    steps_per_rollout = cfg.n_envs * cfg.n_steps
-    ms = {p: statistics.mean(float(r[f"time/ms_per_step_{p}"]) for r in rows) for p in PARTS if p != "ppo_update"}
-    ms["ppo_update"] = statistics.mean(1000 * float(r["time/update_s"]) / steps_per_rollout for r in rows
-                                       if r.get("time/update_s") not in (None, ""))
-    return {"path": name, "rollouts_timed": len(rows), "env_steps_per_s": round(1000 / sum(ms.values()), 2),
+        ms, timed = per_step_ms(run, cfg)
+    return {"path": name, "rollouts_timed": timed, "env_steps_per_s": round(1000 / sum(ms.values()), 2),
             "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()},
             "cache_stats": summary.get("cache_stats"), "wall_seconds": round(wall, 1),
             "render": over["env"]["render"], "model": vlm.model_id, "resolution": vlm.image_size,
             "precision": vlm.precision, "compiled": bool(getattr(vlm, "compiled", False)),
             "reward_settings": {k: v for k, v in over["reward"].items() if k not in ("model", "precision")},
             "vec_env": over["vec_env"]}
+
+
+def run_state_path(name: str, args) -> dict:
+    """A state-reading reference (oracle or rule-only) at the same PPO size, as its sweeps run it."""
+    import torch
+
+    from rmtl.train import stage1_config
+    from rmtl.train.stage1 import train_stage1
+
+    threads = torch.get_num_threads()  # the run sets one thread; the VLM paths after it keep theirs
+    over = {"n_envs": 16, "n_steps": 40, "total_timesteps": 16 * 40 * (args.rollouts + 1), "checkpoint_every": 10**9,
+            "eval_every": 0, "eval_episodes": 1, "progress_bar": False, "seed": args.seed, "vec_env": "dummy",
+            "torch_threads": 1}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = stage1_config(STATE_PATHS[name], output_dir=str(Path(tmp) / name), **over)
+            t0 = time.perf_counter()
+            run = train_stage1(cfg, resume=False)
+            wall = time.perf_counter() - t0
+            ms, timed = per_step_ms(run, cfg)
+    finally:
+        torch.set_num_threads(threads)
+    return {"path": name, "rollouts_timed": timed, "env_steps_per_s": round(1000 / sum(ms.values()), 2),
+            "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()}, "wall_seconds": round(wall, 1),
+            "variant": STATE_PATHS[name], "reward_kind": cfg.reward.kind, "vec_env": "dummy", "torch_threads": 1}
+
+
+def per_step_ms(run: Path, cfg) -> tuple[dict[str, float], int]:
+    """Mean ms per env step of each part over the timed rollouts (the first warms GL contexts and the
+    model up), and how many rollouts were timed."""
+    from rmtl.train.run.csv_log import read_csv
+
+    rows = read_csv(run / "progress_000000000.csv")[1:]
+    ms = {p: statistics.mean(float(r[f"time/ms_per_step_{p}"]) for r in rows) for p in PARTS if p != "ppo_update"}
+    ms["ppo_update"] = statistics.mean(1000 * float(r["time/update_s"]) / (cfg.n_envs * cfg.n_steps) for r in rows
+                                       if r.get("time/update_s") not in (None, ""))
+    return ms, len(rows)
 
 
 def main(argv=None) -> int:
@@ -100,7 +140,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rollouts", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=12345)
-    ap.add_argument("--paths", nargs="+", default=None, help="subset of today fast fast_atlas new (ratios need both)")
+    ap.add_argument("--paths", nargs="+", default=None, choices=ALL_PATHS,
+                    help="subset of the paths (default: today fast [fast_atlas] new; ratios need both)")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench" / "train_fast_path.json")
     args = ap.parse_args(argv)
 
@@ -116,9 +157,11 @@ def main(argv=None) -> int:
         args.render = json.dumps(RenderSettings().model_dump())
     paths = args.paths or (["today", "fast"] + (["fast_atlas"] if args.atlas else []) + ["new"])
     fast_compiled = bool(json.loads(args.fast_reward).get("compile", False))
-    vlms = {"today": load_vlm(args.model, precision="fp32", compile=fast_compiled),
-            "fast": load_vlm(args.model, compile=fast_compiled)}
-    vlms["fast_atlas"] = vlms["fast"]
+    vlms = {}
+    if {"today", "fast", "fast_atlas"} & set(paths):
+        vlms = {"today": load_vlm(args.model, precision="fp32", compile=fast_compiled),
+                "fast": load_vlm(args.model, compile=fast_compiled)}
+        vlms["fast_atlas"] = vlms["fast"]
     if "new" in paths:
         vlms["new"] = load_vlm(args.new_model, compile=bool(json.loads(args.new_reward).get("compile", False)))
     runs = []
@@ -135,6 +178,9 @@ def main(argv=None) -> int:
         "speedup_uncached": round(med["fast"] / med["today"], 2) if {"fast", "today"} <= set(med) else None,
         "speedup_warm_atlas": round(med["fast_atlas"] / med["today"], 2) if {"fast_atlas", "today"} <= set(med) else None,
         "speedup_new_vs_fast": round(med["new"] / med["fast"], 2) if {"new", "fast"} <= set(med) else None,
+        # How much slower the pixel reward's training is than the state-reading references.
+        "new_over_oracle": round(med["new"] / med["oracle"], 3) if {"new", "oracle"} <= set(med) else None,
+        "new_over_rule_only": round(med["new"] / med["rule_only"], 3) if {"new", "rule_only"} <= set(med) else None,
         "projected_600k_hours": {p: round(600_000 / v / 3600, 2) for p, v in med.items()},
         "env_steps_per_s_median": med, "ms_per_env_step_median": breakdown,
         "atlas": args.atlas, "radius": args.radius, "repeats": args.repeats, "rollouts_timed": args.rollouts,
@@ -148,7 +194,8 @@ def main(argv=None) -> int:
     for p in paths:
         print(f"{p:11s} {med[p]:8.1f} " + " ".join(f"{breakdown[p][k]:10.2f}" for k in PARTS))
     print(f"speedup_uncached {out['speedup_uncached']}x, speedup_warm_atlas {out['speedup_warm_atlas']}x, "
-          f"speedup_new_vs_fast {out['speedup_new_vs_fast']}x; projected 600k hours {out['projected_600k_hours']} "
+          f"speedup_new_vs_fast {out['speedup_new_vs_fast']}x, new/oracle {out['new_over_oracle']}, "
+          f"new/rule_only {out['new_over_rule_only']}; projected 600k hours {out['projected_600k_hours']} "
           f"-> {args.out}")
     return 0
 
