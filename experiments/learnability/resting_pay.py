@@ -7,7 +7,9 @@ Pay is normalised as the axis is (0: the grasp score's floor, its 5th percentile
 state; 1: a lifted cube's mean), on the qualification set's resting-at-gripper rows in the grasp
 band. Reported: mean (the axis), median, 10th percentile (how much *every* resting state is
 paid: a structured confusion pays them all, a diffuse error only some), share paid at least 0.5,
-standard deviation.
+standard deviation. ``--models M ...`` adds reward VLMs, scored on the qualification frames that
+``rmtl qualify --model M`` rendered and embedded (run it first; nothing is rendered here otherwise),
+on the rows qualify pools (families the model was trained on left out).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 import yaml
 
 from fit_map import nested, outcome  # this script's folder
-from pipeline.qualify import load_families, state_scorer, state_set
+from pipeline.qualify import frames_folder, load_families, model_scores, state_scorer, state_set
 from rmtl.provenance import data_dir
 from rmtl.tasks import get_task
 from rmtl.tasks.fetch_lift.quality import GRASP, LIFTED, gripper_cube_distance, lift_height, rule_phase
@@ -35,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--spec", type=Path, default=HERE / "conditions.yaml")
     ap.add_argument("--runs", type=Path, default=REPO / "results/learnability/runs")
     ap.add_argument("--out", type=Path, default=REPO / "results/learnability/resting_pay.md")
+    ap.add_argument("--models", nargs="*", default=[], help="reward VLMs to add (qualified with rmtl qualify first)")
     a = ap.parse_args(argv)
     spec = yaml.safe_load(a.spec.read_text())
     task_name, families = load_families()
@@ -52,14 +55,28 @@ def main(argv: list[str] | None = None) -> int:
         for seed in spec["seeds"]:
             kind, _ = state_scorer(task, reward, seed)
             scores = kind.scores(rows.states)
-            floor = np.percentile(scores[:, GRASP], 5)
-            pay = (scores[rest, GRASP] - floor) / (scores[lifted, GRASP].mean() - floor)
             o = outcome(a.runs / f"{name}_s{seed}")
-            lines.append(f"| {name} | {seed} | {pay.mean():.2f} | {np.median(pay):.2f} | {np.percentile(pay, 10):.2f} "
-                         f"| {np.mean(pay >= 0.5):.2f} | {pay.std():.2f} | {'-' if o is None else format(o['best'], '.3f')} |")
+            lines.append(row(name, str(seed), pay_of(scores, rest, lifted), "-" if o is None else format(o["best"], ".3f")))
+    for model in a.models:
+        root = data_dir() / "qualification" / "full"
+        scores = model_scores(model, task_name, families, frames_folder(root, model, task_name, families), rows,
+                              progress=False)
+        held = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])  # as qualify pools
+        lines.append(row(f"`{model}` (VLM)", "-", pay_of(scores, rest & held, lifted & held), "-"))
     a.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
+
+
+def pay_of(scores: np.ndarray, rest: np.ndarray, lifted: np.ndarray) -> np.ndarray:
+    """Resting rows' grasp score on the axis' scale: 0 at the score's 5th percentile, 1 at a lifted cube's mean."""
+    floor = np.percentile(scores[:, GRASP], 5)
+    return (scores[rest, GRASP] - floor) / (scores[lifted, GRASP].mean() - floor)
+
+
+def row(name: str, seed: str, pay: np.ndarray, outcome_cell: str) -> str:
+    return (f"| {name} | {seed} | {pay.mean():.2f} | {np.median(pay):.2f} | {np.percentile(pay, 10):.2f} "
+            f"| {np.mean(pay >= 0.5):.2f} | {pay.std():.2f} | {outcome_cell} |")
 
 
 if __name__ == "__main__":
