@@ -82,10 +82,20 @@ def test_structure_sweep_reproduces_the_oracle_structure_runs():
     assert sweep.report_dir == str(ROOT / "results" / "oracle_structure" / "report")
 
 
-def test_pixel_sweep_needs_its_model():
+def test_pixel_sweep_needs_its_model(tmp_path):
+    from rmtl.vlm.registry import declared_renderer
+
+    text = (ROOT / "experiments" / "pixel" / "pixel_rmtl.yaml").read_text()
+    spec = yaml.safe_load(text)
+    # The committed sweep names the chosen model (RULE.md), a project model that declares its renderer.
+    model = spec["set"]["reward.model"]
+    assert declared_renderer(model) is not None
+    assert {r.overrides["reward.model"] for r in load_sweep(ROOT / "experiments" / "pixel" / "pixel_rmtl.yaml").runs} == {model}
+    # A copy with the model left unset is refused before anything runs.
+    unset = tmp_path / "pixel_unset.yaml"
+    unset.write_text(text.replace(f"reward.model: {model}", "reward.model: SET-ME-reward-model"))
     with pytest.raises(Exception, match="placeholder"):
-        load_sweep(ROOT / "experiments" / "pixel" / "pixel_rmtl.yaml")
-    spec = yaml.safe_load((ROOT / "experiments" / "pixel" / "pixel_rmtl.yaml").read_text())
+        load_sweep(unset)
     assert spec["steps"] == 600_000 and spec["set"]["vec_env"] == "workers" and spec["runs"][0]["seeds"] == [0, 1, 2]
     # RULE.md: checkpoints every 40k, runs kept where summarize.py reads them
     assert spec["set"]["checkpoint_every"] == 40_000 and spec["output_root"] == "results/pixel_rmtl/runs"
