@@ -62,8 +62,7 @@ def run_path(name: str, args, vlms: dict) -> dict:
         render = {**render, **(declared_renderer(args.new_model) or {})}
     vlm = vlms[name]
     over = {
-        "n_envs": 16, "n_steps": 40, "total_timesteps": 16 * 40 * (args.rollouts + 1), "checkpoint_every": 10**9,
-        "eval_every": 0, "eval_episodes": 1, "progress_bar": False, "seed": args.seed,
+        **ppo_size(args),
         "vec_env": "workers" if fast else "dummy",
         "env": {"render": render},
         "reward": {"model": args.new_model if name == "new" else args.model, "precision": vlm.precision,
@@ -79,10 +78,8 @@ def run_path(name: str, args, vlms: dict) -> dict:
         run = train_stage1(cfg, resume=False, vlm=vlm)
         wall = time.perf_counter() - t0
         summary = json.loads((run / "summary.json").read_text())
-        ms, timed = per_step_ms(run, cfg)
-    return {"path": name, "rollouts_timed": timed, "env_steps_per_s": round(1000 / sum(ms.values()), 2),
-            "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()},
-            "cache_stats": summary.get("cache_stats"), "wall_seconds": round(wall, 1),
+        timing = run_timing(run, cfg)
+    return {"path": name, **timing, "cache_stats": summary.get("cache_stats"), "wall_seconds": round(wall, 1),
             "render": over["env"]["render"], "model": vlm.model_id, "resolution": vlm.image_size,
             "precision": vlm.precision, "compiled": bool(getattr(vlm, "compiled", False)),
             "reward_settings": {k: v for k, v in over["reward"].items() if k not in ("model", "precision")},
@@ -97,33 +94,38 @@ def run_state_path(name: str, args) -> dict:
     from rmtl.train.stage1 import train_stage1
 
     threads = torch.get_num_threads()  # the run sets one thread; the VLM paths after it keep theirs
-    over = {"n_envs": 16, "n_steps": 40, "total_timesteps": 16 * 40 * (args.rollouts + 1), "checkpoint_every": 10**9,
-            "eval_every": 0, "eval_episodes": 1, "progress_bar": False, "seed": args.seed, "vec_env": "dummy",
-            "torch_threads": 1}
+    over = {**ppo_size(args), "vec_env": "dummy", "torch_threads": 1}
     try:
         with tempfile.TemporaryDirectory() as tmp:
             cfg = stage1_config(STATE_PATHS[name], output_dir=str(Path(tmp) / name), **over)
             t0 = time.perf_counter()
             run = train_stage1(cfg, resume=False)
             wall = time.perf_counter() - t0
-            ms, timed = per_step_ms(run, cfg)
+            timing = run_timing(run, cfg)
     finally:
         torch.set_num_threads(threads)
-    return {"path": name, "rollouts_timed": timed, "env_steps_per_s": round(1000 / sum(ms.values()), 2),
-            "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()}, "wall_seconds": round(wall, 1),
-            "variant": STATE_PATHS[name], "reward_kind": cfg.reward.kind, "vec_env": "dummy", "torch_threads": 1}
+    return {"path": name, **timing, "wall_seconds": round(wall, 1), "variant": STATE_PATHS[name],
+            "reward_kind": cfg.reward.kind, "vec_env": over["vec_env"], "torch_threads": over["torch_threads"]}
 
 
-def per_step_ms(run: Path, cfg) -> tuple[dict[str, float], int]:
-    """Mean ms per env step of each part over the timed rollouts (the first warms GL contexts and the
-    model up), and how many rollouts were timed."""
+def ppo_size(args) -> dict:
+    """What every path is timed at: 16 envs x 40 steps, one warm-up rollout and ``--rollouts`` timed
+    ones, no checkpoints or evaluations in between."""
+    return {"n_envs": 16, "n_steps": 40, "total_timesteps": 16 * 40 * (args.rollouts + 1), "checkpoint_every": 10**9,
+            "eval_every": 0, "eval_episodes": 1, "progress_bar": False, "seed": args.seed}
+
+
+def run_timing(run: Path, cfg) -> dict:
+    """A finished bench run's speed: mean ms per env step of each part over the timed rollouts (the
+    first warms GL contexts and the model up), env steps/s from their sum, and how many were timed."""
     from rmtl.train.run.csv_log import read_csv
 
     rows = read_csv(run / "progress_000000000.csv")[1:]
     ms = {p: statistics.mean(float(r[f"time/ms_per_step_{p}"]) for r in rows) for p in PARTS if p != "ppo_update"}
     ms["ppo_update"] = statistics.mean(1000 * float(r["time/update_s"]) / (cfg.n_envs * cfg.n_steps) for r in rows
                                        if r.get("time/update_s") not in (None, ""))
-    return ms, len(rows)
+    return {"rollouts_timed": len(rows), "env_steps_per_s": round(1000 / sum(ms.values()), 2),
+            "ms_per_env_step": {p: round(v, 3) for p, v in ms.items()}}
 
 
 def main(argv=None) -> int:

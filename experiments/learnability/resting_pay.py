@@ -57,10 +57,10 @@ def main(argv: list[str] | None = None) -> int:
             scores = kind.scores(rows.states)
             o = outcome(a.runs / f"{name}_s{seed}")
             lines.append(row(name, str(seed), pay_of(scores, rest, lifted), "-" if o is None else format(o["best"], ".3f")))
+    qualification = data_dir() / "qualification" / "full"
     for model in a.models:
-        root = data_dir() / "qualification" / "full"
-        scores = model_scores(model, task_name, families, frames_folder(root, model, task_name, families), rows,
-                              progress=False)
+        scores = model_scores(model, task_name, families, frames_folder(qualification, model, task_name, families),
+                              rows, progress=False)
         held = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])  # as qualify pools
         lines.append(row(f"`{model}` (VLM)", "-", pay_of(scores, rest & held, lifted & held), "-"))
     a.out.write_text("\n".join(lines) + "\n")
