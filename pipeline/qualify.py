@@ -182,24 +182,41 @@ def frames_folder(root: Path, model: str, task: str, families: Sequence[Family])
     return root / "frames" / f"{resolution}px_{renderer}"
 
 
+def _no_state_cache(store: Any, model_id: str, kind: str) -> dict:
+    """The cache step of a qualification store: skipped (nothing looks up states there)."""
+    return {"files": [], "status": "not built (qualification store)", "indexed": 0}
+
+
 def model_scores(model: str, task: str, families: Sequence[Family], store_dir: Path, rows: StateSet,
                  progress: bool = True) -> np.ndarray:
     """Multi-view mean scores [N, K] of a VLM on the families' episodes, rendered on its declared
     renderer into one store per family (rendered once per renderer and input size, embedded once
-    per model; :func:`frames_folder`)."""
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    per model; :func:`frames_folder`). The model is loaded once for all families, and no FAISS
+    state cache is built: nothing reads one on a qualification store."""
+    from dataclasses import replace
+
+    from pipeline.render_and_embed import RenderAndEmbedConfig, local_steps, run_steps
     from pipeline.store_models import resolve_model_id
     from pipeline.stored_text import text_embeddings
     from rmtl.reward.projection import goal_baseline_scores
+    from rmtl.vlm import load_vlm
     from storage.dataset import DatasetStore
 
     from rmtl.reward.kinds.vlm import RewardConfig
 
     alpha = RewardConfig.model_fields["alpha"].default  # the reward's projection mix
+    loaded: list[Any] = []
+
+    def load_once(spec: str) -> Any:
+        if not loaded:
+            loaded.append(load_vlm(spec))
+        return loaded[0]
+
+    steps = replace(local_steps(progress), load_model=load_once, build_cache=_no_state_cache)
     parts = []
     for fam in families:
         cfg = RenderAndEmbedConfig.make(task=task, model=model, store=str(store_dir / f"{fam.name}.zarr"), **fam.rollout)
-        render_and_embed(cfg, progress=progress)
+        run_steps(cfg, steps)
         with DatasetStore.open(cfg.store_path(), "r") as store:
             model_id = resolve_model_id(store, model)
             n = store.embedded_rows(model_id)

@@ -221,3 +221,24 @@ def test_models_that_see_the_same_frames_share_their_qualification_stores(famili
     assert all(f.parent == tmp_path / "frames" for f in folder.values())
     (tmp_path / "models" / "rmtl-fetch-lit").mkdir(parents=True)
     assert frames_folder(tmp_path, "rmtl-fetch-lit", "fetch_lift", fams) == tmp_path / "models" / "rmtl-fetch-lit"
+
+
+def test_a_vlm_is_loaded_once_for_all_families_and_builds_no_state_cache(tmp_path, monkeypatch):
+    """model_scores renders and embeds one store per family with one loaded model, and skips the
+    FAISS state cache, which nothing reads on a qualification store."""
+    import rmtl.vlm
+    from pipeline.qualify import model_scores
+
+    loads = []
+    real = rmtl.vlm.load_vlm
+    monkeypatch.setattr(rmtl.vlm, "load_vlm", lambda spec, *a, **k: loads.append(spec) or real(spec, *a, **k))
+    two = tmp_path / "two.yaml"
+    fam = {"group": "noisy_expert", "policy": "expert", "noise_levels": [0.3], "episodes": 1, "stages": [2]}
+    two.write_text(yaml.safe_dump({"task": "fetch_lift", "seed": 5, "families": {"a": fam, "b": {**fam, "noise_levels": [0.1]}}}))
+    task, fams = load_families(two)
+    rows = state_set(task, fams, tmp_path / "states", progress=False)
+    scores = model_scores("rmtl-fetch-fast", task, fams, tmp_path / "stores", rows, progress=False)
+    assert loads == ["rmtl-fetch-fast"]
+    assert scores.shape == (len(rows.states), 3) and np.isfinite(scores).all()
+    assert sorted(p.name for p in (tmp_path / "stores").glob("*.zarr")) == ["a.zarr", "b.zarr"]
+    assert not list((tmp_path / "stores").glob("*.cache"))

@@ -21,7 +21,7 @@ from pathlib import Path
 from pipeline.qualify import load_map, scorer_verdict
 from rmtl.train.eval.paired import paired_seed_verdict
 from rmtl.train.eval.selection import last_evaluations, load_selection
-from rmtl.train.report import stage1_report
+from rmtl.train.report import load_run, stage1_report
 from rmtl.train.run.csv_log import read_csv
 
 REPO = Path(__file__).resolve().parents[2]
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     decided = decisions(pixel, rule_only, verdict)
     (a.out / "decision.txt").write_text("\n".join(decided) + "\n")
     if pixel_dirs:
-        stage1_report([*pixel_dirs, *rule_dirs], a.out / "report")
+        # The pixel arm named by its model in the figure and tables (the variant alone says only "rmtl").
+        named = [{**load_run(d), "variant": f"rmtl on {report['model'] or report['scorer']}"} for d in pixel_dirs]
+        stage1_report([*named, *rule_dirs], a.out / "report")
     print("\n".join([*lines, "", *decided]))
     return 0
 
