@@ -15,6 +15,7 @@ and the outcomes of the nearest mapped conditions.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -205,14 +206,7 @@ def model_scores(model: str, task: str, families: Sequence[Family], store_dir: P
     from rmtl.reward.kinds.vlm import RewardConfig
 
     alpha = RewardConfig.model_fields["alpha"].default  # the reward's projection mix
-    loaded: list[Any] = []
-
-    def load_once(spec: str) -> Any:
-        if not loaded:
-            loaded.append(load_vlm(spec))
-        return loaded[0]
-
-    steps = replace(local_steps(progress), load_model=load_once, build_cache=_no_state_cache)
+    steps = replace(local_steps(progress), load_model=functools.cache(load_vlm), build_cache=_no_state_cache)
     parts = []
     for fam in families:
         cfg = RenderAndEmbedConfig.make(task=task, model=model, store=str(store_dir / f"{fam.name}.zarr"), **fam.rollout)
