@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rmtl.errors import ConfigError
+from storage.lock import pid_alive
 
 
 def _local_path(location: Any) -> Path | None:
@@ -56,18 +57,6 @@ def refuse_output_over_inputs(out: str | os.PathLike[str], inputs: Iterable[Any]
             continue
         raise ConfigError(f"{what} {target} {how}; writing the export there would delete or damage the store it "
                           f"reads; {fix.format(store=source)}")
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
 
 
 class StagedDirectory:
@@ -118,7 +107,7 @@ class StagedDirectory:
         target = Path(target).absolute()
         removed = []
         for kind, pid, p in cls._leftovers(target):
-            if _pid_alive(pid):
+            if pid_alive(pid):
                 continue  # another export of the same target is running: its folders are its own
             if kind == "old" and not target.exists():
                 p.rename(target)

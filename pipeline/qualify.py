@@ -171,14 +171,14 @@ def frames_folder(root: Path, model: str, task: str, families: Sequence[Family])
     ``models/<model>`` from before frames were shared is used as it is when it exists."""
     from pipeline.render import renderer_profile
     from pipeline.render_and_embed import RenderAndEmbedConfig, rollout_config
-    from rmtl.vlm import load_vlm
+    from rmtl.vlm import input_side
 
     legacy = root / "models" / file_slug(model)
     if legacy.is_dir():
         return legacy
     first = families[0].rollout if families else {}
     cfg = RenderAndEmbedConfig.make(task=task, model=model, store=str(root / "probe.zarr"), **first)
-    resolution = cfg.resolution or load_vlm(model).image_size  # the model's input size decides the frames' size
+    resolution = cfg.resolution or input_side(model)  # the model's input size decides the frames' size
     renderer = renderer_profile(rollout_config(cfg, resolution))["renderer_id"]  # what decides the pixels
     return root / "frames" / f"{resolution}px_{renderer}"
 

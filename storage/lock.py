@@ -39,7 +39,9 @@ class LockInfo:
         return f"pid {self.pid} on host {self.host} since {since} (last heartbeat {time.time() - self.heartbeat:.0f} s ago)"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this host. A killed process its parent has not reaped yet
+    (a zombie) still answers ``kill(pid, 0)``; it counts as dead."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -72,7 +74,7 @@ class WriterLock:
         return LockInfo(**json.loads(raw))
 
     def _is_stale(self, info: LockInfo) -> bool:
-        if info.host == socket.gethostname() and not _pid_alive(info.pid):
+        if info.host == socket.gethostname() and not pid_alive(info.pid):
             return True
         return time.time() - info.heartbeat > self.ttl_s
 

@@ -114,6 +114,24 @@ def test_lock_live_stale_and_refused(tmp_path):
 
     (run_dir / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": dead.pid}))
     assert lock_info(run_dir).state == "stale"  # this host, no such process
+    # a killed trainer whose parent has not reaped it yet (a zombie) is gone too: a sweep started
+    # right after a worker was killed must see its run as lost, not as still training
+    zombie = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        import psutil
+
+        (run_dir / LOCK_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": zombie.pid,
+                                                     "pid_started": psutil.Process(zombie.pid).create_time()}))
+        assert lock_info(run_dir).state == "live"
+        zombie.kill()
+        deadline = time.monotonic() + 10
+        while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert psutil.Process(zombie.pid).status() == psutil.STATUS_ZOMBIE  # not reaped: its pid still answers
+        assert lock_info(run_dir).state == "stale"
+    finally:
+        zombie.kill()
+        zombie.wait()
     with RunLock(run_dir, stale_seconds=60):  # taken over
         assert json.loads((run_dir / LOCK_FILE).read_text())["pid"] == os.getpid()
     (run_dir / LOCK_FILE).write_text(json.dumps({"host": "elsewhere", "pid": 1}))

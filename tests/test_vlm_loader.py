@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 
 from rmtl.errors import ModelLoadError
 from rmtl.vlm import load_vlm, register_model, select_device, select_precision
-from rmtl.vlm.testing import TINY_CONFIG, TINY_NAME, tiny_vlm
+from rmtl.vlm.testing import TINY_CONFIG, TINY_NAME, register_tiny, tiny_vlm
 
 
 @pytest.fixture
@@ -103,6 +103,18 @@ def test_shipped_default_model_loads_its_weights():
     random = load_vlm("rmtl-fetch-tiny@random")
     frames = np.zeros((1, 96, 96, 3), np.uint8)
     assert not np.allclose(vlm.encode_images(frames), random.encode_images(frames))
+
+
+def test_input_side_is_read_from_the_config_and_matches_the_built_model():
+    from rmtl.vlm import get_registered, input_side, list_registered
+
+    specs = [f"{register_tiny()}@random", *(n for n in list_registered() if get_registered(n).weights is not None)]
+    assert "rmtl-fetch-tiny" in specs
+    for spec in specs:
+        assert input_side(spec) == load_vlm(spec, device="cpu").image_size, spec
+    register_model("test-input-side-no-weights", TINY_CONFIG)
+    with pytest.raises(ModelLoadError, match="no weights registered"):
+        input_side("test-input-side-no-weights")  # resolved like load_vlm: the same one-line error
 
 
 def test_device_and_precision_choice():

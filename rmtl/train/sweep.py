@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rmtl.errors import ConfigError, RmtlError
+from storage.lock import pid_alive
 
 LOCK_FILE = "sweep.lock"
 STARTS_FILE = "sweep_starts.jsonl"
@@ -245,6 +246,10 @@ def run_state(run_dir: Path, steps: int) -> str:
 
 
 def _process_started(pid: int) -> float | None:
+    """When process ``pid`` started; None when it is not alive (:func:`storage.lock.pid_alive`:
+    a zombie, killed and not yet reaped, is dead though its pid still answers)."""
+    if not pid_alive(pid):
+        return None
     try:
         import psutil
 
@@ -263,7 +268,7 @@ class LockInfo:
 
 
 def lock_info(run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS) -> LockInfo:
-    """Who holds a run's lock. On this host a dead pid (or a reused one) makes it stale at once;
+    """Who holds a run's lock. On this host a dead pid (a zombie too, or a reused pid) makes it stale at once;
     a holder on another host is stale when its heartbeat is older than ``stale_seconds``."""
     p = Path(run_dir) / LOCK_FILE
     try:

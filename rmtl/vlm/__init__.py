@@ -11,6 +11,7 @@ from rmtl.lazy import lazy_attributes
 
 _LAZY = {
     "PRECISIONS": "rmtl.vlm.loader",
+    "input_side": "rmtl.vlm.loader",
     "load_vlm": "rmtl.vlm.loader",
     "resolve": "rmtl.vlm.loader",
     "select_device": "rmtl.vlm.loader",
@@ -28,7 +29,7 @@ _LAZY = {
 """Public names and their modules: imported on first use (torch, open_clip and SB3 load only when needed)."""
 
 __all__ = [
-    "PRECISIONS", "load_vlm", "resolve", "select_device", "select_precision",
+    "PRECISIONS", "input_side", "load_vlm", "resolve", "select_device", "select_precision",
     "VLM", "preprocess_batch",
     "RegisteredModel", "get_registered", "list_registered", "register_model",
     "ModelSpec", "parse_spec", "safe_id",

@@ -434,6 +434,16 @@ def load_vlm(
     return vlm.compile_image_tower() if compile else vlm
 
 
+def input_side(spec: str | ModelSpec, cache_dir: str | Path | None = None) -> int:
+    """Side (px) of a spec's square image input (:attr:`VLM.image_size`), read from its
+    architecture config when that says it, so nothing is built; else from the built model."""
+    _, plan = resolve(spec, cache_dir)
+    size = (plan.arch_config.get("vision_cfg") or {}).get("image_size")
+    if size is None:
+        return load_vlm(spec, device="cpu", cache_dir=cache_dir).image_size
+    return max(size) if isinstance(size, (list, tuple)) else int(size)
+
+
 FROZEN_TEXT_PREFIX = "text."
 """State-dict prefix of a packaged (frozen) text tower: never in the model's own checkpoints."""
 
