@@ -21,7 +21,7 @@ import torch
 
 from rmtl.errors import ModelLoadError
 from rmtl.vlm import registry
-from rmtl.vlm.model import VLM
+from rmtl.vlm.model import VLM, _pair
 from rmtl.vlm.spec import ModelSpec, parse_spec
 
 from rmtl.vlm.spec import PRECISIONS  # noqa: E402  (defined with the specs: configs check it without torch)
@@ -441,7 +441,7 @@ def input_side(spec: str | ModelSpec, cache_dir: str | Path | None = None) -> in
     size = (plan.arch_config.get("vision_cfg") or {}).get("image_size")
     if size is None:
         return load_vlm(spec, device="cpu", cache_dir=cache_dir).image_size
-    return max(size) if isinstance(size, (list, tuple)) else int(size)
+    return max(_pair(size))  # as VLM.image_size reads the built model's input size
 
 
 FROZEN_TEXT_PREFIX = "text."
