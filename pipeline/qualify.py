@@ -189,11 +189,12 @@ def _no_state_cache(store: Any, model_id: str, kind: str) -> dict:
 
 
 def model_scores(model: str, task: str, families: Sequence[Family], store_dir: Path, rows: StateSet,
-                 progress: bool = True) -> np.ndarray:
+                 progress: bool = True, single_prompt: bool = False) -> np.ndarray:
     """Multi-view mean scores [N, K] of a VLM on the families' episodes, rendered on its declared
     renderer into one store per family (rendered once per renderer and input size, embedded once
     per model; :func:`frames_folder`). The model is loaded once for all families, and no FAISS
-    state cache is built: nothing reads one on a qualification store."""
+    state cache is built: nothing reads one on a qualification store. ``single_prompt``: the scores
+    [N, 1] of the task's single global prompt instead (the single-prompt reward's goal)."""
     from dataclasses import replace
 
     from pipeline.render_and_embed import RenderAndEmbedConfig, local_steps, run_steps
@@ -215,7 +216,7 @@ def model_scores(model: str, task: str, families: Sequence[Family], store_dir: P
             model_id = resolve_model_id(store, model)
             n = store.embedded_rows(model_id)
             cols = store.read(slice(0, n), fields=["state"])
-            text = text_embeddings(store, model_id)
+            text = text_embeddings(store, model_id, single_prompt=single_prompt)
             per_view = goal_baseline_scores(store.embeddings(model_id, slice(0, n)), text.goals, text.baseline, alpha)
         mine = rows.family == fam.name
         if len(cols["state"]) != int(mine.sum()) or not np.allclose(cols["state"], rows.states[mine], atol=1e-4):
@@ -283,6 +284,25 @@ def battery(task: Any, scores: np.ndarray | None, rows: StateSet, shaping: Any =
         returns["scorer"] = discounted_returns(rewards, eps, success)
     owner_arr = np.asarray(owner)
     return {label: {f: float(ret[owner_arr == f].mean()) for f in dict.fromkeys(owner)} for label, ret in returns.items()}
+
+
+def single_prompt_battery(scores: np.ndarray, rows: StateSet, shaping: Any = None) -> dict[str, float]:
+    """Mean discounted return per family under the single-prompt reward (one goal, no phase: the
+    paper's single-prompt baseline, scores [N, 1]); a behaviour at or above the noise-free expert is
+    the "semantic trap" (a pose that scores high without the task being done)."""
+    from pipeline.behaviour_returns import discounted_returns
+    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.shaping import ShapingConfig
+
+    order = np.lexsort((rows.step, rows.episode))
+    eps = [order[rows.episode[order] == e] for e in np.unique(rows.episode)]
+    eps = [idx[rows.step[idx] > 0] for idx in eps]
+    success = [bool(rows.success[idx].any()) if len(idx) else False for idx in eps]
+    owner = np.asarray([str(rows.family[idx[0]]) if len(idx) else "" for idx in eps])
+    zeros = np.zeros(len(rows.states), dtype=np.int64)
+    rewards = shaped_rewards(np.asarray(scores)[:, 0], zeros, eps, shaping or ShapingConfig(), 1, bounds="adapted")
+    ret = discounted_returns(rewards, eps, success)
+    return {f: float(ret[owner == f].mean()) for f in dict.fromkeys(owner.tolist())}
 
 
 def load_map(path: Path = MAP_FILE) -> dict | None:
@@ -484,6 +504,14 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     bar = returns.get("scorer", returns["rule_only"]).get("expert", float("nan"))
     degenerate = [f.name for f in families if f.group == "behaviour"]
     beats = sorted(n for n in degenerate if returns.get("scorer", {}).get(n, -np.inf) >= bar)
+    single: dict[str, Any] = {}
+    if model is not None and not vlm_micro_tasks:
+        # The single-prompt reward on the same model (the paper's baseline): its own battery.
+        single_scores = model_scores(model, task_name, families, stores, rows, False, single_prompt=True)
+        single_returns = single_prompt_battery(single_scores, rows)
+        single = {"battery_single_prompt": single_returns,
+                  "single_prompt_behaviours_at_or_above_expert": sorted(
+                      n for n in degenerate if single_returns.get(n, -np.inf) >= single_returns.get("expert", np.inf))}
     fitted = load_map(map_file)
     verdict = scorer_verdict(pooled["value"], beats, fitted)
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
@@ -493,7 +521,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
                                                  for n, f in fams.items()},
                       "rows": int(len(rows.states)), "episodes": int(len(np.unique(rows.episode)))},
               "pooled": pooled, "groups": per_group, "families": per_family, "battery": returns,
-              "behaviours_at_or_above_expert": beats, "map": verdict, "not_measured": not_measured}
+              "behaviours_at_or_above_expert": beats, **single, "map": verdict, "not_measured": not_measured}
     out_dir.mkdir(parents=True, exist_ok=True)
     slug = file_slug(label if not vlm_micro_tasks else f"{model}_hybrid_{'_'.join(vlm_micro_tasks)}")
     report["files"] = {"json": str(out_dir / f"qualify_{slug}.json"), "png": str(out_dir / f"qualify_{slug}.png")}
@@ -520,6 +548,10 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(f"  {label:<10}" + ", ".join(f"{n} {f(v)}" for n, v in fams.items()))
     if report["behaviours_at_or_above_expert"]:
         lines.append("  at or above the expert: " + ", ".join(report["behaviours_at_or_above_expert"]))
+    if "battery_single_prompt" in report:
+        lines.append("  single prompt: " + ", ".join(f"{n} {f(v)}" for n, v in report["battery_single_prompt"].items()))
+        trap = report["single_prompt_behaviours_at_or_above_expert"]
+        lines.append("  single prompt, at or above the expert: " + (", ".join(trap) if trap else "none"))
     v = report["map"]
     lines.append("")
     if v["verdict"] == "unmapped":

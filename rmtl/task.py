@@ -97,6 +97,9 @@ class Task:
     caption_prompt_leaks: Callable[[str], list[tuple[str, str]]] | None = None
     """(caption mode) -> (caption, prompt) pairs where a caption the mode can write contains an
     evaluated prompt text (empty for a mode whose captions cannot be listed)."""
+    caption_leak_audit: Callable[[Sequence[str]], dict] | None = None
+    """(captions) -> what a model card says of them: exact leaks of evaluated prompts and near
+    paraphrases of them (by the task's similarity threshold)."""
     soft_target_geometry: Callable[[np.ndarray], np.ndarray] | None = None
     """states [N, state_dim] -> float32 [N, F] in metres: the geometry VLM training compares, so that
     nearby states count as partial positives of each other's captions (soft contrastive targets)."""

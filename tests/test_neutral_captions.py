@@ -97,3 +97,44 @@ def test_captions_are_reproducible_from_the_seed():
     states = _random_states(50)
     assert sample_captions(states, np.random.default_rng(7)) == sample_captions(states, np.random.default_rng(7))
     assert sample_captions(states, np.random.default_rng(7)) != sample_captions(states, np.random.default_rng(8))
+
+
+def test_near_paraphrases_are_found_by_word_overlap():
+    from rmtl.tasks.fetch_lift.neutral_captions import NEAR_PARAPHRASE, near_paraphrases, similarity
+
+    single = "a robot gripper grasping a red cube and lifting it off the table"
+    close = "the robot gripper is lifting the red cube 3 cm off the table"
+    assert similarity(close, single) >= NEAR_PARAPHRASE and not leaks(close)  # no exact leak, still a paraphrase
+    assert single in [t for t, _ in near_paraphrases(close)]
+    assert near_paraphrases("the gripper is 30 cm from the red block, its fingers are closed and empty") == []
+
+
+def test_the_leak_audit_counts_exact_leaks_and_near_paraphrases():
+    from rmtl.tasks.fetch_lift.neutral_captions import leak_audit
+
+    prompt = shipped_prompt_sets()[0].prompts.goal("grasp")[0]
+    audit = leak_audit(["far away, " + prompt, "the robot gripper is lifting the red cube 3 cm off the table",
+                        "the gripper is 30 cm from the red block"])
+    assert audit["exact_leaks"] == 1 and audit["near_paraphrases"] >= 2 and audit["distinct"] == 3
+    assert audit["closest"]["similarity"] >= 0.75
+
+
+def test_lift_focused_captions_state_the_lift_at_the_gripper_and_paraphrase_no_prompt():
+    import re
+
+    from rmtl.tasks.fetch_lift.neutral_captions import leak_audit
+
+    resting, lifted = _state(fingers=0.05), _state(fingers=0.05, lift=0.03)
+    up = r"is off the|gap under|air below|hangs|no longer touches|carries|has left the|up in the air"
+    down = r"still down|not left|no gap|flat on|not raised|not in the air"
+    rest_caps = [caption(resting, random.Random(i), lift_focus=True) for i in range(200)]
+    lift_caps = [caption(lifted, random.Random(i), lift_focus=True) for i in range(200)]
+    assert all(re.search(down, c) for c in rest_caps) and not any(re.search(up, c) for c in rest_caps)
+    assert all(re.search(up, c) for c in lift_caps)
+    # Without the focus the lift is one optional fact (the diagnosis of round 6's grasp score).
+    plain = [caption(lifted, random.Random(i)) for i in range(200)]
+    assert sum(bool(re.search(r"raised|in the air|lifting|above the|off the|picked", c)) for c in plain) < 180
+    audit = leak_audit(sample_captions(_random_states(3000), np.random.default_rng(0), lift_focus=True))
+    assert audit["exact_leaks"] == 0 and audit["near_paraphrases"] == 0
+    caps = sample_mode(_random_states(200), np.random.default_rng(1), CaptionConfig(mode="compositional_lift"))
+    assert len(caps) == 200 and not [c for c in caps if leaks(c)]

@@ -307,6 +307,14 @@ def test_prompt_neutral_training_never_sees_an_evaluated_prompt(tmp_path, data):
     card = write_model_card(tmp_path / "neutral", neutral, "d", json.loads((tmp_path / "neutral" / "metrics.json").read_text()),
                             "cmd").read_text()
     assert "prompt-neutral" in card and "text tower trained from random weights" in card
+    # The trainer's audit of its captions is on the card. It checks every phrasing of every shipped prompt
+    # set, a wider list than the five texts the `neutral` vocabulary was written against, and finds some
+    # of the paraphrase sets' phrasings there.
+    audit = json.loads((tmp_path / "neutral" / "metrics.json").read_text())["caption_leak_audit"]
+    assert f"- leak check: {audit['exact_leaks']} exact leaks and {audit['near_paraphrases']} near paraphrases" in card
+    assert audit["captions"] > 0 and audit["evaluated_texts"] > len(prompts) - 1
+    graded = json.loads((tmp_path / "graded" / "metrics.json").read_text())
+    assert "caption_leak_audit" not in graded  # graded captions hold the prompts by design: nothing to audit
 
 
 def test_reset_text_tower_keeps_the_image_tower():

@@ -141,6 +141,9 @@ def test_the_command_qualifies_a_degraded_oracle_and_a_vlm(families_file, tmp_pa
     report = json.loads((tmp_path / "qualification" / "reports" / "qualify_rmtl-fetch-tiny.json").read_text())
     assert report["model"] == "rmtl-fetch-tiny" and report["set"]["rows"] > 10
     assert np.isfinite(report["pooled"]["value"]["right_prompt"])
+    # The single-prompt reward's battery on the same model (the semantic trap), beside the micro-task one.
+    assert np.isfinite(report["battery_single_prompt"]["noisy"]) and "single prompt, at or above the expert" in r.stdout
+    assert report["battery_single_prompt"]["noisy"] != report["battery"]["scorer"]["noisy"]
     # A hybrid reuses the model's store; the micro-tasks it names are scored by the model, the rest by
     # the oracle (one expert episode: align is the metric it measures).
     reports = tmp_path / "qualification" / "reports"
@@ -160,6 +163,16 @@ def test_the_command_qualifies_a_degraded_oracle_and_a_vlm(families_file, tmp_pa
     assert np.isnan(on_align["pooled"]["value"]["right_prompt"]) and "right_prompt" in on_align["not_measured"]
     bad = _rmtl("qualify", "--model", "rmtl-fetch-tiny", "--vlm-micro-tasks", "lift", "--families", str(one), data=tmp_path)
     assert bad.returncode == 2 and "approach, align, grasp" in bad.stderr.strip().splitlines()[-1]
+
+
+def test_the_single_prompt_battery_pays_a_family_by_its_scores(rows):
+    from pipeline.qualify import single_prompt_battery
+
+    flat = single_prompt_battery(np.zeros((len(rows.states), 1)), rows)
+    fams = list(flat)
+    high = np.where(rows.family == fams[-1], 1.0, 0.0)[:, None]  # one family scores at the top, the rest at the floor
+    paid = single_prompt_battery(high, rows)
+    assert paid[fams[-1]] > flat[fams[-1]] and all(paid[f] <= flat[f] + 1e-9 for f in fams[:-1])
 
 
 def test_bad_scorer_choices_are_one_line(tmp_path):

@@ -93,6 +93,8 @@ def test_training_moves_the_image_tower_only_and_ships_no_text_weights(tmp_path,
     changed = {k for k in start if not torch.equal(start[k], state[k])}
     assert any(k.startswith("visual.") for k in changed)
     assert not any(k.startswith("text.") for k in changed)  # the frozen tower is bit-identical
+    audit = metrics["caption_leak_audit"]  # prompt-neutral captions are audited and the card says so
+    assert audit["exact_leaks"] == 0 and audit["captions"] == (~data.holdout_mask(0.5)).sum()
     bank = metrics["caption_bank"]
     assert bank["per_state"] == 2 and 0 < bank["distinct"] <= 2 * (~data.holdout_mask(0.5)).sum()
     with safe_open(str(tmp_path / "open_clip_model.safetensors"), "pt") as f:

@@ -115,8 +115,17 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         "compositional": "prompt-neutral, compositional (rmtl/tasks/fetch_lift/neutral_captions.py): one to three facts "
                          "of the state in many wordings, none containing any phrasing of any shipped prompt set; no "
                          "prompt-based loss or model selection; the evaluated prompts are scored zero-shot",
+        "compositional_lift": "prompt-neutral, compositional with the lift focus (rmtl/tasks/fetch_lift/neutral_captions.py): "
+                              "as compositional, and at the gripper every caption says whether the cube is off the table; "
+                              "no caption nearly paraphrases an evaluated prompt; no prompt-based loss or model selection",
         "graded": "graded: the paper prompts are among the captions (progress-graded, target situations, baseline)",
     }[cfg.captions]
+    audit = metrics.get("caption_leak_audit")
+    audit_line = ("not run (graded captions contain the prompts by design)" if not audit else
+                  f"{audit['exact_leaks']} exact leaks and {audit['near_paraphrases']} near paraphrases (word overlap >= "
+                  f"{audit['threshold']}) of {audit['evaluated_texts']} evaluated prompt texts in {audit['distinct']} distinct "
+                  f"captions of {audit['captions']} training states; closest: {audit['closest']['similarity']} "
+                  f"({audit['closest']['caption']!r} ~ {audit['closest']['prompt']!r})")
     renderer_line = (f"{json.dumps(renderer, sort_keys=True)} (its training frames; declared in renderer.json)"
                      if renderer else "not one setting (frames rendered here or by several renderers)")
     cosine = lambda d: "/".join(f"{c:.3f}" for c in d.get("goal_baseline_cosine", {}).values()) or "n/a"  # noqa: E731
@@ -131,6 +140,7 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         f"- renderer: {renderer_line}",
         f"- data: {data_desc}",
         f"- captions: {caption_line}",
+        f"- leak check: {audit_line}",
         f"- training: {json.dumps(cfg.model_dump(mode='json'))}",
         f"- steps done: {metrics.get('steps_done')} (weights of step {metrics.get('selected_step')}"
         + (f", selected by {metrics['select_by']}" if "select_by" in metrics else "") + "), "

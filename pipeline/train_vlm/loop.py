@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import math
 import time
 from pathlib import Path
@@ -24,6 +25,9 @@ from rmtl.tasks import get_task
 from rmtl.vlm import load_vlm
 from rmtl.vlm.loader import select_precision
 from storage.whole_file import write_file_whole
+
+LEAK_AUDIT_STATES = 20_000
+"""Training states whose captions the leak audit checks (one caption each)."""
 
 
 def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Path, progress: bool = True,
@@ -99,6 +103,13 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     texts = caption_source(vlm, data.states, train_rows, cfg, task, cache=out / "caption_bank.pt")
     if texts.record:
         metrics["caption_bank"] = texts.record
+    if task.caption_leak_audit is not None and cfg.captions != "graded":
+        # What the model card says of the prompt-neutral captions: a sample of the training states' captions
+        # checked for evaluated prompts and near paraphrases of them.
+        audit_rows = np.random.default_rng(cfg.seed).permutation(train_rows)[:LEAK_AUDIT_STATES]
+        audit_caps = task.captions(data.states[audit_rows], np.random.default_rng(cfg.seed), **cfg.caption_options())
+        metrics["caption_leak_audit"] = task.caption_leak_audit(audit_caps)
+        print(f"caption leak audit: {json.dumps(metrics['caption_leak_audit'])}", flush=True)
     prompts = balance_prompts(task) if cfg.baseline_balance > 0 else []
 
     model.train()

@@ -15,7 +15,10 @@ only pixels and the prompt. Two caption modes (``CaptionConfig.mode``):
 - ``compositional`` (the prompt-neutral stand-in's recipe): prompt-neutral too, but rich
   and varied: several facts of the state (distance and direction, height, jaws, the cube
   between the fingers, lifted, tipped, sliding) in many wordings
-  (:mod:`rmtl.tasks.fetch_lift.neutral_captions`).
+  (:mod:`rmtl.tasks.fetch_lift.neutral_captions`);
+- ``compositional_lift``: ``compositional``, and at the gripper every caption says whether the
+  cube is off the table, in many words, and none nearly paraphrases an evaluated prompt
+  (word overlap below ``neutral_captions.NEAR_PARAPHRASE``).
 
 Situations, checked in this order (distances in metres, from the 25-D state):
 
@@ -126,8 +129,8 @@ approach target, which lies in the align phase: without it the align caption rat
 monotone in distance over that phase). 'phase': each prompt only within its own rule
 phase's distance bin."""
 
-CAPTION_MODES = ("graded", "neutral", "compositional")
-PROMPT_NEUTRAL_MODES = ("neutral", "compositional")
+CAPTION_MODES = ("graded", "neutral", "compositional", "compositional_lift")
+PROMPT_NEUTRAL_MODES = ("neutral", "compositional", "compositional_lift")
 """Caption modes whose text contains no evaluated prompt."""
 
 GRADED_PROMPT_RATE = 0.3
@@ -239,10 +242,10 @@ def sample_captions(states: np.ndarray, rng: np.random.Generator, captions: Capt
     dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
     if captions.mode == "neutral":
         return _neutral_captions(sit, dist, rng)
-    if captions.mode == "compositional":
+    if captions.mode in ("compositional", "compositional_lift"):
         from rmtl.tasks.fetch_lift.neutral_captions import sample_captions as compositional
 
-        return compositional(s, rng)
+        return compositional(s, rng, lift_focus=captions.mode == "compositional_lift")
     graded = _graded(sit, dist, captions)
     target_rate = captions.target_prompt_rate
     out = []

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import random
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -213,28 +214,106 @@ def leaks(caption: str, texts: Sequence[str] | None = None) -> list[str]:
     return [t for t in (evaluated_texts() if texts is None else texts) if t in low]
 
 
-def caption(state: np.ndarray, rng: random.Random, max_facts: int = 3) -> str:
-    """One compositional caption of a 25-D state (see the module docstring)."""
+NEAR_PARAPHRASE = 0.6
+"""Word-overlap similarity (:func:`similarity`) at or above which a caption counts as a near
+paraphrase of an evaluated prompt. A caption that shares 3 of every 5 content words with a prompt
+says what the prompt says in nearly its words (e.g. "the robot gripper is lifting the red cube 3 cm
+off the table" against the single prompt: 0.78; the baseline prompt behind a caption's "a robot
+gripper and a red cube:" prefix with one short fact: 0.83), while captions that only share the scene's nouns stay
+below it (0.2-0.4)."""
+
+STOP_WORDS = frozenset({"a", "an", "the", "its", "it", "is", "and", "of", "on", "in", "with", "to", "has", "been"})
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-case words of ``text`` without numbers and :data:`STOP_WORDS`."""
+    return frozenset(w for w in re.findall(r"[a-z']+", text.lower()) if w not in STOP_WORDS)
+
+
+def similarity(a: str, b: str) -> float:
+    """Jaccard overlap of two texts' content words (0: none shared, 1: the same words)."""
+    x, y = content_words(a), content_words(b)
+    return len(x & y) / len(x | y) if x | y else 1.0
+
+
+def near_paraphrases(caption: str, texts: Sequence[str] | None = None,
+                     threshold: float = NEAR_PARAPHRASE) -> list[tuple[str, float]]:
+    """(prompt, similarity) of every evaluated prompt text ``caption`` nearly paraphrases."""
+    sims = ((t, similarity(caption, t)) for t in (evaluated_texts() if texts is None else texts))
+    return [(t, s) for t, s in sims if s >= threshold]
+
+
+def leak_audit(captions: Sequence[str], threshold: float = NEAR_PARAPHRASE) -> dict:
+    """What a model card says of a caption sample: exact leaks (an evaluated prompt inside a caption)
+    and near paraphrases (:func:`similarity` >= ``threshold``) over its distinct captions, and the
+    closest caption to any evaluated prompt."""
+    distinct = list(dict.fromkeys(captions))
+    texts = evaluated_texts()
+    exact = [(c, t) for c in distinct for t in leaks(c, texts)]
+    best = (0.0, "", "")
+    near = 0
+    for c in distinct:
+        words = content_words(c)
+        for t in texts:
+            tw = content_words(t)
+            s = len(words & tw) / len(words | tw) if words | tw else 1.0
+            near += s >= threshold
+            if s > best[0]:
+                best = (s, c, t)
+    return {"captions": len(captions), "distinct": len(distinct), "evaluated_texts": len(texts),
+            "threshold": threshold, "exact_leaks": len(exact), "near_paraphrases": int(near),
+            "closest": {"similarity": round(best[0], 3), "caption": best[1], "prompt": best[2]},
+            "examples": [list(e) for e in exact[:3]]}
+
+
+def caption(state: np.ndarray, rng: random.Random, max_facts: int = 3, lift_focus: bool = False) -> str:
+    """One compositional caption of a 25-D state (see the module docstring). ``lift_focus``: at the
+    gripper (:data:`LIFT_FOCUS_DISTANCE`) the cube's height fact is always stated, in the wordings of
+    :func:`_lift_phrase`, and no caption nearly paraphrases an evaluated prompt (:func:`near_paraphrases`)."""
     f = Facts.of(state)
-    for _ in range(8):
+    focus = lift_focus and f.distance <= LIFT_FOCUS_DISTANCE and f.cube in ("resting", "lifted")
+    for _ in range(16):
         g, c, t = _pick(rng, GRIPPERS), _pick(rng, CUBES), _pick(rng, TABLES)
         # Always some of the facts that decide the task (how far, the jaws, the cube), then maybe others.
         core = [_distance_phrase(f, g, c, rng), _jaw_phrase(f, g, c, rng), _cube_phrase(f, g, c, t, rng)]
         extra = [p for p in (_direction_phrase(f, g, c, rng), _height_phrase(f, g, c, rng),
                              _between_phrase(f, g, c, rng)) if p]
-        chosen = rng.sample(core, rng.randint(1, len(core)))
-        if extra and len(chosen) < max_facts:
-            chosen += rng.sample(extra, min(len(extra), rng.randint(0, max_facts - len(chosen))))
+        if focus:
+            chosen = [_lift_phrase(f, g, c, t, rng)] + rng.sample(core[:2] + extra, rng.randint(0, max_facts - 1))
+        else:
+            chosen = rng.sample(core, rng.randint(1, len(core)))
+            if extra and len(chosen) < max_facts:
+                chosen += rng.sample(extra, min(len(extra), rng.randint(0, max_facts - len(chosen))))
         rng.shuffle(chosen)
         text = ", ".join(chosen)
         if rng.random() < 0.3:
             text = f"{_a(g)} and {_a(c)}: " + text
-        if not leaks(text):
+        if not leaks(text) and not (lift_focus and near_paraphrases(text)):
             return text
     raise RuntimeError(f"no leak-free caption found for state {np.round(state, 3).tolist()}")
 
 
-def sample_captions(states: np.ndarray, rng: np.random.Generator) -> list[str]:
-    """One prompt-neutral caption per state ([N, 25]); ``rng`` seeds the wording."""
+LIFT_FOCUS_DISTANCE = 0.04
+"""Gripper-cube distance (m) within which a ``lift_focus`` caption always says whether the cube is
+off the table: where a resting cube between the jaws and a lifted one look most alike."""
+
+
+def _lift_phrase(f: Facts, g: str, c: str, t: str, rng: random.Random) -> str:
+    """Whether the cube is off the table, said in many words (a lifted and a resting cube at the
+    gripper then differ in every caption, not in one fact of three)."""
+    lift = _cm(max(f.lift, 0.0), 1)
+    if f.cube == "lifted":
+        return _pick(rng, (f"the {c} is off the {t}, {lift} cm up, with air below it",
+                           f"there is a {lift} cm gap under the {c}", f"the {c} hangs {lift} cm over the {t}",
+                           f"the {c} no longer touches the {t}", f"the {g} carries the {c} up, {lift} cm high",
+                           f"the {c} has left the {t} and is raised {lift} cm",
+                           f"the {c} is up in the air, {lift} cm clear of the {t}"))
+    return _pick(rng, (f"the {c} is still down on the {t}", f"the {c} has not left the {t}",
+                       f"the {c} sits on the {t} with no gap below it", f"the {c} stays flat on the {t}, 0 cm up",
+                       f"the {c} touches the {t}, not raised at all", f"the {c} is on the {t}, not in the air"))
+
+
+def sample_captions(states: np.ndarray, rng: np.random.Generator, lift_focus: bool = False) -> list[str]:
+    """One prompt-neutral caption per state ([N, 25]); ``rng`` seeds the wording; ``lift_focus`` as in :func:`caption`."""
     r = random.Random(int(rng.integers(2**63)))
-    return [caption(s, r) for s in np.atleast_2d(np.asarray(states, dtype=np.float64))]
+    return [caption(s, r, lift_focus=lift_focus) for s in np.atleast_2d(np.asarray(states, dtype=np.float64))]

@@ -51,6 +51,12 @@ def _caption_prompt_leaks(mode: str) -> list[tuple[str, str]]:
     return prompt_leaks(neutral_vocabulary(), evaluated_prompt_texts()) if mode == "neutral" else []
 
 
+def _caption_leak_audit(captions: Any) -> dict:
+    from rmtl.tasks.fetch_lift.neutral_captions import leak_audit
+
+    return leak_audit(captions)
+
+
 def _quality(*args: Any, **kwargs: Any) -> dict:
     from rmtl.tasks.fetch_lift.quality import reward_quality
 
@@ -91,6 +97,7 @@ def fetch_lift_task() -> Task:
         quality_metrics=_quality, oracle_progress=oracle_progress, behaviours=MappingProxyType(BEHAVIOURS),
         visible_state=visible_state, scorer_confusions=SCORER_CONFUSIONS, quality_gates=MappingProxyType(GATES),
         caption_options=MappingProxyType(asdict(CaptionConfig())), caption_prompt_leaks=_caption_prompt_leaks,
+        caption_leak_audit=_caption_leak_audit,
         soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
         scorer_metrics=_map_metrics, env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
         phase_metrics=_phase_metrics, lift_height=lift_height, episode_goals=_episode_goals,
