@@ -1,0 +1,114 @@
+"""How well `rmtl qualify`'s P(teaches) predicted the pixel-level runs: every kept pixel run (Stage-1
+VLM and hybrid runs with the micro-task prompts, found under ``--runs``) and every replayed
+stand-in's seed (``map.json`` checks) beside the P(teaches) its scorer got from the map, with the
+Brier score and a reliability plot. Rerun whenever a pixel run lands.
+
+    python experiments/learnability/calibration.py [--reports results/learnability/qualify] [--runs results]
+
+Outcome: taught = best-on-validation test success >= the map's ``teaches_at`` (0.5). P(teaches) is
+read from each scorer's qualify report (``qualify_*.json``, verdicts re-read from the committed map
+by ``qualify_table.py``); a run stopped before its steps is listed and left out of the score. The map
+was fitted on 300k-step runs; the pixel runs are 600k (or 300k for the hybrids): said beside the score.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.qualify import MAP_FILE, load_map
+from qualify_table import pixel_runs  # this script's folder
+
+REPO = Path(__file__).resolve().parents[2]
+BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+
+
+def points(reports: Path, runs_root: Path, fitted: dict) -> list[dict]:
+    """One row per pixel run and per replay seed: scorer, run, P(teaches), outcome, taught, counted."""
+    runs = pixel_runs(runs_root)
+    out = []
+    for path in sorted(reports.glob("qualify_*.json")):
+        r = json.loads(path.read_text())
+        p = r["map"].get("p_teaches")
+        for name, best, _ in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), []):
+            finished = "stopped at" not in name
+            out.append({"scorer": r["scorer"], "run": name, "p": p, "outcome": best,
+                        "taught": best >= fitted["teaches_at"], "counted": finished and p is not None})
+    for check in fitted.get("checks", []):
+        for seed, best in enumerate(check["outcomes"]):
+            out.append({"scorer": f"{check['name']} (replayed degraded oracle)", "run": f"seed {seed}",
+                        "p": check["verdict"]["p_teaches"], "outcome": best, "taught": best >= fitted["teaches_at"],
+                        "counted": True})
+    return out
+
+
+def brier(rows: list[dict]) -> float:
+    c = [r for r in rows if r["counted"]]
+    return float(np.mean([(r["p"] - r["taught"]) ** 2 for r in c])) if c else float("nan")
+
+
+def reliability_plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    c = [r for r in rows if r["counted"]]
+    p = np.array([r["p"] for r in c])
+    y = np.array([float(r["taught"]) for r in c])
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=1, label="perfect calibration")
+    jitter = np.random.default_rng(0).uniform(-0.03, 0.03, len(y))
+    ax.scatter(p, y + jitter, s=18, alpha=0.6, label="runs (taught 1 / not 0)")
+    for lo, hi in zip(BINS[:-1], BINS[1:]):
+        m = (p >= lo) & ((p < hi) if hi < 1 else (p <= hi))
+        if m.any():
+            ax.errorbar(p[m].mean(), y[m].mean(), yerr=np.sqrt(y[m].mean() * (1 - y[m].mean()) / m.sum()),
+                        fmt="s", c="C3", capsize=3)
+            ax.annotate(f"n={m.sum()}", (p[m].mean(), y[m].mean()), textcoords="offset points", xytext=(6, -10), fontsize=8)
+    ax.set(xlim=(-0.05, 1.05), ylim=(-0.1, 1.1), xlabel="P(teaches) from rmtl qualify (before the run)",
+           ylabel="share taught (best test success >= 0.5)", title=f"Calibration of the learnability map (Brier {brier(rows):.3f})")
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reports", type=Path, default=REPO / "results/learnability/qualify")
+    ap.add_argument("--runs", type=Path, default=REPO / "results")
+    ap.add_argument("--map", type=Path, default=MAP_FILE)
+    ap.add_argument("--out", type=Path, default=REPO / "results/learnability/calibration.md")
+    a = ap.parse_args(argv)
+    fitted = load_map(a.map)
+    if not fitted:
+        raise SystemExit(f"error: no fitted map at {a.map}: run experiments/learnability/fit_map.py first")
+    rows = points(a.reports, a.runs, fitted)
+    counted = [r for r in rows if r["counted"]]
+    png = a.out.with_suffix(".png")
+    reliability_plot(rows, png)
+    lines = ["# Calibration: P(teaches) before each pixel-level run, and what the run did", "",
+             "Written by `python experiments/learnability/calibration.py` (rerun when a pixel run lands). Taught: "
+             f"best-on-validation test success >= {fitted['teaches_at']}. P(teaches): the scorer's `rmtl qualify` verdict "
+             "from the committed map (fitted on 300k-step degraded-oracle runs; the pixel runs ran 600k, the hybrids "
+             "300k). Runs stopped before their steps are listed, not scored.", "",
+             f"**Brier score {brier(rows):.3f}** over {len(counted)} runs (a constant 0.5 scores 0.250; "
+             f"the base rate {np.mean([r['taught'] for r in counted]):.2f} as a constant scores "
+             f"{np.mean([(np.mean([q['taught'] for q in counted]) - r['taught']) ** 2 for r in counted]):.3f}). "
+             f"Reliability plot: `{png.name}`.", "",
+             "| scorer | run | P(teaches) | best test success | taught | scored |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        p = "n/a" if r["p"] is None else f"{r['p']:.2f}"
+        lines.append(f"| {r['scorer']} | {r['run']} | {p} | {r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} "
+                     f"| {'yes' if r['counted'] else 'no'} |")
+    a.out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
