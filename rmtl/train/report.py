@@ -96,13 +96,36 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
             raise RunSkipped(f"{ck / 'curriculum.json'} is not a curriculum state written by rmtl; {_FIX}")
     summary = _json_object(d / "summary.json")
     _json_object(d / "selection.json")  # the success table reads it
+    curriculum_rows = _csv_rows(d / "curriculum.csv", ("timesteps", "window_success_rate", "stage"))
+    if not curriculum and curriculum_rows:
+        curriculum = curriculum_from_rows(curriculum_rows)  # a kept run without its checkpoints
     return {
         "dir": d, "variant": config.get("variant", d.name), "seed": config.get("seed"), "config": config,
         "eval": _csv_rows(d / "eval.csv", ("timesteps", "episodes", "successes", "success_rate", "ci_low",
                                                      "ci_high")),
-        "curriculum_rows": _csv_rows(d / "curriculum.csv", ("timesteps", "window_success_rate", "stage")),
+        "curriculum_rows": curriculum_rows,
         "curriculum": curriculum, "summary": summary, "meta": meta,
     }
+
+
+def curriculum_from_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Env steps and episodes per curriculum level rebuilt from ``curriculum.csv`` (one row per
+    rollout), for runs whose checkpoints (and their ``curriculum.json``) were not kept. Successes per
+    level are not in the CSV: None (the rolling success is drawn from the rows themselves)."""
+    stages = [int(r["stage"]) for r in rows if isinstance(r.get("stage"), (int, float))]
+    if not stages:
+        return {}
+    n = max(stages) + 1
+    steps, episodes = [0] * n, [0] * n
+    last_t, last_total = 0, 0
+    for r in rows:
+        k, t = int(r["stage"]), int(r["timesteps"])
+        total = int(float(r.get("total_episodes") or last_total))
+        steps[k] += t - last_t
+        episodes[k] += total - last_total
+        last_t, last_total = t, total
+    return {"steps_per_stage": steps, "episodes_per_stage": episodes, "successes_per_stage": [None] * n,
+            "from": "curriculum.csv"}
 
 
 def load_runs(run_dirs: Sequence[str | Path]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -228,12 +251,12 @@ def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str 
             continue
         stages = c.get("stages", [])
         for k in range(len(c["steps_per_stage"])):
-            eps, succ = c["episodes_per_stage"][k], c["successes_per_stage"][k]
+            eps, succ = c["episodes_per_stage"][k], c["successes_per_stage"][k]  # succ None: not recorded
             level_rows.append({
                 "variant": r["variant"], "seed": r["seed"], "run": portable_path(r["dir"]), "level": k,
                 "difficulty": stages[k]["difficulty"] if k < len(stages) else "",
                 "env_steps": c["steps_per_stage"][k], "episodes": eps, "successes": succ,
-                "success_rate": round(succ / eps, 4) if eps else "",
+                "success_rate": round(succ / eps, 4) if eps and succ is not None else "",
             })
     paths["curriculum_levels_csv"] = write_csv(out / "curriculum_levels.csv", level_rows)
     fig = Figure(figsize=(11, 4.5))
