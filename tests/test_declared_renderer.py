@@ -12,6 +12,7 @@ def test_the_fast_stand_in_declares_its_renderer_and_the_shipped_model_none():
     assert declared_renderer("rmtl-fetch-fast-r5") == {"msaa_samples": 0, "mesh_reduction": 0.9}
     assert declared_renderer("rmtl-fetch-fast-r6") == {"msaa_samples": 0, "mesh_reduction": 0.9}
     assert declared_renderer("rmtl-fetch-fast-r6-labelled") == {"msaa_samples": 0, "mesh_reduction": 0.9}
+    assert declared_renderer("rmtl-fetch-fast-r7") == {"msaa_samples": 0, "mesh_reduction": 0.9}
     assert declared_renderer("rmtl-fetch-tiny") is None
     assert declared_renderer("ViT-B-32:openai") is None
 
