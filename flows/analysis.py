@@ -18,6 +18,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows import one_line_failures
 from flows.render_and_embed import retry_unless_user_error
 from pipeline.alpha_sweep import DEFAULT_ALPHAS
 
@@ -48,6 +49,7 @@ def alpha_sweep_task(path: str, model: str | None, alphas: list[float], out_dir:
 
 
 @flow(name="alpha-sweep", description="Scores for alpha in 0, 0.1, ..., 1 from stored embeddings (paper Fig. 10/11).")
+@one_line_failures
 def alpha_sweep_flow(
     store: str | None = None,
     name: str = "default",
@@ -74,6 +76,7 @@ def per_view_task(path: str, model: str | None, alpha: float, out_dir: str | Non
 
 @flow(name="per-view-analysis",
       description="Per-view vs view-mean scores, smoothness, view disagreement, phase-switch jumps (Fig. 3/8).")
+@one_line_failures
 def per_view_analysis_flow(
     store: str | None = None,
     name: str = "default",
@@ -100,6 +103,7 @@ def bc_labels_task(path: str, policy: str, episodes: int, noise_std: float, stag
 
 
 @flow(name="bc-labels", description="Rule phase labels on rollouts of a policy (Stage-2 BC warm start), no frames.")
+@one_line_failures
 def bc_labels_flow(
     store: str | None = None,
     name: str = "bc-labels",

@@ -26,6 +26,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from flows import one_line_failures
 from pipeline.render_and_embed import DEFAULT_MODEL, RenderAndEmbedConfig, Steps, build_cache, format_summary, run_steps
 from rmtl.errors import USER_ERRORS
 
@@ -98,6 +99,7 @@ def quality(path: Any, model_id: str, alpha: float) -> dict:
 @flow(name=FLOW_NAME, validate_parameters=False,
       description="Roll out, render the camera bank into a Zarr store, embed with a VLM, build the FAISS "
                   "state cache, and log a reward-quality summary.")
+@one_line_failures  # a user error: the console's one line as the state message (docs/flows.md)
 def render_and_embed_flow(
     task: str = _D["task"],
     store: str | None = _D["store"],

@@ -53,6 +53,41 @@ def api_url(port: int, host: str = DEFAULT_HOST) -> str:
     return f"http://{host}:{port}/api"
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
+"""Listen addresses that mean "every interface": no client can connect to them as such."""
+
+
+def connect_host(host: str) -> str:
+    """The address a client on this machine uses for a server listening on ``host``."""
+    return "127.0.0.1" if host in WILDCARD_HOSTS else host
+
+
+def reachable_host() -> str | None:
+    """This machine's non-loopback IPv4 address (the one its default route uses), or None when
+    it has none. Asks the OS only: connecting a UDP socket sends nothing."""
+    candidates = []
+    with contextlib.suppress(OSError):
+        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) as s:
+            s.connect(("10.254.254.254", 1))
+            candidates.append(s.getsockname()[0])
+    with contextlib.suppress(OSError):
+        candidates.append(socket.gethostbyname(socket.gethostname()))
+    return next((ip for ip in candidates if ip and not ip.startswith("127.") and ip != "0.0.0.0"), None)
+
+
+def remote_hint(port: int, host: str) -> str | None:
+    """The line telling other machines which PREFECT_API_URL to use, for a server listening on
+    every interface (None for a loopback or named host: the URL printed already is the one)."""
+    if host not in WILDCARD_HOSTS:
+        return None
+    ip = reachable_host()
+    if ip is None:
+        return (f"other machines: export PREFECT_API_URL={api_url(port, 'HOST')} with HOST replaced by this "
+                f"machine's address on their network (none found here besides loopback); PREFECT_HOME is theirs")
+    return (f"other machines: export PREFECT_API_URL={api_url(port, ip)} (this machine's address on its default "
+            f"route; use another of its addresses if they reach it by one) and a PREFECT_HOME of their own")
+
+
 def free_port(host: str = DEFAULT_HOST) -> int:
     """A TCP port nobody listens on right now (asked from the OS)."""
     with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
@@ -63,7 +98,7 @@ def free_port(host: str = DEFAULT_HOST) -> int:
 def port_in_use(port: int, host: str = DEFAULT_HOST) -> bool:
     with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
         s.settimeout(0.5)
-        return s.connect_ex((host, port)) == 0
+        return s.connect_ex((connect_host(host), port)) == 0
 
 
 def base_settings(home: str | Path | None = None) -> dict[str, str]:
@@ -74,6 +109,10 @@ def base_settings(home: str | Path | None = None) -> dict[str, str]:
         # the first start of a server on a fresh SQLite database runs migrations, which
         # take longer than Prefect's default 20 s on a small machine
         "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+        # a server streams flow-run logs to `prefect deployment run --watch` only with these on:
+        # without them --watch shows state changes alone, never a failure's one-line reason
+        "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
+        "PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED": "true",
     }
 
 
@@ -163,6 +202,23 @@ def _safe_pgid(pid: int) -> int | None:
         return None
 
 
+def _term_with_parent(parent: int) -> Any:
+    """A preexec_fn: SIGTERM to the child when its parent dies (Linux prctl PR_SET_PDEATHSIG); a
+    no-op elsewhere."""
+    def setup() -> None:
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            return
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return setup if sys.platform.startswith("linux") else None
+
+
 class LocalServer:
     """A ``prefect server start`` subprocess (its own process group) on a loopback port.
 
@@ -183,8 +239,9 @@ class LocalServer:
 
     @property
     def url(self) -> str:
-        """The API URL (what PREFECT_API_URL must be)."""
-        return api_url(self.port, self.host)
+        """The API URL for clients on this machine (what PREFECT_API_URL must be here; loopback
+        for a server on every interface: remote_hint() tells other machines theirs)."""
+        return api_url(self.port, connect_host(self.host))
 
     def command(self) -> list[str]:
         return [sys.executable, "-m", "prefect", "server", "start", "--host", self.host, "--port", str(self.port),
@@ -203,7 +260,9 @@ class LocalServer:
         env.update(self.extra_env)
         return env
 
-    def start(self, wait: bool = True, timeout: float = 180.0) -> LocalServer:
+    def start(self, wait: bool = True, timeout: float = 180.0, die_with_parent: bool = False) -> LocalServer:
+        """Start the server; ``die_with_parent``: the OS sends it SIGTERM when this process ends,
+        however it ends (Linux; a foreground ``run`` that is SIGKILLed)."""
         if port_in_use(self.port, self.host):
             raise ServerError(f"port {self.port} on {self.host} is already in use; pick another with --port "
                               "(or use the server already there by setting PREFECT_API_URL)")
@@ -211,7 +270,8 @@ class LocalServer:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=self._log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
+                                     stdin=subprocess.DEVNULL, start_new_session=True,
+                                     preexec_fn=_term_with_parent(os.getpid()) if die_with_parent else None)
         if wait:
             try:
                 wait_healthy(self.url, timeout, self.proc, self.log_file)
@@ -240,18 +300,81 @@ def _state_path(home: Path) -> Path:
     return home / STATE_FILE
 
 
-def server_status(home: str | Path | None = None) -> dict | None:
-    """The background server recorded in PREFECT_HOME if its process is alive, else None."""
+def _read_state(home: Path) -> dict | None:
+    try:
+        info = json.loads(_state_path(home).read_text())
+        int(info["pid"]), str(info["url"])
+        return info
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def default_port() -> int:
+    """The port ``status`` and ``stop`` look at without ``--port``: that of a loopback
+    ``PREFECT_API_URL``, else DEFAULT_PORT."""
+    from urllib.parse import urlsplit
+
+    url = os.environ.get("PREFECT_API_URL") or ""
+    try:
+        parts = urlsplit(url)
+        if parts.hostname in ("127.0.0.1", "localhost", "::1") and parts.port:
+            return int(parts.port)
+    except ValueError:
+        pass
+    return DEFAULT_PORT
+
+
+def listener_pid(port: int) -> int | None:
+    """The pid of a process of this user listening on TCP ``port`` (None: none seen)."""
+    try:
+        import psutil
+
+        for c in psutil.net_connections(kind="tcp"):
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid:
+                return int(c.pid)
+    except Exception:  # noqa: BLE001 - no psutil, or psutil.AccessDenied (other users' sockets)
+        pass
+    return None
+
+
+def _is_prefect_server(pid: int) -> bool:
+    try:
+        import psutil
+
+        cmd = " ".join(psutil.Process(pid).cmdline())
+    except Exception:  # noqa: BLE001 - gone, not ours, no psutil
+        return False
+    return "prefect" in cmd and ("server" in cmd or "uvicorn" in cmd)
+
+
+def server_status(home: str | Path | None = None, port: int | None = None, by_port: bool = True) -> dict | None:
+    """The server recorded in PREFECT_HOME (by ``start`` or a foreground ``run``) if its process
+    is alive, else (``by_port``) a Prefect server answering on ``port`` of this machine (default
+    :func:`default_port`; ``recorded``: False), else None."""
     home = Path(home) if home else prefect_home()
-    path = _state_path(home)
-    if not path.exists():
+    info = _read_state(home)
+    if info is not None:
+        if _group_alive(int(info["pid"])):
+            info["healthy"] = is_healthy(info["url"])
+            info.setdefault("recorded", True)
+            return info
+        _state_path(home).unlink(missing_ok=True)
+    elif _state_path(home).exists():
+        _state_path(home).unlink(missing_ok=True)  # a damaged record: the port decides
+    if not by_port:
         return None
-    info = json.loads(path.read_text())
-    if not _group_alive(int(info["pid"])):
-        path.unlink(missing_ok=True)
+    port = default_port() if port is None else int(port)
+    url = api_url(port)
+    if not is_healthy(url):
         return None
-    info["healthy"] = is_healthy(info["url"])
-    return info
+    return {"pid": listener_pid(port), "url": url, "log": None, "home": None, "healthy": True, "recorded": False}
+
+
+def _check_no_other_server(home: Path) -> None:
+    info = server_status(home, by_port=False)
+    if info is not None:
+        raise ServerError(f"a Prefect server already runs for PREFECT_HOME {home} (pid {info['pid']}, {info['url']}); "
+                          f"use it (export PREFECT_API_URL={info['url']}) or stop it first: python -m flows.server stop")
 
 
 def start_background(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, home: str | Path | None = None,
@@ -259,13 +382,14 @@ def start_background(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, home: s
     """Start a server that outlives this process; record it in ``PREFECT_HOME``. Returns
     {pid, url, log, home}. A server already recorded there is returned as is."""
     home = Path(home) if home else prefect_home()
-    running = server_status(home)
+    running = server_status(home, by_port=False)
     if running is not None:
         return running
     server = LocalServer(port, host, home, ui=ui)
     server.start(wait=False)
     assert server.proc is not None
-    info = {"pid": server.proc.pid, "url": server.url, "log": str(server.log_file), "home": str(home)}
+    info = {"pid": server.proc.pid, "url": server.url, "log": str(server.log_file), "home": str(home),
+            "host": host, "port": server.port}
     _state_path(home).write_text(json.dumps(info))
     try:
         wait_healthy(server.url, timeout, server.proc, server.log_file)
@@ -279,33 +403,104 @@ def start_background(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, home: s
     return {**info, "healthy": True}
 
 
-def stop_background(home: str | Path | None = None, timeout: float = 15.0) -> bool:
-    """Stop the background server recorded in ``PREFECT_HOME``; False if none was running."""
+def stop_background(home: str | Path | None = None, timeout: float = 15.0, port: int | None = None) -> dict | None:
+    """Stop the server recorded in ``PREFECT_HOME``, else a Prefect server of this user answering
+    on ``port``; returns what was stopped (None: nothing was running). One line (ServerError)
+    for a server on the port whose process is not this user's or not a Prefect server."""
     home = Path(home) if home else prefect_home()
-    info = server_status(home)
+    info = server_status(home, port)
     if info is None:
-        return False
-    kill_group(int(info["pid"]), timeout)
-    _state_path(home).unlink(missing_ok=True)
-    return True
+        return None
+    pid = info.get("pid")
+    if not info.get("recorded", True):
+        if pid is None or not _is_prefect_server(int(pid)):
+            raise ServerError(f"a Prefect server answers at {info['url']} but it was not started here and its process "
+                              f"is not visible to this user; stop it where it runs")
+        if _safe_pgid(int(pid)) != int(pid):  # not a group leader: stop only the process (and its children)
+            _kill_tree(int(pid), timeout)
+            return info
+    if info.get("recorded", True):
+        _state_path(home).unlink(missing_ok=True)  # first: a foreground `run` then knows it was stopped on purpose
+    kill_group(int(pid), timeout)
+    return info
+
+
+def _kill_tree(pid: int, timeout: float) -> None:
+    try:
+        import psutil
+
+        proc = psutil.Process(pid)
+        family = [proc, *proc.children(recursive=True)]
+    except Exception:  # noqa: BLE001
+        return
+    for p in family:
+        with contextlib.suppress(Exception):
+            p.terminate()
+    _, alive = psutil.wait_procs(family, timeout=timeout)
+    for p in alive:
+        with contextlib.suppress(Exception):
+            p.kill()
+
+
+class _Stopped(Exception):
+    """SIGTERM or SIGHUP reached a foreground server's parent."""
 
 
 def run_foreground(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, home: str | Path | None = None,
                    ui: bool = True) -> int:
-    """Run a server in the foreground until Ctrl-C; returns its exit code."""
+    """Run a server in the foreground until Ctrl-C, SIGTERM or SIGHUP, each of which stops the
+    server (SIGTERM to its process group, SIGKILL after 15 s) before this returns; the server is
+    recorded in PREFECT_HOME meanwhile, so ``status`` and ``stop`` find it. Returns its exit code
+    (0 after a stop)."""
     server = LocalServer(port, host, home, ui=ui)
+    _check_no_other_server(server.home)
+    hint = remote_hint(server.port, host)
     print(f"Prefect server on {server.url} (PREFECT_HOME {server.home}, log {server.log_file}); Ctrl-C stops it.\n"
-          f"In other shells: export PREFECT_API_URL={server.url} PREFECT_HOME={server.home}", flush=True)
-    server.start(wait=False)
-    assert server.proc is not None
+          f"In other shells here: export PREFECT_API_URL={server.url} PREFECT_HOME={server.home}"
+          + (f"\n{hint}" if hint else ""), flush=True)
+
+    def stop_on(signum: int, frame: Any) -> None:
+        raise _Stopped(signal.Signals(signum).name)
+
+    handlers = {}
+    if threading_main():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            handlers[sig] = signal.signal(sig, stop_on)
     try:
+        server.start(wait=False, die_with_parent=True)
+        assert server.proc is not None
+        _state_path(server.home).write_text(json.dumps({
+            "pid": server.proc.pid, "url": server.url, "log": str(server.log_file), "home": str(server.home),
+            "host": host, "port": server.port, "foreground_pid": os.getpid()}))
         wait_healthy(server.url, 180, server.proc, server.log_file)
         print("ready", flush=True)
-        return server.proc.wait()
-    except KeyboardInterrupt:
+        code = server.proc.wait()
+        info = _read_state(server.home)
+        if info is None or info.get("foreground_pid") != os.getpid():
+            print("the Prefect server was stopped (python -m flows.server stop)", flush=True)
+            return 0
+        print(f"the Prefect server exited with code {code}; see {server.log_file}", flush=True)
+        return code if code > 0 else 128 - code
+    except (KeyboardInterrupt, _Stopped) as e:
+        why = "Ctrl-C" if isinstance(e, KeyboardInterrupt) else str(e)
+        print(f"stopping the Prefect server ({why})", flush=True)
         return 0
     finally:
+        # signals stay deferred while the server stops, so a second SIGTERM cannot leave it orphaned
+        for sig in handlers:
+            signal.signal(sig, signal.SIG_IGN)
         server.stop()
+        info = _read_state(server.home)
+        if info is not None and info.get("foreground_pid") == os.getpid():
+            _state_path(server.home).unlink(missing_ok=True)
+        for sig, old in handlers.items():
+            signal.signal(sig, old)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 @contextlib.contextmanager
@@ -376,16 +571,27 @@ class ServerActionConfig(ServerConfig):
     """start/stop/status: a background server recorded in PREFECT_HOME; run: in the foreground."""
 
 
+def _started_lines(info: dict) -> str:
+    hint = remote_hint(int(info["port"]), str(info["host"])) if info.get("host") and info.get("port") else None
+    return f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}" + (f"\n{hint}" if hint else "")
+
+
 def start(cfg: ServerConfig) -> None:
     """Start a background Prefect server and print the settings clients need."""
     info = start_background(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
-    print(f"Prefect server at {info['url']} (log {info['log']})\n"
-          f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
+    print(f"Prefect server at {info['url']} (log {info['log']})\n{_started_lines(info)}")
+
+
+def _stopped_line(info: dict | None) -> str:
+    if info is None:
+        return "no server running"
+    how = "" if info.get("recorded", True) else " (not recorded in PREFECT_HOME: found by its port)"
+    return f"stopped the Prefect server at {info['url']} (pid {info['pid']}){how}"
 
 
 def stop(cfg: Any = None) -> None:
     """Stop the background Prefect server."""
-    print("stopped" if stop_background() else "no server was running")
+    print(_stopped_line(stop_background()))
 
 
 def status(cfg: Any = None) -> None:
@@ -400,13 +606,13 @@ def server_action(cfg: ServerActionConfig) -> int:
         return run_foreground(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
     if cfg.action == "start":
         info = start_background(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
-        print(f"Prefect server running: pid {info['pid']}, log {info['log']}\n"
-              f"export PREFECT_API_URL={info['url']} PREFECT_HOME={info['home']}")
+        print(f"Prefect server running: pid {info['pid']}, log {info['log']}\n{_started_lines(info)}")
         return 0
+    port = None if cfg.port == DEFAULT_PORT else cfg.port  # default: that of PREFECT_API_URL, else 4200
     if cfg.action == "stop":
-        print("stopped" if stop_background(cfg.home) else "no server running")
+        print(_stopped_line(stop_background(cfg.home, port=port)))
         return 0
-    info = server_status(cfg.home)
+    info = server_status(cfg.home, port)
     print("no server running" if info is None else json.dumps(info))
     return 0 if info is not None else 1
 

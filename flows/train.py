@@ -7,7 +7,10 @@
   with a module-path entrypoint: a worker imports ``flows.train`` from the package installed
   (or on ``PYTHONPATH``) on its machine, so no code storage or image is involved.
 - :func:`run_sweep`: one deployment run per sweep run (``run_deployment(..., timeout=0)``), a
-  wait for all of them that notices runs lost with their worker, then the report.
+  wait for all of them that notices runs lost with their worker, then the report. A run's outcome
+  is what its run folder says, not its flow run's state (a worker killed alone leaves a trainer
+  that finishes; a server down at a run's end leaves it Running or Crashed): such flow runs are
+  recorded Completed (:func:`_reconcile`), and a lost API is named in one line (:func:`server_lost`).
 
 Workers: ``prefect worker start --pool NAME --limit 1`` on each machine (docs/flows.md).
 """
@@ -27,11 +30,15 @@ from rmtl.train.sweep import (
     RunLock,
     Sweep,
     SweepRun,
+    holder_text,
     is_finished,
+    last_start,
     lock_info,
     nest,
     plan,
+    process_gone,
     run_path,
+    started_by,
     train_run,
     write_report,
 )
@@ -76,7 +83,10 @@ def train_stage2_flow(worker: str, seed: int = 0, overrides: dict[str, Any] | No
     run_dir = cfg.run_dir()
     if is_finished(run_dir, cfg.total_timesteps):
         return {"run_dir": str(run_dir), "status": "finished"}
-    with RunLock(run_dir, lock_stale_seconds, flow_run_id=_flow_run_id()):
+    from rmtl.train.run.stdio import survive_closed_output
+
+    # a killed worker closes the pipe of our stdout: its last print must not fail a run that trained
+    with survive_closed_output(), RunLock(run_dir, lock_stale_seconds, flow_run_id=_flow_run_id()):
         run_stage2(cfg)
     return {"run_dir": str(run_dir), "status": "trained"}
 
@@ -122,12 +132,20 @@ def deploy(pool: str = DEFAULT_POOL, name: str | None = None, flows: tuple[str, 
 
 
 # -- a sweep through the deployments -------------------------------------------------------
-def _api(path: str, body: dict | None = None) -> Any:
+RECONCILED = "rmtl sweep: the run folder says this flow run finished its run"
+"""Start of the state message of a flow run the sweep recorded Completed after Prefect had it otherwise."""
+
+
+def _api_url() -> str:
     from prefect.settings import PREFECT_API_URL
 
+    return str(PREFECT_API_URL.value())
+
+
+def _api(path: str, body: dict | None = None) -> Any:
     from flows.local import api
 
-    return api(str(PREFECT_API_URL.value()), path, body)
+    return api(_api_url(), path, body)
 
 
 def _active_flow_runs(tag: str) -> list[dict]:
@@ -136,9 +154,54 @@ def _active_flow_runs(tag: str) -> list[dict]:
                                       "sort": "EXPECTED_START_TIME_DESC", "limit": 10})
 
 
-def _crash(flow_run_id: str, message: str) -> None:
-    _api(f"/flow_runs/{flow_run_id}/set_state", {"state": {"type": "CRASHED", "name": "Crashed", "message": message},
+def _set_state(flow_run_id: str, kind: str, message: str) -> None:
+    _api(f"/flow_runs/{flow_run_id}/set_state", {"state": {"type": kind, "name": kind.title(), "message": message},
                                                  "force": True})
+
+
+def _crash(flow_run_id: str, message: str) -> None:
+    _set_state(flow_run_id, "CRASHED", message)
+
+
+def _first_line(fr: dict) -> str:
+    lines = (fr["state"].get("message") or "").strip().splitlines()
+    return lines[0][:200] if lines else ""
+
+
+def _reconcile(run: SweepRun, fr: dict, stale_seconds: float) -> str | None:
+    """Record Completed a flow run that finished its run while Prefect had it otherwise (Crashed when
+    its worker died, Running when the server was down at its end). Only the flow run that last started
+    the run (``sweep_starts.jsonl``), and only once its process ended: a live one reports its own end.
+    Returns the state it had (None: left as it was)."""
+    run_dir = run_path(run.output_dir)
+    start = last_start(run_dir)
+    kind = fr["state"]["type"]
+    if kind == "COMPLETED" or start.get("flow_run_id") != fr["id"] or not is_finished(run_dir, run.steps):
+        return None
+    if kind not in FINAL_STATES and not process_gone(start, run_dir, stale_seconds):
+        return None
+    was = _first_line(fr)
+    _set_state(fr["id"], "COMPLETED", f"{RECONCILED} (Prefect had it {kind.title()}{': ' + was if was else ''})")
+    return kind
+
+
+def _reconcile_finished(run: SweepRun, sweep: Sweep, echo: Callable[[str], Any]) -> None:
+    """A finished run's last flow run, recorded Completed if Prefect has it otherwise (:func:`_reconcile`)."""
+    import urllib.error
+
+    fid = last_start(run_path(run.output_dir)).get("flow_run_id")
+    if not fid:
+        return
+    try:
+        fr = _api(f"/flow_runs/{fid}")
+    except urllib.error.HTTPError as e:
+        if e.code == 404:  # recorded by another server, or its database was reset
+            return
+        raise
+    was = _reconcile(run, fr, sweep.lock_stale_seconds)
+    if was:
+        echo(f"reconciled: {run.name} (flow run {fid} was {was.lower()} in Prefect, but it finished the run; "
+             f"now recorded Completed)")
 
 
 def _lost(run: SweepRun, fr: dict, stale_seconds: float) -> str | None:
@@ -173,19 +236,67 @@ def submit(run: SweepRun, sweep: Sweep) -> str:
     return str(fr.id)
 
 
+def server_lost(url: str, sweep: Sweep, err: BaseException) -> RmtlError:
+    """The one line for a Prefect API that stopped answering mid-sweep: which runs train on without
+    it (their trainers hold the run locks), which wait, and the way back."""
+    from rmtl.console import one_line
+
+    left = [r for r, state in plan(sweep) if state != "finished"]
+    going = [r.name for r in left if lock_info(run_path(r.output_dir), sweep.lock_stale_seconds).state == "live"]
+    waiting = [r.name for r in left if r.name not in going]
+    parts = []
+    if going:
+        parts.append(f"{len(going)} run(s) train on without it ({', '.join(going)})")
+    if waiting:
+        parts.append(f"{len(waiting)} wait until it answers again ({', '.join(waiting)})")
+    runs = "; ".join(parts) or "no run is left"
+    # "Connection refused" rather than urllib's "<urlopen error [Errno 111] Connection refused>"
+    why = getattr(getattr(err, "reason", None), "strerror", None) or one_line(f"{type(err).__name__}: {err}")[:120]
+    return RmtlError(f"the Prefect API at {url} stopped answering ({why}); "
+                     f"{runs}. Start it again with the same port and PREFECT_HOME (rmtl server start), restart any "
+                     f"worker that exited, and run the same sweep again: it records the runs that finished meanwhile "
+                     f"and resumes or waits for the others")
+
+
 def run_sweep(sweep: Sweep, poll: float = 5.0, echo: Callable[[str], Any] = print) -> Path:
-    """Deploy, submit every unfinished run that no live flow run is training, wait for all, write
-    the report. A run lost with its worker is marked Crashed and named in the error; running the
-    same sweep again resumes it from its ``resume/`` state. Returns the report directory."""
+    """Deploy, submit every unfinished run that no live flow run or other process is training, wait
+    for all, write the report. A run's outcome is what its run folder says (:func:`is_finished`),
+    not its flow run's state: a flow run that ended Crashed or Failed after finishing its run counts
+    as finished (and is recorded Completed), and a run another process holds is waited for. A run
+    lost with its worker is marked Crashed and named in the error; running the same sweep again
+    resumes it from its ``resume/`` state. A Prefect API that stops answering is named in one line
+    (:func:`server_lost`). Returns the report directory."""
+    url = _api_url()
+    try:
+        failed = _submit_and_wait(sweep, poll, echo)
+    except RmtlError:
+        raise
+    except Exception as e:  # the API's client errors come in many types: the server's health decides
+        from flows.server import is_healthy
+
+        if is_healthy(url, timeout=5):
+            raise
+        raise server_lost(url, sweep, e) from None
+    if failed:
+        raise RmtlError(f"{len(failed)} of {len(sweep.runs)} runs did not finish ({', '.join(failed)}); run the same "
+                        f"sweep again to resume them (finished runs are skipped)")
+    return write_report(sweep)
+
+
+def _submit_and_wait(sweep: Sweep, poll: float, echo: Callable[[str], Any]) -> list[str]:
+    """The body of :func:`run_sweep`; returns the names of the runs that did not finish."""
+    stale = sweep.lock_stale_seconds
     deploy(sweep.pool, sweep.deployment)  # train-stage2 too: for Stage-2 runs started by hand on the same pool
     waiting: dict[str, SweepRun] = {}  # flow run id -> run
+    held: dict[str, SweepRun] = {}  # run name -> run another process trains (--local, rmtl train, another server)
     for run, state in plan(sweep):
         if state == "finished":
             echo(f"done: {run.name}")
+            _reconcile_finished(run, sweep, echo)
             continue
         adopted = None
         for fr in _active_flow_runs(RUN_TAG + run.output_dir):
-            why = _lost(run, fr, sweep.lock_stale_seconds)
+            why = _lost(run, fr, stale)
             if why:
                 _crash(fr["id"], f"lost: {why}")
                 echo(f"lost earlier: {run.name} (flow run {fr['id']}: {why}); submitting it again")
@@ -195,29 +306,61 @@ def run_sweep(sweep: Sweep, poll: float = 5.0, echo: Callable[[str], Any] = prin
             echo(f"already submitted: {run.name} (flow run {adopted}, {state}); waiting for it")
             waiting[adopted] = run
             continue
+        info = lock_info(run_path(run.output_dir), stale)
+        if info.state == "live":  # a process that is no flow run of this server trains it: its flow run would fail
+            echo(f"held: {run.name} (another process trains it: {holder_text(info)}); waiting for it")
+            held[run.name] = run
+            continue
         fid = submit(run, sweep)
         echo(f"submitted: {run.name} ({'resumes' if state == 'resumable' else 'new'}; flow run {fid})")
         waiting[fid] = run
     failed: list[str] = []
-    while waiting:
+    while waiting or held:
         time.sleep(poll)
         for fid, run in list(waiting.items()):
             fr = _api(f"/flow_runs/{fid}")
             kind = fr["state"]["type"]
-            why = _lost(run, fr, sweep.lock_stale_seconds)
+            run_dir = run_path(run.output_dir)
+            why = _lost(run, fr, stale)
             if why:
                 _crash(fid, f"lost: {why}")
                 kind, fr["state"]["message"] = "CRASHED", f"lost: {why}"
-            if kind in FINAL_STATES:
-                del waiting[fid]
-                msg = (fr["state"].get("message") or "").strip().splitlines()
-                echo(f"{kind.lower()}: {run.name}" + (f" ({msg[0][:200]})" if msg and kind != "COMPLETED" else ""))
-                if kind != "COMPLETED":
-                    failed.append(run.name)
-    if failed:
-        raise RmtlError(f"{len(failed)} of {len(sweep.runs)} runs did not finish ({', '.join(failed)}); run the same "
-                        f"sweep again to resume them (finished runs are skipped)")
-    return write_report(sweep)
+            if kind not in FINAL_STATES:
+                if _reconcile(run, fr, stale):  # finished, and its process ended without saying so
+                    del waiting[fid]
+                    echo(f"finished: {run.name} (flow run {fid} ended without reporting it; now recorded Completed)")
+                continue
+            del waiting[fid]
+            msg = _first_line(fr)
+            if is_finished(run_dir, run.steps):  # the run folder decides, not the flow run's state
+                if kind == "COMPLETED":
+                    echo(f"completed: {run.name}")
+                else:
+                    was = _reconcile(run, fr, stale)
+                    echo(f"finished: {run.name} (its run folder says so; flow run {fid} ended {kind.lower()}"
+                         + (f": {msg}" if msg else "") + ("; now recorded Completed" if was else "") + ")")
+                continue
+            info = lock_info(run_dir, stale)
+            if info.state == "live" and not started_by(run_dir, fid):
+                echo(f"held: {run.name} (flow run {fid} found another process training it: {holder_text(info)}); "
+                     f"waiting for it")
+                held[run.name] = run
+                continue
+            echo(f"{kind.lower()}: {run.name}" + (f" ({msg})" if msg and kind != "COMPLETED" else "")
+                 + (" (but its run folder is not finished)" if kind == "COMPLETED" else ""))
+            failed.append(run.name)
+        for name, run in list(held.items()):
+            run_dir = run_path(run.output_dir)
+            if lock_info(run_dir, stale).state == "live":
+                continue
+            del held[name]
+            if is_finished(run_dir, run.steps):
+                echo(f"finished: {name} (trained by another process)")
+                _reconcile_finished(run, sweep, echo)  # that process may have been a flow run Prefect lost
+            else:
+                echo(f"stopped: {name} (the process that held it ended before finishing it)")
+                failed.append(name)
+    return failed
 
 
 def sweep_parameters(run: SweepRun, sweep: Sweep) -> dict[str, Any]:

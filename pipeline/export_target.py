@@ -4,6 +4,11 @@ Every export (LeRobot, Minari, any later one) goes through these helpers:
 
 - :func:`refuse_output_over_inputs`: the output path may not be, contain, or lie inside a
   store the export reads (resolved paths), checked before anything is deleted or written;
+- :func:`rmtl.outputs.check_replaceable`: what is already at the output may be replaced
+  (``--overwrite``) only if it is an export of the same kind that this project wrote, marked by
+  its ``.rmtl-output.json`` (:func:`rmtl.outputs.write_marker`, written into the staged dataset
+  before it is swapped in); a store, a cache, a run, a model, a file or a folder of other files
+  is refused in one line naming it;
 - :class:`StagedDirectory`: the dataset is written into a staging folder beside the target
   (same parent, ``.<name>.staging-<pid>``) and swapped in only once it is whole: the old
   dataset is renamed aside (``.<name>.old-<pid>``), the new one renamed in, the old one

@@ -26,7 +26,8 @@ step), ``next.reward_vlm`` (the prompt set's shaped VLM reward, as the Minari ex
 ``episode_index``, ``index``, ``task_index``.
 
 The dataset is written in a staging folder beside ``out`` and swapped in whole; an ``out`` that
-is, contains or lies inside the store is refused (pipeline.export_target).
+is, contains or lies inside the store is refused (pipeline.export_target), and ``--overwrite`` replaces
+only an earlier LeRobot export of rmtl, marked by its ``.rmtl-output.json`` (rmtl.outputs).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import numpy as np
 
 from pipeline.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
 from rmtl.errors import ConfigError, StoreError
+from rmtl.outputs import check_replaceable, write_marker
 from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 
@@ -175,9 +177,8 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
         root = Path(out) if out is not None else default_out(st.path, data_dir)
         refuse_output_over_inputs(root, [st.path])
         StagedDirectory.recover(root)  # what a killed export left: its staging folder, an old dataset set aside
-        existed = root.exists() and any(root.iterdir())
-        if existed and not overwrite:
-            raise ConfigError(f"{root} already exists and is not empty; choose another --out or pass --overwrite")
+        # --overwrite replaces only an earlier LeRobot export of rmtl (its marker), never anything else
+        existed = check_replaceable(root, "lerobot", overwrite=overwrite)
         # Written beside the target and swapped in whole: a failure or a kill keeps the old dataset.
         staged = StagedDirectory(root)
         try:
@@ -290,6 +291,7 @@ def _write_dataset(av: Any, pd: Any, pa: Any, pq: Any, st: Any, eps: Any, staged
     (root / INFO_PATH).write_text(json.dumps(portable_values(doc), indent=4))
     keys = [k for k in features if k in ep_stats[0]]
     (root / STATS_PATH).write_text(json.dumps({k: _merge([s[k] for s in ep_stats]) for k in keys}, indent=4))
+    write_marker(root, "lerobot", store=portable_values(eps.path))  # what --overwrite may replace later
     staged.commit()
     return {"path": str(staged.target), "episodes": n_eps, "frames": n_frames, "cameras": len(views),
             "model_id": eps.model_id, "prompt_set": pset.to_dict()}

@@ -21,7 +21,9 @@ in), and the dataset gets:
   ``env.reset(seed=..., options=...)`` starts it again.
 
 Datasets go under ``$MINARI_DATASETS_PATH``, by default ``<data-dir>/minari`` (docs/storage.md),
-written in a staging folder beside the dataset's and swapped in whole (pipeline.export_target).
+written in a staging folder beside the dataset's and swapped in whole (pipeline.export_target);
+``--overwrite`` replaces only an earlier Minari export of rmtl, marked by its ``.rmtl-output.json``
+(rmtl.outputs), never a store or anything else that sits where the dataset would go.
 Rows, episodes and rewards are read by pipeline.episode_rows (shared with the LeRobot export).
 """
 
@@ -37,6 +39,7 @@ import numpy as np
 
 from pipeline.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
 from rmtl.errors import ConfigError
+from rmtl.outputs import check_replaceable, write_marker
 from rmtl.reward.prompt_sets import PromptSet
 
 
@@ -75,10 +78,9 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
                               fix="set MINARI_DATASETS_PATH (or --data-dir) to a folder outside {store}, or choose "
                                   "another --name")
     StagedDirectory.recover(target)  # what a killed export left: its staging folder, an old dataset set aside
-    existed = target.exists()
-    if existed and not overwrite:
-        raise ConfigError(f"Minari dataset {ds_id} already exists at {target}; choose another --name or pass "
-                          f"--overwrite")
+    # --overwrite replaces only an earlier Minari export of rmtl (its marker), never anything else
+    existed = check_replaceable(target, "minari", overwrite=overwrite, what=f"Minari dataset {ds_id} at",
+                                fix="choose another --name (or MINARI_DATASETS_PATH)")
     staged = StagedDirectory(target)
     try:
         episodes, steps, model_id = _write_dataset(store, ds_id, staged, pset, model, reward, alpha, env_reward)
@@ -145,6 +147,7 @@ def _write_dataset(store: Any, ds_id: str, staged: StagedDirectory, pset: Prompt
             )
             episodes, steps = int(ds.total_episodes), int(ds.total_steps)
             del ds  # its files are closed before they move
+        write_marker(staged.path / ds_id, "minari", dataset_id=ds_id)  # what --overwrite may replace later
         staged.commit(staged.path / ds_id)
     finally:
         env.close()

@@ -19,6 +19,7 @@ import functools
 import hashlib
 import io
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
@@ -91,8 +92,14 @@ def load_families(path: str | Path | None = None, small: bool = False) -> tuple[
             f.setdefault("seed", seed)
             out.append(Family(name, group, f, trained_on))
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as e:
-        raise ConfigError(f"qualification families {p}: {type(e).__name__}: {e}; see pipeline/qualification_families.yaml "
+        from rmtl.errors import yaml_problem
+
+        why = f" is not valid YAML at {yaml_problem(e)}" if isinstance(e, yaml.YAMLError) else f": {type(e).__name__}: {e}"
+        raise ConfigError(f"qualification families {p}{why}; see pipeline/qualification_families.yaml "
                           "for the format") from None
+    if not out:
+        raise ConfigError(f"qualification families {p} lists no families; give at least one under 'families:' "
+                          f"(see pipeline/qualification_families.yaml)")
     return task, out
 
 
@@ -121,13 +128,17 @@ def state_set(task: str, families: Sequence[Family], cache_dir: Path, progress: 
             buf = io.BytesIO()
             np.savez(buf, **{k: rows[k] for k in ("state", "episode", "step", "success")})
             write_file_whole(path, buf.getvalue())
-        with np.load(path) as d:
-            ep = d["episode"].astype(np.int64)
-            ok = np.zeros(len(ep), dtype=bool)
-            for e in np.unique(ep):
-                ok[ep == e] = bool(d["success"][ep == e].any())
-            parts.append((d["state"], ep + offset, d["step"], ok, np.full(len(ep), fam.name)))
-            offset += int(ep.max()) + 1 if len(ep) else 0
+        try:
+            with np.load(path) as d:
+                ep = d["episode"].astype(np.int64)
+                ok = np.zeros(len(ep), dtype=bool)
+                for e in np.unique(ep):
+                    ok[ep == e] = bool(d["success"][ep == e].any())
+                parts.append((d["state"], ep + offset, d["step"], ok, np.full(len(ep), fam.name)))
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:  # truncated, garbage, foreign
+            raise ConfigError(f"the cached states of family {fam.name}, {path}, are damaged ({type(e).__name__}); "
+                              f"delete that file and run again (its episodes are rolled out again)") from None
+        offset += int(ep.max()) + 1 if len(ep) else 0
     cols = [np.concatenate([p[i] for p in parts]) for i in range(5)]
     return StateSet(*cols)
 
@@ -460,6 +471,8 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
 
     if (model is None) == (reward is None):
         raise ConfigError("qualify needs exactly one scorer: --model M (a VLM) or --reward KIND (a state-reading kind)")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"--seed must be an integer >= 0 (a run seed), got {seed!r}")
     if vlm_micro_tasks and model is None:
         raise ConfigError("--vlm-micro-tasks qualifies a hybrid of a VLM and the oracle: give the VLM with --model M")
     task_name, families = load_families(families_file, small=small)

@@ -35,6 +35,17 @@ _SCHEDULER_FIX = ("start one there (`dask scheduler`, with workers: `dask worker
                   "or leave it out to render with --workers local processes")
 
 
+def connect_scheduler(address: str) -> Any:
+    """A Dask ``Client`` of the scheduler at ``address``; one ConfigError line when it cannot be reached."""
+    from distributed import Client
+
+    try:
+        return Client(address, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
+    except (OSError, TimeoutError) as e:
+        raise ConfigError(f"the Dask scheduler at {address} cannot be reached ({type(e).__name__}); "
+                          f"{_SCHEDULER_FIX}") from None
+
+
 def check_scheduler(address: str) -> None:
     """One ConfigError line, within SCHEDULER_CONNECT_TIMEOUT_S, when nothing accepts a TCP
     connection at a Dask scheduler address (``tcp://host:port``, ``host:port``); other
@@ -75,12 +86,7 @@ def dask_client(workers: int, address: str | None = None):
 
     if address is not None:
         check_scheduler(address)
-        try:
-            client = Client(address, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError) as e:
-            raise ConfigError(f"the Dask scheduler at {address} cannot be reached ({type(e).__name__}); "
-                              f"{_SCHEDULER_FIX}") from None
-        with client:
+        with connect_scheduler(address) as client:
             yield client
         return
     import logging

@@ -162,6 +162,7 @@ def preflight(cfg: RenderAndEmbedConfig) -> None:
         from pipeline.render import check_scheduler
 
         check_scheduler(cfg.dask_address)
+        wait_for_dask_workers(cfg.dask_address)
     path = cfg.store_path()
     check_store_path(path, "store")
     loc = Location(path)
@@ -169,6 +170,56 @@ def preflight(cfg: RenderAndEmbedConfig) -> None:
         with DatasetStore.open(path, "r") as store:
             WriterLock(loc).check_free()
             check_settings(store, rollout, resolution=cfg.resolution is not None)
+
+
+DASK_WORKER_WAIT_S = 120.0
+"""Seconds ``--dask-address`` waits for a first worker to join a scheduler that has none
+(environment ``RMTL_DASK_WORKER_WAIT_S`` overrides it)."""
+
+
+def dask_worker_wait() -> float:
+    import os
+
+    from rmtl.errors import ConfigError
+
+    text = os.environ.get("RMTL_DASK_WORKER_WAIT_S", "").strip()
+    if not text:
+        return DASK_WORKER_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise ConfigError(f"RMTL_DASK_WORKER_WAIT_S={text!r} is not a positive number of seconds; set it to one "
+                          f"(default {DASK_WORKER_WAIT_S:.0f}) or unset it")
+    return value
+
+
+def wait_for_dask_workers(address: str, timeout: float | None = None, echo: Callable[[str], Any] | None = None) -> int:
+    """Return the number of workers of the Dask scheduler at ``address`` once it has one: at
+    once when it has, else after saying (one line on stderr, within seconds) that it waits
+    for one; one ConfigError line when none joins within ``timeout`` seconds (default
+    :func:`dask_worker_wait`)."""
+    import sys
+
+    from pipeline.render import connect_scheduler
+    from rmtl.errors import ConfigError
+
+    timeout = dask_worker_wait() if timeout is None else float(timeout)
+    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
+    with connect_scheduler(address) as client:
+        n = len(client.scheduler_info().get("workers", {}))
+        if n:
+            return n
+        echo(f"waiting for a Dask worker: the scheduler at {address} has none (up to {timeout:.0f} s; start one "
+             f"with `dask worker {address}`)")
+        try:
+            client.wait_for_workers(1, timeout=timeout)
+        except TimeoutError:
+            raise ConfigError(f"no Dask worker joined the scheduler at {address} within {timeout:.0f} s; start "
+                              f"workers there (`dask worker {address}`), or leave out --dask-address to render "
+                              f"with --workers local processes") from None
+        return len(client.scheduler_info().get("workers", {})) or 1
 
 
 def build_cache(path, model_id: str, kind: str) -> dict:
@@ -198,9 +249,31 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
         "cache_files": cache["files"], "cache_status": cache["status"], "quality": quality,
         "run_record": str(record), "seconds": seconds,
     }
-    (run_dir / "last_summary.json").write_text(json.dumps(portable_values(summary), indent=2, default=str))
+    # JSON has no NaN (a phase with no states): null, so any JSON reader takes the file
+    (run_dir / "last_summary.json").write_text(json.dumps(json_safe(portable_values(summary)), indent=2, default=str,
+                                                          allow_nan=False))
     summary["summary_file"] = str(run_dir / "last_summary.json")
     return summary
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every float that JSON cannot hold (NaN, infinity) replaced by None."""
+    import math
+
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    try:
+        import numpy as np
+
+        if isinstance(value, np.floating):
+            return float(value) if math.isfinite(float(value)) else None
+    except ImportError:  # pragma: no cover
+        pass
+    return value
 
 
 @dataclass(frozen=True)
@@ -269,10 +342,14 @@ def render_and_embed(cfg: RenderAndEmbedConfig, progress: bool = True) -> dict:
 
 def format_summary(summary: dict) -> str:
     """A short human-readable reward-quality summary with the paths written."""
+    from rmtl.provenance import expand_data_dir
+
     q = summary["quality"]["mean"]
-    f = lambda x: "n/a" if x != x else f"{x:.4g}"  # noqa: E731  (NaN when a phase has no states)
+    f = lambda x: "n/a" if x is None or x != x else f"{x:.4g}"  # noqa: E731  (NaN/null: a phase with no states)
+    # a summary read back from last_summary.json holds $RMTL_DATA_DIR/... paths: print them expanded
+    shown = lambda p: str(p) if "://" in str(p) else str(expand_data_dir(p))  # noqa: E731
     lines = [
-        f"store {summary['store']}: {summary['rows']} rows ({summary['episodes_rendered']} episodes rendered now), "
+        f"store {shown(summary['store'])}: {summary['rows']} rows ({summary['episodes_rendered']} episodes rendered now), "
         f"embeddings {summary['model_id']}"
         + (f" ({summary['rows_copied']} rows copied from {summary['copied_from']}: same image tower)"
            if summary.get("rows_copied") else ""),
@@ -284,9 +361,9 @@ def format_summary(summary: dict) -> str:
         f"  step-to-step variation: mean {f(q['step_variation'])}, views "
         + ", ".join(f"{v} {f(m['step_variation'])}" for v, m in summary["quality"]["views"].items()),
         "wrote:",
-        f"  {summary['store']}",
-        *[f"  {p}" for p in summary["cache_files"]],
-        f"  {summary['run_record']}",
-        f"  {summary['summary_file']}",
+        f"  {shown(summary['store'])}",
+        *[f"  {shown(p)}" for p in summary["cache_files"]],
+        f"  {shown(summary['run_record'])}",
+        f"  {shown(summary['summary_file'])}",
     ]
     return "\n".join(lines)

@@ -23,13 +23,16 @@ once instead of building a list of every episode number."""
 
 
 def format_validation_error(name: str, err: ValidationError) -> str:
-    """First problem of a pydantic error as one line: ``<Config>.<field>=<value>: <why>``."""
+    """First problem of a pydantic error as one line: ``<Config>.<field>=<value>: <why>``; a check of
+    the whole config (no field) says only its own line, written for the user."""
     e = err.errors()[0]
-    loc = ".".join(str(p) for p in e["loc"]) or "<root>"
-    value = e.get("input")
-    shown = repr(value) if not isinstance(value, dict) else "{...}"
     more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
     msg = e["msg"].removeprefix("Value error, ")
+    if not e["loc"]:
+        return f"{msg}{more}"
+    loc = ".".join(str(p) for p in e["loc"])
+    value = e.get("input")
+    shown = repr(value) if not isinstance(value, dict) else "{...}"
     return f"bad config value {name}.{loc}={shown}: {msg}{more}"
 
 
@@ -111,7 +114,9 @@ def read_yaml_mapping(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not a text file (not UTF-8); pass the path of a YAML file "
                           f"written by rmtl") from None
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {str(err).splitlines()[0]}") from None
+        from rmtl.errors import yaml_problem
+
+        raise ConfigError(f"config file {path} is not valid YAML at {yaml_problem(err)}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a mapping of field names to values")
     return data

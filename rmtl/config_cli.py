@@ -97,10 +97,14 @@ def _given_values(info: StructTypeInfo) -> StructConstructorSpec | None:
     cls = info.type
     if not (isinstance(cls, type) and issubclass(cls, Config)):
         return None
+    base = cls
     default = info.default
     if isinstance(default, Config) and type(default) is not cls:
         cls = type(default)  # a field typed by a base class: the default's (the chosen reward kind's)
     hints = typing.get_type_hints(cls, include_extras=True)
+    choices = _kind_choices(base)
+    if len(choices) > 1:  # the tag lists every kind, not only the default's (it is read before the flags)
+        hints["kind"] = typing.Literal[choices]  # type: ignore[valid-type]
     defaults: dict[str, Any] = {}
     fields = []
     given = default.__dict__ if isinstance(default, Config) else {}  # model_construct: required ones may lack
@@ -122,6 +126,74 @@ def _given_values(info: StructTypeInfo) -> StructConstructorSpec | None:
                 if not (v == {} if isinstance(v, dict) else _same(v, defaults.get(k, tyro.MISSING_NONPROP)))}
 
     return StructConstructorSpec(instantiate=changed, fields=tuple(fields))
+
+
+def _kind_choices(base: type[Config]) -> tuple[str, ...]:
+    """The tags of a class family whose base has ``kind: str`` naming one of its subclasses (the
+    reward kinds): every subclass's default ``kind``; () for any other class."""
+    roots = [c for c in base.__mro__ if isinstance(c, type) and issubclass(c, Config)
+             and "kind" in c.model_fields and c.model_fields["kind"].annotation is str]
+    if not roots:
+        return ()
+    found, stack = set(), [roots[-1]]
+    while stack:
+        c = stack.pop()
+        stack += c.__subclasses__()
+        tag = c.model_fields["kind"].default if "kind" in c.model_fields else None
+        if isinstance(tag, str) and tag:
+            found.add(tag)
+    return tuple(sorted(found))
+
+
+def _kind_flags(cls: type[Config], argv: Sequence[str]) -> dict[str, Any]:
+    """The values of flags that choose a kind (``--reward.kind K``), as nested values: read before
+    the other flags (like ``--set reward.kind=K``), so the kind's own fields get their flags."""
+    out: dict[str, Any] = {}
+    for i, token in enumerate(argv):
+        name, eq, value = token.partition("=")
+        parts = name[2:].split(".") if name.startswith("--") else []
+        if len(parts) < 2 or parts[-1] != "kind":
+            continue
+        owner: Any = cls
+        for part in parts[:-1]:
+            field = owner.model_fields.get(part.replace("-", "_")) if owner is not None else None
+            owner = _config_class(field.annotation) if field is not None else None
+        if owner is None or not _kind_choices(owner):
+            continue
+        if not eq:
+            if i + 1 >= len(argv):
+                continue  # tyro says it takes a value
+            value = argv[i + 1]
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part.replace("-", "_"), {})
+        node["kind"] = value
+    return out
+
+
+def _conflicting_aliases(argv: Sequence[str], aliases: Mapping[str, str]) -> None:
+    """One line if a field is given under two of its names with different values (``--steps 128
+    --total-timesteps 64``): neither silently wins."""
+    seen: dict[str, list[tuple[str, str]]] = {}
+    for i, token in enumerate(argv):
+        name, eq, value = token.partition("=")
+        off = name.startswith("--no-")
+        bare = "--" + name[5:] if off else name
+        target = aliases.get(bare, bare if bare in aliases.values() else None)
+        if target is None:
+            continue
+        if off:
+            value = "off"
+        elif not eq:
+            nxt = argv[i + 1] if i + 1 < len(argv) else "--"
+            value = "on" if nxt.startswith("--") else nxt
+        seen.setdefault(target, []).append((name, value))
+    for target, uses in seen.items():
+        for name, value in uses[1:]:
+            if name != uses[0][0] and value != uses[0][1]:
+                first = uses[0]
+                raise ConfigError(f"{first[0]} {first[1]} and {name} {value} set the same option ({target}) to "
+                                  f"different values; give it once")
 
 
 def _config_class(annotation: Any) -> type[Config] | None:
@@ -194,13 +266,24 @@ def _flag_of(argument: Any) -> str:
     return name if name.startswith("-") else name.split(".")[-1].upper()
 
 
-def _usage_error(event: Any, prog: str, flags: Sequence[str]) -> None:
+def _usage_error(event: Any, prog: str, flags: Sequence[str], argv: Sequence[str] = (),
+                 switches: Sequence[str] = ()) -> None:
     """tyro's parse errors as one line (tyro's own is a box of several)."""
     from tyro import _errors
 
     see = f"see '{prog} --help'"
     if isinstance(event, _errors.UnrecognizedArgs):
         token = event.tokens[0]
+        if not token.startswith("-"):  # a value nobody took: name the flag before it
+            at = list(argv).index(token) if token in argv else -1
+            before = argv[at - 1] if at > 0 else None
+            bare = "--" + before[5:] if before and before.startswith("--no-") else before
+            if bare in switches:
+                raise ConfigError(f"'{before}' takes no value (a switch: {bare} turns it on, --no-{bare[2:]} off), "
+                                  f"but {token!r} follows it; {see}")
+            after = f" after '{before}'" if before else ""
+            raise ConfigError(f"unexpected value {token!r}{after}: a value goes right after the option it sets "
+                              f"(--option VALUE), and this command takes no more arguments; {see}")
         near = difflib.get_close_matches(token.split("=")[0], flags, n=3)
         hint = f" (did you mean {' or '.join(near)}?)" if near else ""
         raise ConfigError(f"No such option: {token}{hint}; {see}")
@@ -256,6 +339,16 @@ def _default_build(cls: type[Config]) -> Callable[[dict[str, Any], dict[str, Any
     return lambda file_values, overrides: cls.make(**deep_merge(file_values, overrides))
 
 
+def _switches(cls: type[Config], prefix: str = "--") -> list[str]:
+    """The boolean flags of ``cls`` that take no value (``--progress-bar`` / ``--no-progress-bar``)."""
+    flags = []
+    for name, field in cls.model_fields.items():
+        flag = prefix + name.replace("_", "-")
+        nested = _config_class(field.annotation)
+        flags += _switches(nested, flag + ".") if nested is not None else ([flag] if field.annotation is bool else [])
+    return flags
+
+
 def _known_flags(cls: type[Config], prefix: str = "--") -> list[str]:
     flags = []
     for name, field in cls.model_fields.items():
@@ -269,6 +362,7 @@ def parse(command: Command, argv: Sequence[str], prog: str) -> tuple[Config, Con
     """The config (and options) of one command line of ``command``; ConfigError if it is bad
     (``--help`` prints the help and exits 0). An error names a flag as the user wrote it."""
     typed = {command.aliases[t.split("=")[0]]: t.split("=")[0] for t in argv if t.split("=")[0] in command.aliases}
+    _conflicting_aliases(argv, command.aliases)
     try:
         return _parse(command, argv, prog)
     except ConfigError as err:
@@ -288,6 +382,7 @@ def _parse(command: Command, argv: Sequence[str], prog: str) -> tuple[Config, Co
     overrides = parse_overrides(_flag_values(argv, "--set"))
     presets = {flag[2:].replace("-", "_"): _flag_values(argv, flag)[-1]
                for flag in command.presets if _flag_values(argv, flag)}
+    presets = deep_merge(presets, _kind_flags(cls, argv))  # --reward.kind K: as --set reward.kind=K, before --set
     early = deep_merge(presets, overrides)
     required = [n for n, f in cls.model_fields.items() if f.is_required() and n not in file_values and n not in early]
     # The options' defaults: a bad value in the file or --set is said before the flags are read.
@@ -309,7 +404,8 @@ def _parse(command: Command, argv: Sequence[str], prog: str) -> tuple[Config, Co
              *command.aliases]
     from tyro import _errors
 
-    with _REGISTRY, _errors.on_parse_error(lambda event: _usage_error(event, prog, flags)):
+    switches = [] if command.bool_values else [*_switches(cls), *(_switches(options_cls) if options_cls else [])]
+    with _REGISTRY, _errors.on_parse_error(lambda event: _usage_error(event, prog, flags, argv, switches)):
         given, options = tyro.cli(command_line, args=list(argv), prog=prog, description=description,
                                   config=tuple(markers))
     for values, of in ((given, cls), (options, options_cls or Config)):

@@ -11,6 +11,16 @@ import rmtl  # noqa: F401
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
 
 
+def command_env(tmp) -> dict[str, str]:
+    """The environment of a command a test runs as a subprocess: its data (and Minari datasets)
+    under ``tmp``, offscreen rendering, no model hub, no Prefect server or debug tracebacks."""
+    env = {**os.environ, "MUJOCO_GL": os.environ.get("MUJOCO_GL", "egl"), "HF_HUB_OFFLINE": "1",
+           "RMTL_DATA_DIR": str(tmp / "data"), "MINARI_DATASETS_PATH": str(tmp / "minari")}
+    env.pop("PREFECT_API_URL", None)
+    env.pop("RMTL_DEBUG", None)
+    return env
+
+
 @pytest.fixture(scope="session")
 def small_env():
     """One pick-and-lift env rendering 2 views at 64 px (session-wide: building it costs ~1 s)."""

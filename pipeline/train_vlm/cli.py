@@ -13,6 +13,7 @@ from pydantic import Field
 
 from pipeline.train_vlm.config import TrainVLMConfig
 from rmtl.config import Config
+from rmtl.errors import ConfigError
 
 
 class TrainVLMOptions(Config):
@@ -48,12 +49,21 @@ def train_from_options(cfg: TrainVLMConfig, options: TrainVLMOptions) -> None:
     from pipeline.train_vlm.export import invoking_command, store_renderers, write_model_card, write_renderer
     from pipeline.train_vlm.loop import train_reward_vlm
     from rmtl.console import check_output_dir
+    from rmtl.outputs import check_writable_into
     from storage.dataset import DatasetStore
 
     stores = list(options.store)
     render_episodes, random_episodes = options.render_episodes, options.random_episodes
     resolution, workers, out = options.resolution, options.workers, Path(options.out)
+    if not stores and not render_episodes and not random_episodes:
+        raise ConfigError("train-reward-vlm has no training data: give --store STORE (repeatable) or "
+                          "--render-episodes N (and --random-episodes N); see 'rmtl train-reward-vlm --help'")
     check_output_dir(out, "--out")  # before any model or data loads
+    # A new or empty folder, or this command's own run (resumed); never a store, a model, a run of another kind.
+    found = check_writable_into(out, own=("vlm-run",), writes="a reward model",
+                                fix="choose a new or empty --out folder")
+    if found is not None and found[0] == "vlm-run" and earlier_run_is_done(out, cfg):
+        return
     for path in stores:
         DatasetStore.open(path, "r")  # a missing or foreign store fails now
     parts, desc = [], []
@@ -92,3 +102,51 @@ def train_from_options(cfg: TrainVLMConfig, options: TrainVLMOptions) -> None:
     renderer = None if render_episodes or random_episodes else write_renderer(out, renderers)
     write_model_card(out, cfg, "; ".join(desc), metrics, invoking_command(), renderer)
     print(f"final: {summary(metrics['final'])}\nwrote {out}")
+
+
+RESUME_FREE = ("device", "frame_cache_gb")
+"""Settings a resumed run may change: where it runs, not what it trains."""
+EXTEND = ("steps", "time_budget_s")
+"""Settings that train an unfinished run (or a finished one) further: the weights are retrained."""
+
+
+def earlier_run_is_done(out: Path, cfg: TrainVLMConfig) -> bool:
+    """A ``train-reward-vlm`` run already in ``out`` (its ``checkpoint.pt``): resumed only with its own
+    settings (``run.json``), or with more steps; True when it is finished and these settings would train
+    it no further, so nothing is trained and nothing rewritten (its weights, run.json and model card
+    keep describing each other). One line (ConfigError) for other settings."""
+    import json
+
+    from rmtl.provenance import portable_values
+
+    def read(name: str) -> dict:
+        try:
+            value = json.loads((out / name).read_text())
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    saved = read("run.json").get("config")
+    now = portable_values(cfg.model_dump(mode="json"))
+    if isinstance(saved, dict):
+        try:  # fields added since the run started count as their defaults
+            saved = portable_values(TrainVLMConfig.make(**saved).model_dump(mode="json"))
+        except ConfigError:
+            pass
+    else:
+        saved = now  # a run that stopped before recording its settings: nothing to compare
+    differ = sorted(k for k in set(saved) | set(now) if k not in RESUME_FREE and saved.get(k) != now.get(k))
+    metrics = read("metrics.json")
+    finished = "steps_done" in metrics and (out / "model_card.md").is_file() and \
+        (out / "open_clip_model.safetensors").is_file()
+    more = finished and int(cfg.steps) > int(metrics["steps_done"]) and "stopped_early_at" not in metrics
+    if any(k not in EXTEND for k in differ) or (differ and finished and not more):
+        shown = ", ".join(f"{k} {saved.get(k)!r} there, {now.get(k)!r} here" for k in differ[:3])
+        raise ConfigError(f"--out {out} holds a train-reward-vlm run with other settings ({shown}"
+                          f"{', ...' if len(differ) > 3 else ''}); its weights, run.json and model card describe that "
+                          f"run: give its settings (in {out / 'run.json'}) to resume it, or choose another --out")
+    if finished and not differ:
+        print(f"{out} already holds the finished model of these settings ({metrics['steps_done']} steps); nothing "
+              f"to train and nothing rewritten (choose another --out to train again)")
+        return True
+    return False

@@ -37,13 +37,27 @@ def build_stage1(file_values: dict, overrides: dict) -> Any:
     return stage1_config(str(variant), Stage1Config.make(**file_values) if file_values else None, **overrides)
 
 
+def fresh_lock(run_dir: Path, options: TrainOptions) -> Any:
+    """``--fresh`` moves a run's files aside, so it honours the run lock like every other writer
+    (:class:`rmtl.train.sweep.RunLock`): refused in one line while a live process (a sweep's trainer)
+    holds the run, and held while it trains. Without ``--fresh``: nothing."""
+    import contextlib
+
+    if not options.fresh:
+        return contextlib.nullcontext()
+    from rmtl.train.run.lock import RunLock
+
+    return RunLock(run_dir)
+
+
 def run_stage1(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
     """Train the Stage-1 PPO worker (paper Table 1); resumes when the run directory has checkpoints.
     --steps rounds up to whole rollouts of n_envs * n_steps env steps."""
     from rmtl.train.stage1 import train_stage1
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
-    run = train_stage1(cfg, resume=not options.fresh, verbose=int(options.verbose))
+    with fresh_lock(cfg.run_dir(), options):
+        run = train_stage1(cfg, resume=not options.fresh, verbose=int(options.verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
     print(f"{cfg.variant}: {summary['env_steps']} env steps in {summary['wall_seconds']:.0f} s; "
@@ -213,7 +227,8 @@ def run_stage2(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
     from rmtl.train.stage2.trainer import train_stage2
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
-    run = train_stage2(cfg, resume=not options.fresh, verbose=int(options.verbose))
+    with fresh_lock(cfg.run_dir(), options):
+        run = train_stage2(cfg, resume=not options.fresh, verbose=int(options.verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev, bc = summary.get("final_eval") or {}, summary.get("bc") or {}
     print(f"stage 2: {summary['env_steps']} env steps in {summary['wall_seconds']:.0f} s; "

@@ -94,6 +94,18 @@ class CacheConfig(Config):
     """Every this many vec-env steps render one cache hit fresh and log its score error (0: never)."""
 
 
+def check_run_output(output_dir: str | None, own: str, writes: str) -> str | None:
+    """``output_dir`` unless it is something a run must never be written into (rmtl.outputs): a dataset
+    store or its cache, a reward model, an export, a file, or a run of the other stage."""
+    if output_dir:
+        from rmtl.outputs import check_writable_into
+        from rmtl.provenance import expand_data_dir
+
+        check_writable_into(expand_data_dir(output_dir).resolve(), own=(own,), what="output_dir", writes=writes,
+                            fix="choose another run directory (--out, or a sweep file's output_root)")
+    return output_dir
+
+
 class Stage1Config(Config):
     """Everything a Stage-1 PPO run depends on. Defaults are the paper's Table 1."""
 
@@ -102,7 +114,7 @@ class Stage1Config(Config):
     sweep_arm: str | None = None
     """The sweep arm the run belongs to (``rmtl sweep`` sets it; None outside an arm): reports name the
     run ``<variant>_<arm>`` so arms of one variant never pool."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     total_timesteps: int = Field(600_000, ge=1)
     """Env steps to train for, rounded up to whole rollouts of n_envs*n_steps (the paper's runs converge near 600k)."""
 
@@ -192,6 +204,11 @@ class Stage1Config(Config):
         data = with_declared_renderer(data, ("reward", "model"), ("env", "render"), DEFAULT_MODEL)
         return upgrade_reward_layout(data)
 
+    @field_validator("output_dir")
+    @classmethod
+    def _output_dir(cls, v: str | None) -> str | None:
+        return check_run_output(v, "stage1-run", "a Stage-1 run")
+
     @field_validator("task")
     @classmethod
     def _task(cls, v: str) -> str:
@@ -202,7 +219,19 @@ class Stage1Config(Config):
     @field_validator("reward", mode="before")
     @classmethod
     def _reward_kind(cls, v: Any) -> Any:
-        """A mapping becomes the config class of the kind it names (the field's type is only the base)."""
+        """A mapping becomes the config class of the kind it names (the field's type is only the base).
+        A kind that scores with a model (vlm, hybrid) and names none gets the field default's model,
+        the package default (DEFAULT_MODEL), not its config class's paper default: a section that
+        switches the kind (``--set reward.kind=hybrid``) keeps the command's model."""
+        if isinstance(v, Mapping) and "model" not in v:
+            from rmtl.reward.kinds import DEFAULT_KIND, kind_config
+
+            try:
+                takes_model = "model" in kind_config(str(v.get("kind") or DEFAULT_KIND)).model_fields
+            except ConfigError:
+                takes_model = False  # an unknown kind: reward_kind_config names the known ones
+            if takes_model:
+                v = {**v, "model": cls.model_fields["reward"].default.model}
         return reward_kind_config(v)
 
     @model_validator(mode="after")
@@ -214,6 +243,11 @@ class Stage1Config(Config):
                 f"a rollout of n_envs*n_steps={self.n_envs * self.n_steps} steps is smaller than batch_size={self.batch_size}"
             )
         check_learner_values(self)
+        vlm_micro_tasks = getattr(self.reward, "vlm_micro_tasks", None)
+        if vlm_micro_tasks:  # a hybrid's names, checked now rather than after the env and the model are built
+            from rmtl.micro_tasks import micro_task_indices
+
+            micro_task_indices(get_task(self.task).micro_tasks.names, vlm_micro_tasks, "reward.vlm_micro_tasks")
         rollout = self.n_envs * self.n_steps
         if self.total_timesteps % rollout:
             # PPO collects whole rollouts, so it trains this many anyway (train_stage1 says so, once).
@@ -418,7 +452,7 @@ class Stage2Config(Config):
 
     worker: str
     """Stage-1 checkpoint: a checkpoint dir, its model.zip, or a run dir (latest checkpoint)."""
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     total_timesteps: int = Field(200_000, ge=1)
     """Stage-2 env steps (the paper trains the manager for 200k env steps)."""
     manager: ManagerConfig = ManagerConfig()
@@ -440,6 +474,11 @@ class Stage2Config(Config):
     device: str = "cpu"
     output_dir: str | None = None
     """Run directory; None: <data dir>/runs/stage2/<worker run name>_s<seed>."""
+
+    @field_validator("output_dir")
+    @classmethod
+    def _output_dir(cls, v: str | None) -> str | None:
+        return check_run_output(v, "stage2-run", "a Stage-2 run")
 
     @model_validator(mode="after")
     def _check(self) -> "Stage2Config":

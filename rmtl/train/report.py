@@ -84,6 +84,12 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise RunSkipped(f"{d / 'config.yaml'} holds a YAML {type(config).__name__}, not the run's config "
                          f"(a mapping); {_FIX}")
+    if not config:
+        raise RunSkipped(f"{d / 'config.yaml'} is empty, not the run's config; {_FIX}")
+    lacks = [k for k in ("variant", "seed") if k not in config]
+    if lacks:  # else the run would be reported under its folder's name and seed None
+        raise RunSkipped(f"{d / 'config.yaml'} has no {' or '.join(lacks)}, so it is not a run config written by "
+                         f"rmtl train stage1; {_FIX}")
     curriculum: dict[str, Any] = {}
     meta: dict[str, Any] = {}
     latest = d / "checkpoints" / "latest.txt"
@@ -166,6 +172,9 @@ def stage1_run_dirs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]
     with the default layout ``data/runs/stage<k>/<run>``. Stage-2 runs found inside a
     directory are passed over (their report is ``--stage 2``); one named directly is an
     error, as is a directory without any run."""
+    if not paths:
+        raise ConfigError("rmtl report needs the runs to report: rmtl report RUN_DIR... (Stage-1 run directories, "
+                          "or a directory of them such as data/runs/stage1); rmtl report --stage 2 RUN for a Stage-2 run")
     runs: list[Path] = []
     skipped: list[Path] = []
     for p in map(Path, paths):
@@ -182,7 +191,9 @@ def stage1_run_dirs(paths: Sequence[str | Path]) -> tuple[list[Path], list[Path]
             (skipped if is_stage2_run(run) else runs).append(run)
     if not runs:
         raise ConfigError(f"no Stage-1 runs among {', '.join(map(str, paths))} (only Stage-2 runs, which "
-                          f"`rmtl report --stage 2 RUN` reports one at a time)")
+                          f"`rmtl report --stage 2 RUN` reports one at a time)" if skipped else
+                          f"no Stage-1 runs among {', '.join(map(str, paths))}; pass run directories written by "
+                          f"rmtl train stage1, or a directory of them (data/runs/stage1)")
     return list(dict.fromkeys(runs)), skipped
 
 

@@ -18,33 +18,31 @@ A run is named ``<variant>_s<seed>`` (with arms ``<variant>_<arm>_s<seed>``). Ev
 its results (``keep_results: true`` unless the file says otherwise), so a re-run skips
 finished runs and resumes unfinished ones from ``resume/``. :class:`RunLock` (host, pid and a
 heartbeat in ``<run>/sweep.lock``) keeps a second process from training a run that a live
-one is training; ``sweep_starts.jsonl`` in the run directory records every start.
+one is training; ``sweep_starts.jsonl`` in the run directory records every start. A run's
+state is what its directory says (:func:`run_state`), never what a scheduler recorded about it.
 
 Nothing here imports Prefect or torch: a sweep file is checked before any server is asked.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import socket
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from rmtl.errors import ConfigError, RmtlError
+from rmtl.train.run.lock import (DEFAULT_STALE_SECONDS, HEARTBEAT_SECONDS, LockInfo, RunHeld, RunLock,  # noqa: F401
+                                 _process_started, lock_info)
+from rmtl.train.run.run_dir import LOCK_FILE
 from storage.lock import pid_alive
 
-LOCK_FILE = "sweep.lock"
 STARTS_FILE = "sweep_starts.jsonl"
 DEFAULT_POOL = "rmtl"
-DEFAULT_STALE_SECONDS = 180.0
-"""A lock whose heartbeat is older than this counts as lost (its holder on another host died)."""
-HEARTBEAT_SECONDS = 20.0
 RUN_DEFAULTS = {"keep_results": True, "progress_bar": False}
 """Settings of every sweep run unless the file sets them: kept results make re-runs resume."""
 PLACEHOLDER = "SET-ME"
@@ -171,7 +169,8 @@ def load_sweep(path: str | Path) -> Sweep:
         seeds = group.get("seeds")
         if not variants or not isinstance(variants, list):
             raise ConfigError(f"{where}: variants is missing (a list of Stage-1 variant names)")
-        if not isinstance(seeds, list) or not seeds or not all(isinstance(s, int) and s >= 0 for s in seeds):
+        if not isinstance(seeds, list) or not seeds or not all(
+                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):  # true is no seed 1
             raise ConfigError(f"{where}: seeds must be a non-empty list of integers >= 0")
         steps = group.get("steps", data.get("steps"))
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -245,107 +244,6 @@ def run_state(run_dir: Path, steps: int) -> str:
     return "new"
 
 
-def _process_started(pid: int) -> float | None:
-    """When process ``pid`` started; None when it is not alive (:func:`storage.lock.pid_alive`:
-    a zombie, killed and not yet reaped, is dead though its pid still answers)."""
-    if not pid_alive(pid):
-        return None
-    try:
-        import psutil
-
-        return float(psutil.Process(pid).create_time())
-    except Exception:
-        return None
-
-
-@dataclass
-class LockInfo:
-    state: str
-    """'free', 'live' or 'stale'."""
-    holder: dict[str, Any]
-    age: float
-    """Seconds since the holder's last heartbeat."""
-
-
-def lock_info(run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS) -> LockInfo:
-    """Who holds a run's lock. On this host a dead pid (a zombie too, or a reused pid) makes it stale at once;
-    a holder on another host is stale when its heartbeat is older than ``stale_seconds``."""
-    p = Path(run_dir) / LOCK_FILE
-    try:
-        holder = json.loads(p.read_text())
-        age = time.time() - p.stat().st_mtime
-    except FileNotFoundError:
-        return LockInfo("free", {}, 0.0)
-    except (ValueError, OSError):  # half written: its writer is about to finish it
-        return LockInfo("live", {}, 0.0)
-    if holder.get("host") == socket.gethostname():
-        started = _process_started(int(holder.get("pid", -1)))
-        alive = started is not None and abs(started - float(holder.get("pid_started", started))) < 1.0
-        return LockInfo("live" if alive else "stale", holder, age)
-    return LockInfo("live" if age < stale_seconds else "stale", holder, age)
-
-
-class RunLock:
-    """``<run>/sweep.lock``: this process trains the run. Created exclusively; a stale lock
-    (:func:`lock_info`) is taken over; a heartbeat thread keeps its mtime fresh."""
-
-    def __init__(self, run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS, **record: Any):
-        self.path = Path(run_dir) / LOCK_FILE
-        self.stale_seconds = stale_seconds
-        self.record = {"host": socket.gethostname(), "pid": os.getpid(),
-                       "pid_started": _process_started(os.getpid()), "since": time.time(), **record}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def _create(self) -> bool:
-        try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w") as f:
-            json.dump(self.record, f)
-        return True
-
-    def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self._create():
-            return self._beat()
-        info = lock_info(self.path.parent, self.stale_seconds)
-        if info.state == "stale":
-            self.path.unlink(missing_ok=True)
-            if self._create():  # two takers of one stale lock: only one creates the new file
-                return self._beat()
-            info = lock_info(self.path.parent, self.stale_seconds)
-        h = info.holder
-        raise RmtlError(f"run {self.path.parent} is being trained by {h.get('host', '?')} pid {h.get('pid', '?')} "
-                        f"(heartbeat {info.age:.0f} s ago); not starting a second copy. If that process is gone, "
-                        f"its lock goes stale after {self.stale_seconds:.0f} s, or delete {self.path}")
-
-    def _beat(self) -> None:
-        def beat() -> None:
-            while not self._stop.wait(HEARTBEAT_SECONDS):
-                with contextlib.suppress(OSError):
-                    os.utime(self.path)
-
-        self._thread = threading.Thread(target=beat, name="sweep-lock-heartbeat", daemon=True)
-        self._thread.start()
-
-    def release(self) -> None:
-        self._stop.set()
-        try:
-            if json.loads(self.path.read_text()).get("pid") == os.getpid():
-                self.path.unlink()
-        except (OSError, ValueError):
-            pass
-
-    def __enter__(self) -> RunLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
-
 # -- training one run ----------------------------------------------------------------------
 def train_run(variant: str, seed: int, overrides: Mapping[str, Any] | None = None, output_dir: str | None = None,
               steps: int | None = None, *, stale_seconds: float = DEFAULT_STALE_SECONDS,
@@ -355,18 +253,24 @@ def train_run(variant: str, seed: int, overrides: Mapping[str, Any] | None = Non
     'trained'), env_steps}."""
     from rmtl.train.cli import run_stage1
 
+    from rmtl.train.run.stdio import survive_closed_output
+
     cfg = stage1_run_config(variant, seed, overrides or {}, output_dir, steps)
     run_dir = cfg.run_dir()
     if is_finished(run_dir, cfg.total_timesteps):
         return {"run_dir": str(run_dir), "status": "finished", "env_steps": _env_steps(run_dir)}
-    with RunLock(run_dir, stale_seconds, flow_run_id=flow_run_id):
+    # a killed worker closes the pipe of our stdout: its last print must not fail a run that trained
+    with survive_closed_output(), RunLock(run_dir, stale_seconds, flow_run_id=flow_run_id):
         from rmtl.train.run.run_dir import latest_checkpoint, resume_checkpoint
 
         ck = latest_checkpoint(run_dir) or resume_checkpoint(run_dir)
-        start = json.loads((ck / "meta.json").read_text()).get("num_timesteps", 0) if ck else 0
+        try:  # a damaged meta.json: run_stage1 names it in one line (and how to go on), not a traceback here
+            start = int(json.loads((ck / "meta.json").read_text()).get("num_timesteps", 0)) if ck else 0
+        except (OSError, ValueError, TypeError, AttributeError):
+            start = None
         with open(run_dir / STARTS_FILE, "a") as f:  # who started it when: a run started twice at once shows here
             f.write(json.dumps({"time": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
-                                "flow_run_id": flow_run_id, "from_step": int(start)}) + "\n")
+                                "flow_run_id": flow_run_id, "from_step": start}) + "\n")
         run_stage1(cfg)
     return {"run_dir": str(run_dir), "status": "trained", "env_steps": _env_steps(run_dir)}
 
@@ -382,6 +286,39 @@ def run_starts(run_dir: Path) -> list[dict[str, Any]]:
     """The starts ``train_run`` recorded for a run, oldest first."""
     p = Path(run_dir) / STARTS_FILE
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()] if p.is_file() else []
+
+
+def last_start(run_dir: Path) -> dict[str, Any]:
+    """The newest start of a run (``{}``: none recorded, or an unreadable record)."""
+    try:
+        starts = run_starts(run_dir)
+    except (OSError, ValueError):
+        return {}
+    return starts[-1] if starts and isinstance(starts[-1], dict) else {}
+
+
+def started_by(run_dir: Path, flow_run_id: str) -> bool:
+    """Whether flow run ``flow_run_id`` ever started training the run (a try refused by the lock did not)."""
+    try:
+        return any(s.get("flow_run_id") == flow_run_id for s in run_starts(run_dir))
+    except (OSError, ValueError):
+        return False
+
+
+def process_gone(start: Mapping[str, Any], run_dir: Path, stale_seconds: float) -> bool:
+    """Whether the process of a recorded start has ended: on this host by its pid; on another by the
+    run's ``summary.json`` (written at its end) being older than ``stale_seconds``."""
+    if start.get("host") == socket.gethostname():
+        return not pid_alive(int(start.get("pid", -1)))
+    try:
+        return time.time() - (Path(run_dir) / "summary.json").stat().st_mtime > stale_seconds
+    except OSError:
+        return False
+
+
+def holder_text(info: LockInfo) -> str:
+    """Who holds a run's lock, for a message: ``host pid N``."""
+    return f"{info.holder.get('host', '?')} pid {info.holder.get('pid', '?')}"
 
 
 # -- the whole sweep -----------------------------------------------------------------------
@@ -403,13 +340,32 @@ def write_report(sweep: Sweep) -> Path:
 
 
 def run_local(sweep: Sweep, echo: Any = print) -> Path:
-    """Every run of the sweep in order in this process (finished ones skipped), then the report."""
+    """Every run of the sweep in order in this process (finished ones skipped), then the report.
+    A run another live process trains (a worker of a pool sweep, another ``--local``) is skipped,
+    not failed; the end names those runs, and the report waits until all of them are finished."""
+    skipped: dict[str, str] = {}  # run name -> who holds it
     for r, state in plan(sweep):
         if state == "finished":
             echo(f"done: {r.name}")
             continue
+        info = lock_info(run_path(r.output_dir), sweep.lock_stale_seconds)
+        if info.state == "live":
+            skipped[r.name] = holder_text(info)
+            echo(f"skipped: {r.name} (another process trains it: {skipped[r.name]})")
+            continue
         echo(f"{'resuming' if state == 'resumable' else 'starting'}: {r.name}")
-        train_run(r.variant, r.seed, r.overrides, r.output_dir, r.steps, stale_seconds=sweep.lock_stale_seconds)
+        try:
+            train_run(r.variant, r.seed, r.overrides, r.output_dir, r.steps, stale_seconds=sweep.lock_stale_seconds)
+        except RunHeld:  # taken between the look and the start
+            skipped[r.name] = holder_text(lock_info(run_path(r.output_dir), sweep.lock_stale_seconds))
+            echo(f"skipped: {r.name} (another process trains it: {skipped[r.name]})")
+    unfinished = [r.name for r, state in plan(sweep) if r.name in skipped and state != "finished"]
+    if unfinished:
+        raise RmtlError(f"{len(unfinished)} of {len(sweep.runs)} runs were skipped because another process holds "
+                        f"them ({', '.join(f'{n}: {skipped[n]}' for n in unfinished)}); the others are done. Run the "
+                        f"same sweep again once that process has finished them, to write the report")
+    if skipped:
+        echo(f"skipped here, finished by another process: {', '.join(skipped)}")
     return write_report(sweep)
 
 

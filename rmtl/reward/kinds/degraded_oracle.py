@@ -55,8 +55,8 @@ class ScoreError(Config):
 class ScorerErrorConfig(Config):
     """The error model of a degraded oracle."""
 
-    seed: int | None = None
-    """Seed of the error landscapes and noise (None: derived from the run's seed)."""
+    seed: int | None = Field(None, ge=0)
+    """Seed of the error landscapes and noise, 0 or more (None: derived from the run's seed)."""
     default: ScoreError = ScoreError()
     """The error of every micro-task not named in ``micro_tasks``."""
     micro_tasks: dict[str, ScoreError] = {}

@@ -161,9 +161,19 @@ def load_torch_state(path: str | Path, what: str, fix: str, map_location: Any = 
         return torch.load(p, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:
         why = " ".join(str(err).split()).split(" Check the documentation")[0][:200]
+        with open(p, "rb") as f:
+            head = f.read(2)
+        # objects are refused by name (a GLOBAL); bytes that are neither torch's zip nor a pickle (protocol 2+)
+        # are a damaged file or another kind of file, not code
+        if "global" not in str(err).lower() or not (head == b"PK" or head[:1] == b"\x80"):
+            raise ConfigError(f"{p} ({what}) is not a readable torch file (damaged, or not written by torch); "
+                              f"{fix}") from None
         raise ConfigError(f"{p} ({what}) holds Python objects besides tensors and plain values, so rmtl does not "
                           f"load it (loading them could run code; it may not have been written by rmtl): {fix} "
                           f"[{why}]") from None
+    except (KeyError, IndexError, TypeError):  # what torch's reader raises on some bytes that are no torch file
+        raise ConfigError(f"{p} ({what}) is not a readable torch file (damaged, or not written by torch); "
+                          f"{fix}") from None
     except (RuntimeError, EOFError, ValueError) as err:
         raise ConfigError(f"{p} ({what}) is not a readable torch file ({' '.join(str(err).split())[:160]}); "
                           f"{fix}") from None

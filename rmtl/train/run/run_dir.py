@@ -18,6 +18,9 @@ import yaml
 from rmtl.errors import ConfigError
 from rmtl.train.run.csv_log import truncate_csv
 
+LOCK_FILE = "sweep.lock"
+"""The run lock (host, pid, heartbeat) of whichever process trains the run (``rmtl.train.sweep.RunLock``)."""
+
 CHECKPOINTS = "checkpoints"
 LATEST = "latest.txt"
 RESUME = "resume"
@@ -165,7 +168,9 @@ def open_run(run_dir: Path, config: Any, *, resume: bool, free_fields: Iterable[
         leftovers = [n for n in logs if (run_dir / n).exists()]
         if held or (leftovers and (not resume or saved is None
                                    or config_differences(saved, config, free_fields))):
-            dest = move_aside(run_dir, [p.name for p in run_dir.iterdir() if not p.name.startswith(PREVIOUS)])
+            # The run lock of the start that moves the rest aside stays where it is.
+            dest = move_aside(run_dir, [p.name for p in run_dir.iterdir()
+                                        if not p.name.startswith(PREVIOUS) and p.name != LOCK_FILE])
             print(f"starting over in {run_dir}: the earlier run's files moved to {dest}", flush=True)
     config.to_yaml(run_dir / "config.yaml")
     return ck, meta
