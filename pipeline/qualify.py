@@ -7,8 +7,8 @@ policies. A scorer that reads state (``oracle``, ``degraded_oracle``, ``rule_onl
 the families' states, rolled out without rendering and cached; a VLM is scored on the same
 episodes rendered on the model's declared renderer into one store per family and embedded once.
 
-The verdict comes from the learnability map (``results/learnability/map.json``, fitted by
-``experiments/learnability/fit_map.py`` from the degraded-oracle runs): the fitted probability
+The verdict comes from the task's learnability map (``Task.learnability_map``, shipped with the
+task's package: ``rmtl/tasks/fetch_lift/learnability_map.json``, fitted by ``experiments/learnability/fit_map.py`` from the degraded-oracle runs): the fitted probability
 that a run on this scorer teaches (test success >= 0.5 at 300k steps) with a bootstrap interval,
 and the outcomes of the nearest mapped conditions.
 """
@@ -34,7 +34,6 @@ from storage.whole_file import write_file_whole
 
 REPO = Path(__file__).resolve().parents[1]
 FAMILIES_FILE = Path(__file__).with_name("qualification_families.yaml")
-MAP_FILE = REPO / "results" / "learnability" / "map.json"
 METRICS = ("approach_rank", "align_rank", "grasp_auc", "right_prompt", "resting_grasp_pay", "noise_ratio")
 """The map's axes, in this order (RULE.md of results/learnability)."""
 BETTER = {"approach_rank": 1, "align_rank": 1, "grasp_auc": 1, "right_prompt": 1, "resting_grasp_pay": -1,
@@ -316,8 +315,14 @@ def single_prompt_battery(scores: np.ndarray, rows: StateSet, shaping: Any = Non
     return {f: float(ret[owner == f].mean()) for f in dict.fromkeys(owner.tolist())}
 
 
-def load_map(path: Path = MAP_FILE) -> dict | None:
-    if not path.is_file():
+def load_map(path: Path | None = None) -> dict | None:
+    """The fitted learnability map at ``path`` (default: the default task's, ``Task.learnability_map``);
+    None when there is none."""
+    if path is None:
+        from rmtl.tasks import get_task
+
+        path = get_task().learnability_map
+    if path is None or not Path(path).is_file():
         return None
     return json.loads(path.read_text())
 
@@ -462,7 +467,7 @@ def hybrid_scores(model_scores: np.ndarray, oracle_scores: np.ndarray, vlm_phase
 
 
 def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_file: str | None, small: bool,
-            out_dir: Path, data_dir: Path, seed: int = 0, map_file: Path = MAP_FILE, progress: bool = True,
+            out_dir: Path, data_dir: Path, seed: int = 0, map_file: Path | None = None, progress: bool = True,
             vlm_micro_tasks: Sequence[str] | None = None) -> dict:
     """Score the qualification set with one scorer; returns the report (also written as JSON and PNG).
     ``vlm_micro_tasks`` (with ``model``): qualify the hybrid in which the model scores only those
@@ -525,7 +530,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         single = {"battery_single_prompt": single_returns,
                   "single_prompt_behaviours_at_or_above_expert": sorted(
                       n for n in degenerate if single_returns.get(n, -np.inf) >= single_returns.get("expert", np.inf))}
-    fitted = load_map(map_file)
+    fitted = load_map(map_file or task.learnability_map)
     verdict = scorer_verdict(pooled["value"], beats, fitted)
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
               "vlm_micro_tasks": list(vlm_micro_tasks or []),

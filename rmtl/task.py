@@ -8,6 +8,7 @@ source). Layers above (pipeline, flows) look a task up by name (:func:`rmtl.task
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -113,6 +114,9 @@ class Task:
     """Named confusions a pixel scorer of this task makes (``degraded_oracle``)."""
     scorer_metrics: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], dict[str, float]] | None = None
     """(scores [N, K], states, episode ids, steps) -> the learnability map's metrics (``rmtl qualify``)."""
+    learnability_map: Path | None = None
+    """The fitted learnability map of this task (JSON shipped with the task's package, read by
+    ``rmtl qualify``; refitted by ``experiments/learnability/fit_map.py``); None: not fitted."""
     coverage_scene: Callable[[Any, np.random.Generator, int], tuple[Any, dict]] | None = None
     """(reset env, rng, scene index) -> (observation, info): sets a coverage scene directly, not
     through a policy (rollout policy ``coverage``)."""

@@ -255,3 +255,20 @@ def test_a_vlm_is_loaded_once_for_all_families_and_builds_no_state_cache(tmp_pat
     assert scores.shape == (len(rows.states), 3) and np.isfinite(scores).all()
     assert sorted(p.name for p in (tmp_path / "stores").glob("*.zarr")) == ["a.zarr", "b.zarr"]
     assert not list((tmp_path / "stores").glob("*.cache"))
+
+
+def test_the_fitted_map_ships_with_the_task_package():
+    """`rmtl qualify` reads the task's map from the installed package, not from a checkout's results/."""
+    import fnmatch
+    import tomllib
+
+    from pipeline.qualify import METRICS, load_map
+    from rmtl.tasks import get_task
+
+    path = get_task("fetch_lift").learnability_map
+    assert path is not None and path.is_file() and "results" not in path.parts
+    fitted = load_map()
+    assert fitted == json.loads(path.read_text()) and fitted["fitted"] and len(fitted["coef"]) == len(METRICS)
+    rmtl_dir = Path(__file__).resolve().parents[1] / "rmtl"
+    patterns = tomllib.loads((rmtl_dir.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["rmtl"]
+    assert any(fnmatch.fnmatch(str(path.relative_to(rmtl_dir)), p) for p in patterns)  # in the wheel

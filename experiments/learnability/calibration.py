@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.qualify import MAP_FILE, load_map
+from pipeline.qualify import load_map
 from qualify_table import pixel_runs  # this script's folder
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reports", type=Path, default=REPO / "results/learnability/qualify")
     ap.add_argument("--runs", type=Path, default=REPO / "results")
-    ap.add_argument("--map", type=Path, default=MAP_FILE)
+    ap.add_argument("--map", type=Path, default=None, help="a fitted map (default: the task's, shipped with its package)")
     ap.add_argument("--out", type=Path, default=REPO / "results/learnability/calibration.md")
     a = ap.parse_args(argv)
     fitted = load_map(a.map)

@@ -8,7 +8,8 @@ success (best on validation, 200 episodes). Rule-only's three committed 600k run
 chance metrics (a constant score: no rank, grasp AUC 0.5, a resting cube paid like a lifted one).
 The ``checks`` of conditions.yaml (the replayed stand-ins) are measured the same way and kept out
 of the fit: map.json and runs.md give each its outcomes beside the verdict the map gives its metrics.
-Writes map.json (read by ``rmtl qualify``), runs.csv, runs.md (one row per run), conditions.md (one
+Writes the map (``map.json`` content) to the task's package (``Task.learnability_map``, read by
+``rmtl qualify`` and shipped in the wheel; ``--map-out`` elsewhere), and runs.csv, runs.md (one row per run), conditions.md (one
 row per condition: its mean metrics, each seed's outcome, how many taught) and the map's PNGs.
 """
 
@@ -112,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=Path, default=REPO / "results/learnability/runs")
     ap.add_argument("--rule-only", type=Path, default=REPO / "results/oracle_structure/runs")
     ap.add_argument("--out", type=Path, default=REPO / "results/learnability")
+    ap.add_argument("--map-out", type=Path, default=None,
+                    help="where map.json goes (default: the task's map, shipped with its package: Task.learnability_map)")
     ap.add_argument("--small", action="store_true", help="metrics on the CI-sized qualification set")
     a = ap.parse_args(argv)
     spec = yaml.safe_load(a.spec.read_text())
@@ -161,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
         c["verdict"] = map_verdict(c["metrics"], result)
     result["checks"] = checks
     a.out.mkdir(parents=True, exist_ok=True)
-    (a.out / "map.json").write_text(json.dumps(result, indent=1))
+    map_out = a.map_out or get_task().learnability_map
+    map_out.write_text(json.dumps(result, indent=1))
     with open(a.out / "runs.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["condition", "seed", *METRICS, "test_success", "final_test", "best_step"])
         w.writeheader()

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.qualify import MAP_FILE, METRICS, load_map, plot_map, scorer_verdict
+from pipeline.qualify import METRICS, load_map, plot_map, scorer_verdict
 from rmtl.train.config import Stage1Config
 from storage.whole_file import write_file_whole
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("reports", type=Path)
     ap.add_argument("--runs", type=Path, default=REPO / "results")
     ap.add_argument("--out", type=Path, default=REPO / "results/learnability/qualify_table.md")
-    ap.add_argument("--map", type=Path, default=MAP_FILE, help="the fitted map the verdicts are read from")
+    ap.add_argument("--map", type=Path, default=None, help="the fitted map the verdicts are read from (default: the task's)")
     ap.add_argument("--png", type=Path, default=REPO / "results/learnability/qualify/map_scorers.png")
     a = ap.parse_args(argv)
     runs = pixel_runs(a.runs)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from types import MappingProxyType
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -99,7 +100,7 @@ def fetch_lift_task() -> Task:
         caption_options=MappingProxyType(asdict(CaptionConfig())), caption_prompt_leaks=_caption_prompt_leaks,
         caption_leak_audit=_caption_leak_audit,
         soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
-        scorer_metrics=_map_metrics, env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
+        scorer_metrics=_map_metrics, learnability_map=Path(__file__).with_name("learnability_map.json"), env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
         phase_metrics=_phase_metrics, lift_height=lift_height, episode_goals=_episode_goals,
         gate_report=_gate_report, check_difficulty=check_difficulty,
     )
