@@ -21,6 +21,7 @@ from prefect.cache_policies import NO_CACHE
 from flows import one_line_failures
 from flows.render_and_embed import retry_unless_user_error
 from pipeline.alpha_sweep import DEFAULT_ALPHAS
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 _TASK = dict(cache_policy=NO_CACHE, persist_result=False, retries=1, retry_delay_seconds=2,
              retry_condition_fn=retry_unless_user_error)
@@ -81,7 +82,7 @@ def per_view_analysis_flow(
     store: str | None = None,
     name: str = "default",
     model: str | None = None,
-    alpha: float = 0.9,
+    alpha: float = DEFAULT_ALPHA,
     out_dir: str | None = None,
     episodes: list[int] | None = None,
     row: int | None = None,

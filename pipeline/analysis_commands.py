@@ -18,6 +18,7 @@ from rmtl.errors import ConfigError, StoreError
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.provenance import portable_values
 from rmtl.train.variants import variant_names
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 
 class EmbedConfig(Config):
@@ -64,7 +65,7 @@ class PromptedQuestion(StoreQuestion):
 class QueryConfig(PromptedQuestion):
     """``rmtl query``: reward-quality questions over a store."""
 
-    alpha: float = 0.9
+    alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
     radii: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
     """Cache radii (m) for hit rate vs reward error."""
@@ -84,7 +85,7 @@ class AlphaSweepConfig(PromptedQuestion):
 class PerViewConfig(PromptedQuestion):
     """``rmtl per-view-analysis``: per-view vs mean scores (paper Fig. 3/8)."""
 
-    alpha: float = 0.9
+    alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
     episodes: tuple[int, ...] | None = None
     """Episodes to plot."""
@@ -121,7 +122,7 @@ class PromptStudyConfig(StoreQuestion):
 
     prompts: str
     """Directory of prompt-set YAML files (or one file)."""
-    alpha: float = 0.9
+    alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
     bounds: str = "adapted"
     """Shaping bounds of the return ranking: 'adapted' or 'running'."""
@@ -136,7 +137,7 @@ class RewardQualityConfig(Config):
     """Model to judge: a model spec or a stored model id."""
     against: str = RANDOM_REFERENCE
     """Model to compare with (random weights): spec or stored id."""
-    alpha: float = 0.9
+    alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
     out: str | None = None
     """JSON path for all metrics and gates."""
@@ -165,7 +166,7 @@ class GateSetConfig(Config):
     """Render processes."""
     seed: int = Field(50_000, ge=0)
     """Base episode seed."""
-    alpha: float = 0.9
+    alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
 
 
@@ -182,7 +183,7 @@ class ExportMinariConfig(Config):
     """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
     reward: str = "vlm"
     """'vlm': the prompt set's shaped reward; 'dense': the dense reference."""
-    alpha: float = 0.9
+    alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
     env_reward: bool = True
     """Add the env's +1 on the success step."""
@@ -203,7 +204,7 @@ class ExportLeRobotConfig(Config):
     """Dataset directory (default <data-dir>/lerobot/<store name>)."""
     model: str | None = None
     """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
-    alpha: float = 0.9
+    alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
     overwrite: bool = False
     """Replace a non-empty --out directory."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from rmtl.errors import ConfigError, StoreError
 from rmtl.reward.prompt_sets import PromptSet
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 REWARDS = ("vlm", "dense")
 """What ``shaped`` holds: the prompt set's shaped VLM reward, or the task's dense reference."""
@@ -86,7 +87,7 @@ def active_scores(store: Any, model: str | None, pset: PromptSet, rows: np.ndarr
 
 
 def read_episodes(st: Any, what: str, pset: PromptSet, model: str | None = None, reward: str = "vlm",
-                  alpha: float = 0.9) -> StoreEpisodes:
+                  alpha: float = DEFAULT_ALPHA) -> StoreEpisodes:
     """The episodes of the open store ``st`` with their rewards (module docstring); ``what``
     completes the error of a store without actions ("cannot <what>")."""
     from pipeline.return_ranking import shaped_rewards

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 DEFAULT_NOISE_LEVELS: tuple[float, ...] = (0.1, 0.3, 0.6, 1.0)
 """Expert action-noise standard deviations (actions lie in [-1, 1]); 1.0 is close to random."""
@@ -95,7 +96,7 @@ def episode_groups(store: Any) -> dict[int, str]:
     return {e: policy_label(cfg, plan_episode(cfg, e)) for e in episodes}
 
 
-def grouped_quality(store_path: str, model: str, alpha: float = 0.9, prompts: Any = None) -> dict[str, dict]:
+def grouped_quality(store_path: str, model: str, alpha: float = DEFAULT_ALPHA, prompts: Any = None) -> dict[str, dict]:
     """Within-phase reward-quality metrics (the task's ``quality_metrics``; pick-and-lift) of each source
     of a store, keyed by its label, in label order; ``prompts``: a PromptConfig or a
     micro-task PromptSet (default: the paper's prompts)."""

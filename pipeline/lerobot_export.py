@@ -45,6 +45,7 @@ from rmtl.errors import ConfigError, StoreError
 from rmtl.outputs import check_replaceable, write_marker
 from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
@@ -154,7 +155,7 @@ def default_out(store_path: str, data_dir: str | os.PathLike[str] | None = None)
 
 
 def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompts: PromptSet | str = "paper",
-                   model: str | None = None, alpha: float = 0.9, overwrite: bool = False,
+                   model: str | None = None, alpha: float = DEFAULT_ALPHA, overwrite: bool = False,
                    data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Write the store's episodes as a LeRobot v3.0 dataset at ``out`` (module docstring);
     returns ``{"path", "episodes", "frames", "cameras", "model_id", "prompt_set"}``."""

@@ -41,6 +41,7 @@ from pipeline.export_target import StagedDirectory, interrupted_export, refuse_o
 from rmtl.errors import ConfigError
 from rmtl.outputs import check_replaceable, write_marker
 from rmtl.reward.prompt_sets import PromptSet
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 
 def minari_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -64,7 +65,7 @@ def dataset_id(name: str) -> str:
 
 
 def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[str] = "paper",
-                  model: str | None = None, reward: str = "vlm", alpha: float = 0.9, env_reward: bool = True,
+                  model: str | None = None, reward: str = "vlm", alpha: float = DEFAULT_ALPHA, env_reward: bool = True,
                   overwrite: bool = False, data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Write the store's episodes as the Minari dataset ``dataset_id(name)`` (module docstring);
     returns ``{"dataset_id", "path", "root", "episodes", "steps", "reward", "model_id", "prompt_set"}``."""

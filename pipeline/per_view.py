@@ -18,6 +18,7 @@ from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ def phase_switches(act_mean: np.ndarray, rows: StoreRows) -> dict[str, np.ndarra
 def per_view_analysis(
     store: Any,
     model_id: str | None = None,
-    alpha: float = 0.9,
+    alpha: float = DEFAULT_ALPHA,
     prompts: PromptConfig | PromptSet | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     episodes: Sequence[int] | None = None,

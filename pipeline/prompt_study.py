@@ -38,6 +38,7 @@ from pipeline.store_models import store_prompts
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 RANK_KEYS = ("approach_spearman", "align_spearman", "grasp_auc")
 """The within-phase ranks averaged into ``rank_score``."""
@@ -136,7 +137,7 @@ def set_metrics(mean: np.ndarray, single: np.ndarray, rows: Any, reward_rows: np
 
 
 def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[PromptSet], model: str | None = None,
-                 alpha: float = 0.9, out_dir: str | os.PathLike[str] | None = None, bounds: str = "adapted",
+                 alpha: float = DEFAULT_ALPHA, out_dir: str | os.PathLike[str] | None = None, bounds: str = "adapted",
                  show: bool = True, plots: bool = True) -> dict[str, Any]:
     """Rank prompt sets (a directory or file of YAML sets, or loaded sets) on one store (module
     docstring); returns the JSON-able result with ``sets`` best first, ``seconds`` and ``files``."""

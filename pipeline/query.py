@@ -51,6 +51,7 @@ from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.quality_stats import spearman, spread
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 DEFAULT_RADII: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
 """Cache radii (key units, metres) compared by default."""
@@ -172,7 +173,7 @@ def run_queries(
     store: Any,
     model_id: str | None = None,
     out_dir: str | os.PathLike[str] | None = None,
-    alpha: float = 0.9,
+    alpha: float = DEFAULT_ALPHA,
     radii: Sequence[float] = DEFAULT_RADII,
     prompts: PromptConfig | PromptSet | None = None,
     holdout: float = 0.25,

@@ -23,6 +23,7 @@ from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
 from rmtl.provenance import data_dir
 from rmtl.tasks import DEFAULT_TASK, task_views
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 
 class RenderAndEmbedConfig(Config):
@@ -63,7 +64,7 @@ class RenderAndEmbedConfig(Config):
     """Base seed of the episodes."""
     cache_kind: str = "flat"
     """FAISS index of the state cache: 'flat' or 'hnsw'."""
-    alpha: float = Field(0.9, ge=0, le=1)
+    alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1)
     """Projection alpha of the quality summary."""
     render: RenderSettings = RenderSettings()
     """Renderer settings (culling, mesh simplification, anti-aliasing; rmtl.env.render_settings)."""
@@ -111,7 +112,7 @@ def _opened(store_or_path):
     return DatasetStore.open(store_or_path, "r")
 
 
-def quality_summary(store_path, model: str, alpha: float = 0.9, prompts=None) -> dict:
+def quality_summary(store_path, model: str, alpha: float = DEFAULT_ALPHA, prompts=None) -> dict:
     """Reward-quality metrics of a store's embeddings (all views); ``store_path``: a path or
     an open DatasetStore; ``model``: a stored model id or a model spec
     (pipeline.store_models.resolve_model_id); ``prompts``: a PromptConfig or a micro-task

@@ -9,9 +9,10 @@ from pipeline.train_vlm.data import TrainingData, encode_rows
 from rmtl.reward.prompts import embed_prompts
 from rmtl.task import QualityInputs, Task
 from rmtl.tasks import get_task
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 
-def evaluate(vlm, data: TrainingData, rows: np.ndarray, alpha: float = 0.9, batch_size: int = 512,
+def evaluate(vlm, data: TrainingData, rows: np.ndarray, alpha: float = DEFAULT_ALPHA, batch_size: int = 512,
              image_embeddings: np.ndarray | None = None, task: Task | None = None) -> dict:
     """Reward-quality metrics of ``vlm`` on the given rows (all views), paper prompts;
     ``image_embeddings`` [len(rows), V, D] skips encoding the frames (locked image tower)."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pipeline.train_vlm.config import TrainVLMConfig
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 
 def save_run(vlm, arch: str, out_dir: str | Path, metrics: dict, log: list[dict]) -> None:
@@ -147,7 +148,7 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         f"seconds: {metrics.get('train_seconds', 0):.0f}",
         f"- reproduce: `{command}`",
         "",
-        "Held-out expert episodes, multi-view mean, alpha 0.9 (random-weight model of the same architecture beside it):",
+        f"Held-out expert episodes, multi-view mean, alpha {DEFAULT_ALPHA} (random-weight model of the same architecture beside it):",
         "",
         "| metric | trained | random weights |",
         "| --- | --- | --- |",

@@ -17,6 +17,9 @@ import numpy as np
 
 from rmtl.errors import ConfigError
 
+DEFAULT_ALPHA = 0.9
+"""The projection's mix of goal-baseline projection and plain goal similarity (paper App. A):
+the default of every command, flow and reward config that takes an ``alpha``."""
 MIN_DIRECTION_NORM = 1e-8
 
 

@@ -21,6 +21,7 @@ from rmtl.reward.scorer import PhasedScorer
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.reward.source import EmbeddingSource, VLMEmbeddingSource
 from rmtl.vlm.spec import PRECISIONS, parse_spec
+from rmtl.reward.projection import DEFAULT_ALPHA
 
 if TYPE_CHECKING:  # annotations only: the model module imports open_clip and torch
     from rmtl.vlm.model import VLM
@@ -36,7 +37,7 @@ class RewardConfig(RewardKindConfig):
     """Torch device; None: CUDA when present, else CPU."""
     precision: str | None = None
     """fp32, amp_bf16, bf16, fp16 or amp; None: amp_bf16 on CUDA, bf16 on a CPU with native bf16, else fp32."""
-    alpha: float = Field(0.9, ge=0, le=1)
+    alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1)
     """Projection mix: 0 is cosine similarity, 1 projects onto the goal-baseline direction only."""
     views: ViewNames | None = None
     """Camera views averaged into the score, names of the task's camera bank (None: all of them;

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, GRASP, PHASES, rule_phase
-from rmtl.reward.projection import goal_baseline_scores
+from rmtl.reward.projection import DEFAULT_ALPHA, goal_baseline_scores
 from rmtl.reward.quality_stats import roc_auc, spearman, spread, step_variation
 from rmtl.task import QualityInputs
 from rmtl.tasks.fetch_lift.captions import PROMPT_SITUATION, SITUATION_NAMES, situation_ids
@@ -54,7 +54,7 @@ def phase_metrics(scores: np.ndarray, states: np.ndarray) -> dict[str, float]:
     return out
 
 
-def reward_quality(inputs: QualityInputs, goals: np.ndarray, baseline: np.ndarray, alpha: float = 0.9) -> dict:
+def reward_quality(inputs: QualityInputs, goals: np.ndarray, baseline: np.ndarray, alpha: float = DEFAULT_ALPHA) -> dict:
     """Metrics for the multi-view mean and for every single view."""
     per_view = goal_baseline_scores(inputs.embeddings, goals, baseline, alpha)  # [N, V, K]
     mean = per_view.mean(axis=1)
