@@ -297,3 +297,40 @@ def test_normalised_run_checkpoints_statistics_as_json_and_refuses_pickles(tmp_p
     with pytest.raises(ConfigError, match="is a pickle"):
         train_stage1(small("dense_reference", tmp_path / "r", **{**kw, "total_timesteps": 128}))
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_run_starts_from_another_policy_with_a_fresh_optimiser(tiny_dense_run, tmp_path):
+    """``init_policy``: a new run's PPO starts with a kept policy's weights (the rule-continued control)."""
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from rmtl.errors import ConfigError
+    from rmtl.train.config import stage1_config
+    from rmtl.train.run.run_dir import resolve_checkpoint
+    from rmtl.train.stage1 import train_stage1
+
+    init = PPO.load(resolve_checkpoint(tiny_dense_run) / "model.zip", device="cpu").policy.state_dict()
+    seen = {}
+
+    class AtStart(BaseCallback):
+        def _on_training_start(self) -> None:
+            state = self.model.policy.state_dict()
+            seen["same"] = all(torch.equal(state[k], init[k]) for k in init)
+            seen["optimiser_steps"] = sum(len(s) for s in self.model.policy.optimizer.state.values())
+
+        def _on_step(self) -> bool:
+            return True
+
+    base = dict(n_envs=2, n_steps=16, batch_size=16, n_epochs=1, total_timesteps=32, checkpoint_every=32,
+                eval_every=0, eval_episodes=1, progress_bar=False, torch_threads=1, vec_env="dummy",
+                env={"max_episode_steps": 16})
+    cfg = stage1_config("dense_reference", init_policy=str(tiny_dense_run), output_dir=str(tmp_path / "warm"), **base)
+    train_stage1(cfg, callbacks=[AtStart()])
+    assert seen == {"same": True, "optimiser_steps": 0}
+    with pytest.raises(ConfigError, match="no Stage-1 checkpoint|not a Stage-1 checkpoint"):
+        stage1_config("dense_reference", init_policy=str(tmp_path / "nothing"), **base)
+    bigger = stage1_config("dense_reference", init_policy=str(tiny_dense_run), net_arch_pi=[8],
+                           output_dir=str(tmp_path / "other_net"), **base)
+    with pytest.raises(ConfigError, match="does not fit this run's policy"):
+        train_stage1(bigger)

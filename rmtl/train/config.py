@@ -180,6 +180,11 @@ class Stage1Config(Config):
     progress_bar: bool = True
     output_dir: str | None = None
     """Run directory; None: <data dir>/runs/stage1/<variant>_s<seed>."""
+    init_policy: str | None = None
+    """A Stage-1 policy a new run starts from (a checkpoint, its model.zip, or a run folder: its latest
+    checkpoint, else its ``best/``): its weights only, with a fresh optimiser and curriculum (a warm
+    start; Stage 2's rule-continued control over a kept worker). A run that resumes from its own
+    checkpoint ignores it."""
     keep_results: bool = False
     """Keep what survives a stop and a new machine in the run directory (rmtl.train.eval.committed): the
     newest checkpoint as ``resume/`` until the run finishes, and the best policy on the validation
@@ -208,6 +213,15 @@ class Stage1Config(Config):
     @classmethod
     def _output_dir(cls, v: str | None) -> str | None:
         return check_run_output(v, "stage1-run", "a Stage-1 run")
+
+    @field_validator("init_policy")
+    @classmethod
+    def _init_policy(cls, v: str | None) -> str | None:
+        if v is not None:
+            from rmtl.train.run.run_dir import resolve_checkpoint
+
+            resolve_checkpoint(v)  # one line when it is no policy
+        return v
 
     @field_validator("task")
     @classmethod

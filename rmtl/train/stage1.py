@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rmtl.errors import ConfigError
 from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.task import Task
 from rmtl.train.callbacks import CurriculumCallback, PeriodicEvalCallback, TrainStatsCallback
@@ -49,6 +50,23 @@ def _ppo(config: Stage1Config, venv: Any):
         policy_kwargs={"net_arch": {"pi": list(config.net_arch_pi), "vf": list(config.net_arch_vf)}},
         seed=config.seed, device=config.device, verbose=0,
     )
+
+
+def warm_start(model: Any, policy: str) -> None:
+    """Load the weights of a Stage-1 policy (``Stage1Config.init_policy``) into a new PPO model; its
+    optimiser state is not taken (a new run's learning rate and schedule apply)."""
+    from stable_baselines3.common.save_util import load_from_zip_file
+
+    from rmtl.train.run.run_dir import resolve_checkpoint
+
+    ck = resolve_checkpoint(policy) / "model.zip"
+    try:
+        _, params, _ = load_from_zip_file(str(ck), device=model.device)
+        model.policy.load_state_dict(params["policy"])  # the network only: never the saved optimiser
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"init_policy {ck} does not fit this run's policy ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:160]}); give a policy of the same observation "
+                          "layout and network (the same phase input and net_arch)") from None
 
 
 def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, source: Any = None,
@@ -93,6 +111,8 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
             session.restore(ck, curriculum_cb)
         else:
             model = _ppo(config, env.venv)
+            if config.init_policy:
+                warm_start(model, config.init_policy)
         session.begin(model, variant=config.variant)
 
         def evaluate(m: Any):
