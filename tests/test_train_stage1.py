@@ -328,8 +328,12 @@ def test_a_run_starts_from_another_policy_with_a_fresh_optimiser(tiny_dense_run,
     cfg = stage1_config("dense_reference", init_policy=str(tiny_dense_run), output_dir=str(tmp_path / "warm"), **base)
     train_stage1(cfg, callbacks=[AtStart()])
     assert seen == {"same": True, "optimiser_steps": 0}
-    with pytest.raises(ConfigError, match="no Stage-1 checkpoint|not a Stage-1 checkpoint"):
+    with pytest.raises(ConfigError, match="init_policy .*nothing does not exist"):
         stage1_config("dense_reference", init_policy=str(tmp_path / "nothing"), **base)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="not a Stage-1 checkpoint"):
+        train_stage1(stage1_config("dense_reference", init_policy=str(tmp_path / "empty"),
+                                   output_dir=str(tmp_path / "from_empty"), **base))
     bigger = stage1_config("dense_reference", init_policy=str(tiny_dense_run), net_arch_pi=[8],
                            output_dir=str(tmp_path / "other_net"), **base)
     with pytest.raises(ConfigError, match="does not fit this run's policy"):

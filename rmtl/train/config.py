@@ -217,10 +217,9 @@ class Stage1Config(Config):
     @field_validator("init_policy")
     @classmethod
     def _init_policy(cls, v: str | None) -> str | None:
-        if v is not None:
-            from rmtl.train.run.run_dir import resolve_checkpoint
-
-            resolve_checkpoint(v)  # one line when it is no policy
+        # Only that it exists here (config sits below the run layer); what it holds is read at the start.
+        if v is not None and not Path(v).expanduser().exists():
+            raise ValueError(f"init_policy {v} does not exist; give a Stage-1 checkpoint, its model.zip or a run folder")
         return v
 
     @field_validator("task")

@@ -1,0 +1,135 @@
+"""``rmtl qualify``: score the qualification set with one scorer, run the battery, read the map's
+verdict, and write the report (JSON, PNG, a plain table)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from pipeline.qualify.battery import battery, single_prompt_battery
+from pipeline.qualify.families import file_slug, load_families, state_set
+from pipeline.qualify.learnability_map import load_map, plot_map, scorer_verdict
+from pipeline.qualify.metrics import METRICS, pooled_metrics, scorer_metrics
+from pipeline.qualify.scores import frames_folder, hybrid_scores, kind_scores, model_scores, state_scorer, windowed_scores
+from rmtl.errors import ConfigError
+from rmtl.micro_tasks import micro_task_indices
+from storage.whole_file import write_file_whole
+
+
+def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_file: str | None, small: bool,
+            out_dir: Path, data_dir: Path, seed: int = 0, map_file: Path | None = None, progress: bool = True,
+            vlm_micro_tasks: Sequence[str] | None = None) -> dict:
+    """Score the qualification set with one scorer; returns the report (also written as JSON and PNG).
+    ``vlm_micro_tasks`` (with ``model``): qualify the hybrid in which the model scores only those
+    micro-tasks and the oracle the rest (reward kind ``hybrid``)."""
+    from rmtl.tasks import get_task
+
+    if (model is None) == (reward is None):
+        raise ConfigError("qualify needs exactly one scorer: --model M (a VLM) or --reward KIND (a state-reading kind)")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"--seed must be an integer >= 0 (a run seed), got {seed!r}")
+    if vlm_micro_tasks and model is None:
+        raise ConfigError("--vlm-micro-tasks qualifies a hybrid of a VLM and the oracle: give the VLM with --model M")
+    task_name, families = load_families(families_file, small=small)
+    task = get_task(task_name)
+    vlm_phases = micro_task_indices(task.micro_tasks.names, vlm_micro_tasks or (), "--vlm-micro-tasks")  # bad names before any rendering
+    size = "small" if small else "full"
+    kind, cfg = state_scorer(task, reward, seed) if reward is not None else (None, None)  # bad input before rollouts
+    rows = state_set(task_name, families, data_dir / "qualification" / size / "states", progress)
+    shaping = None
+    if reward is not None:
+        scores = kind_scores(kind, rows.states)
+        window = getattr(getattr(cfg, "shaping", None), "score_window", 1)
+        scores = windowed_scores(scores, rows, window) if scores is not None else None
+        shaping = getattr(cfg, "shaping", None)
+        label = cfg.kind
+        held_out = np.ones(len(rows.states), dtype=bool)
+    else:
+        stores = frames_folder(data_dir / "qualification" / size, model, task_name, families)
+        scores = model_scores(model, task_name, families, stores, rows, progress)
+        label = model
+        if vlm_micro_tasks:
+            oracle, _ = state_scorer(task, {"kind": "oracle"}, seed)
+            scores = hybrid_scores(scores, kind_scores(oracle, rows.states), vlm_phases)
+            label = f"{model} on {'+'.join(vlm_micro_tasks)}, oracle on the rest"
+        held_out = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])
+    fams = {f.name: f for f in families}
+    per_family = {name: scorer_metrics(task, scores, rows, rows.family == name) for name in fams}
+    groups = sorted({f.group for f in families})
+    per_group = {g: scorer_metrics(task, scores, rows,
+                                   np.isin(rows.family, [n for n, f in fams.items() if f.group == g]) & held_out)
+                 for g in groups}
+    pooled = pooled_metrics(task, scores, rows, held_out, seed)
+    not_measured = {}
+    if vlm_micro_tasks:
+        # right_prompt compares the micro-tasks' scores with each other; a hybrid's columns are on two
+        # scales (the model's, the oracle's) that its reward never compares, so the map sees it unmeasured.
+        not_measured["right_prompt"] = "a hybrid's micro-tasks are scored on two scales"
+        for m in (*per_family.values(), *per_group.values(), pooled["value"]):
+            m["right_prompt"] = float("nan")
+        pooled["ci"]["right_prompt"] = [float("nan")] * 2
+    returns = battery(task, scores, rows, shaping)
+    bar = returns.get("scorer", returns["rule_only"]).get("expert", float("nan"))
+    degenerate = [f.name for f in families if f.group == "behaviour"]
+    beats = sorted(n for n in degenerate if returns.get("scorer", {}).get(n, -np.inf) >= bar)
+    single: dict[str, Any] = {}
+    if model is not None and not vlm_micro_tasks:
+        # The single-prompt reward on the same model (the paper's baseline): its own battery.
+        single_scores = model_scores(model, task_name, families, stores, rows, False, single_prompt=True)
+        single_returns = single_prompt_battery(single_scores, rows)
+        single = {"battery_single_prompt": single_returns,
+                  "single_prompt_behaviours_at_or_above_expert": sorted(
+                      n for n in degenerate if single_returns.get(n, -np.inf) >= single_returns.get("expert", np.inf))}
+    fitted = load_map(map_file or task.learnability_map)
+    verdict = scorer_verdict(pooled["value"], beats, fitted)
+    report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
+              "vlm_micro_tasks": list(vlm_micro_tasks or []),
+              "set": {"size": size, "families": {n: {"group": f.group, "episodes": int(f.rollout.get("episodes", 0)),
+                                                     "held_out": model not in f.trained_on if model else True}
+                                                 for n, f in fams.items()},
+                      "rows": int(len(rows.states)), "episodes": int(len(np.unique(rows.episode)))},
+              "pooled": pooled, "groups": per_group, "families": per_family, "battery": returns,
+              "behaviours_at_or_above_expert": beats, **single, "map": verdict, "not_measured": not_measured}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    slug = file_slug(label if not vlm_micro_tasks else f"{model}_hybrid_{'_'.join(vlm_micro_tasks)}")
+    report["files"] = {"json": str(out_dir / f"qualify_{slug}.json"), "png": str(out_dir / f"qualify_{slug}.png")}
+    from rmtl.provenance import portable_path
+
+    saved = {**report, "files": {k: portable_path(v) for k, v in report["files"].items()}}
+    write_file_whole(report["files"]["json"], json.dumps(saved, indent=1, default=float))
+    plot_map(fitted, {label: pooled["value"]}, Path(report["files"]["png"]))
+    return report
+
+
+def format_report(report: Mapping[str, Any]) -> str:
+    """The report as a plain table: pooled metrics with intervals, per group, the battery, the verdict."""
+    f = lambda x: "n/a" if x is None or x != x else f"{x:.3f}"  # noqa: E731
+    pooled, ci = report["pooled"]["value"], report["pooled"]["ci"]
+    lines = [f"qualify {report['scorer']}: {report['set']['rows']} rows, {report['set']['episodes']} episodes "
+             f"({report['set']['size']} set)", "",
+             f"{'metric':<20}{'pooled':>10}  {'95% CI':<17}" + "".join(f"{g:>14}" for g in report["groups"])]
+    for k in METRICS:
+        lines.append(f"{k:<20}{f(pooled[k]):>10}  [{f(ci[k][0])}, {f(ci[k][1])}]".ljust(49)
+                     + "".join(f"{f(report['groups'][g][k]):>14}" for g in report["groups"]))
+    lines += ["", "battery (mean discounted return per family; a behaviour must stay below the noise-free expert):"]
+    for label, fams in report["battery"].items():
+        lines.append(f"  {label:<10}" + ", ".join(f"{n} {f(v)}" for n, v in fams.items()))
+    if report["behaviours_at_or_above_expert"]:
+        lines.append("  at or above the expert: " + ", ".join(report["behaviours_at_or_above_expert"]))
+    if "battery_single_prompt" in report:
+        lines.append("  single prompt: " + ", ".join(f"{n} {f(v)}" for n, v in report["battery_single_prompt"].items()))
+        trap = report["single_prompt_behaviours_at_or_above_expert"]
+        lines.append("  single prompt, at or above the expert: " + (", ".join(trap) if trap else "none"))
+    v = report["map"]
+    lines.append("")
+    if v["verdict"] == "unmapped":
+        lines.append(f"verdict: unmapped ({v['why']})")
+    else:
+        lines.append(f"verdict: {v['verdict']} (P(teaches) {f(v['p_teaches'])}, 90% [{f(v['p_interval_90'][0])}, "
+                     f"{f(v['p_interval_90'][1])}]; predicted test success at 300k {f(v['predicted_test_success'])}, "
+                     f"nearest conditions {', '.join(v['nearest_conditions'])})" + (f"; {v['why']}" if "why" in v else ""))
+    lines += [f"wrote {p}" for p in report["files"].values()]
+    return "\n".join(lines)
