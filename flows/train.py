@@ -30,7 +30,6 @@ from rmtl.train.sweep import (
     RunLock,
     Sweep,
     SweepRun,
-    holder_text,
     is_finished,
     last_start,
     lock_info,
@@ -308,7 +307,7 @@ def _submit_and_wait(sweep: Sweep, poll: float, echo: Callable[[str], Any]) -> l
             continue
         info = lock_info(run_path(run.output_dir), stale)
         if info.state == "live":  # a process that is no flow run of this server trains it: its flow run would fail
-            echo(f"held: {run.name} (another process trains it: {holder_text(info)}); waiting for it")
+            echo(f"held: {run.name} (another process trains it: {info.holder_text}); waiting for it")
             held[run.name] = run
             continue
         fid = submit(run, sweep)
@@ -342,7 +341,7 @@ def _submit_and_wait(sweep: Sweep, poll: float, echo: Callable[[str], Any]) -> l
                 continue
             info = lock_info(run_dir, stale)
             if info.state == "live" and not started_by(run_dir, fid):
-                echo(f"held: {run.name} (flow run {fid} found another process training it: {holder_text(info)}); "
+                echo(f"held: {run.name} (flow run {fid} found another process training it: {info.holder_text}); "
                      f"waiting for it")
                 held[run.name] = run
                 continue

@@ -261,19 +261,14 @@ def json_safe(value: Any) -> Any:
     """``value`` with every float that JSON cannot hold (NaN, infinity) replaced by None."""
     import math
 
+    import numpy as np
+
     if isinstance(value, dict):
         return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    try:
-        import numpy as np
-
-        if isinstance(value, np.floating):
-            return float(value) if math.isfinite(float(value)) else None
-    except ImportError:  # pragma: no cover
-        pass
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
     return value
 
 

@@ -183,7 +183,7 @@ def diagnose(model: str, out: Path) -> dict:
         "grasp_goal_cos_to_mean_lifted_image": float(g[GRASP] @ mean_x[lifted].mean(0)),
     }
     vlm = load_vlm(model)
-    prompts = text_prompts(model)
+    prompts = text_prompts()
     rng = random.Random(0)
     caps = {name: [caption(st, rng) for st in s[m] for _ in range(CAPTIONS_PER_STATE)]
             for name, m in (("lifted", lifted), ("resting", rest))}
@@ -260,7 +260,7 @@ def unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def text_prompts(model: str) -> dict[str, str]:
+def text_prompts() -> dict[str, str]:
     """The micro-task prompts of the default reward config (first phrasing of each)."""
     from rmtl.tasks import get_task
 

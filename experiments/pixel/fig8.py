@@ -25,24 +25,24 @@ from pipeline.per_view import per_view_analysis
 from pipeline.qualify import file_slug, frames_folder, load_families
 from rmtl.provenance import data_dir, portable_path
 from rmtl.reward.quality_stats import spread
-from storage.dataset import DatasetStore
 
 REPO = Path(__file__).resolve().parents[2]
 GROUPS = {"expert": ("expert", "noisy_expert"), "learner": ("learner",)}
 
 
-def noise_ratios(ds: dict, views: list[str]) -> dict[str, tuple[float, float]]:
-    """(summed step change, summed spread-weighted count) parts of each view's and the mean's noise ratio."""
-    episode, step, phase = ds["episode"], ds["step"], ds["phase"]
-    order = np.lexsort((step, episode))
-    e, s, p = episode[order], step[order], phase[order]
-    ok = (e[1:] == e[:-1]) & (s[1:] == s[:-1] + 1) & (p[1:] == p[:-1])
-    out = {}
-    for name, x in [*((v, ds["per_view"][:, i]) for i, v in enumerate(views)), ("six-view mean", ds["mean"])]:
-        deltas = np.abs(np.diff(x[order]))[ok]
-        spreads = [spread(x[phase == k]) for k in np.unique(phase)]
-        out[name] = (float(deltas.mean()) if len(deltas) else float("nan"), float(np.mean(spreads)))
-    return out
+MEAN = "six-view mean"
+
+
+def noise_ratio_parts(ds: dict, attrs: dict) -> dict[str, tuple[float, float]]:
+    """(mean step change, mean within-phase spread) of each view's and the mean's active score: the
+    step change is the per-view analysis's own (its summary's ``step_variation``), the spread is
+    p95 - p5 within each rule phase, averaged over the phases."""
+    variation = attrs["summary"]["step_variation"]
+    phase = ds["phase"]
+    scores = {**{v: ds["per_view"][:, i] for i, v in enumerate(attrs["views"])}, MEAN: ds["mean"]}
+    return {name: (variation["mean" if name == MEAN else name], float(np.mean([spread(x[phase == k])
+                                                                          for k in np.unique(phase)])))
+            for name, x in scores.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,18 +68,16 @@ def main(argv: list[str] | None = None) -> int:
             res = per_view_analysis(str(store), model_id=a.model, out_dir=work, plots=True)
             for kind, png in res.plots.items():
                 shutil.copyfile(png, a.out / f"{fam.name}_{kind}.png")
-            ds, _ = read_dataset(res.dataset)
-            with DatasetStore.open(store, "r") as st:
-                views = list(st.views)
-            for name, (delta, spr) in noise_ratios(ds, views).items():
+            ds, attrs = read_dataset(res.dataset)
+            for name, (delta, spr) in noise_ratio_parts(ds, attrs).items():
                 parts.setdefault(name, []).append((delta, spr, len(ds["mean"])))
         # Pooled over the group's stores, each weighted by its rows.
         results[group] = {name: float(np.average([d / s for d, s, _ in p], weights=[n for *_, n in p]))
                           for name, p in parts.items()}
         raw[group] = {name: float(np.average([d for d, _, _ in p], weights=[n for *_, n in p])) for name, p in parts.items()}
-    mean_wins = {g: all(r["six-view mean"] < v for k, v in r.items() if k != "six-view mean") for g, r in results.items()}
-    view_wins = [k for k in results["expert"] if k != "six-view mean"
-                 and all(results[g][k] < results[g]["six-view mean"] for g in results)]
+    mean_wins = {g: all(r[MEAN] < v for k, v in r.items() if k != MEAN) for g, r in results.items()}
+    view_wins = [k for k in results["expert"] if k != MEAN
+                 and all(results[g][k] < results[g][MEAN] for g in results)]
     verdict = ("supported" if all(mean_wins.values()) else "contradicted" if view_wins else "mixed")
     lines = [f"# Fig. 8 with pixels: per-view smoothness of `{a.model}`", "",
              f"`python experiments/pixel/fig8.py --model {a.model}` on the qualification stores (`rmtl qualify`'s), "
@@ -88,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
              "| view | noise ratio, expert episodes | noise ratio, learner episodes | raw step change, expert | raw, learner |",
              "|---|---|---|---|---|"]
     for name in results["expert"]:
-        bold = "**" if name == "six-view mean" else ""
+        bold = "**" if name == MEAN else ""
         lines.append(f"| {bold}{name}{bold} | {results['expert'][name]:.3f} | {results['learner'][name]:.3f} "
                      f"| {raw['expert'][name]:.4f} | {raw['learner'][name]:.4f} |")
     lines += ["", f"**Claim 3 (the six-view mean is smoother than every single view), by RULE.md: {verdict}** "

@@ -106,7 +106,7 @@ def load_run(run_dir: str | Path) -> dict[str, Any]:
     if not curriculum and curriculum_rows:
         curriculum = curriculum_from_rows(curriculum_rows)  # a kept run without its checkpoints
     return {
-        "dir": d, "variant": config.get("variant", d.name), "seed": config.get("seed"), "config": config,
+        "dir": d, "variant": config["variant"], "seed": config["seed"], "config": config,
         "eval": _csv_rows(d / "eval.csv", ("timesteps", "episodes", "successes", "success_rate", "ci_low",
                                                      "ci_high")),
         "curriculum_rows": curriculum_rows,

@@ -25,7 +25,7 @@ from rmtl.train.callbacks import CurriculumCallback, PeriodicEvalCallback, Train
 from rmtl.train.config import Stage1Config, check_device
 from rmtl.train.run.csv_log import read_csv
 from rmtl.train.eval.evaluate import evaluate_policy_success
-from rmtl.train.run.run_dir import open_run
+from rmtl.train.run.run_dir import open_run, resolve_checkpoint
 from rmtl.train.run.session import RunSession
 from rmtl.train.run.timing import Timings
 from rmtl.train.envs.train_env import SourceFactory, build_train_env, make_curriculum, task_of, task_reward_config
@@ -56,8 +56,6 @@ def warm_start(model: Any, policy: str) -> None:
     """Load the weights of a Stage-1 policy (``Stage1Config.init_policy``) into a new PPO model; its
     optimiser state is not taken (a new run's learning rate and schedule apply)."""
     from stable_baselines3.common.save_util import load_from_zip_file
-
-    from rmtl.train.run.run_dir import resolve_checkpoint
 
     ck = resolve_checkpoint(policy) / "model.zip"
     try:

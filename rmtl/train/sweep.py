@@ -36,9 +36,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rmtl.errors import ConfigError, RmtlError
-from rmtl.train.run.lock import (DEFAULT_STALE_SECONDS, HEARTBEAT_SECONDS, LockInfo, RunHeld, RunLock,  # noqa: F401
-                                 _process_started, lock_info)
-from rmtl.train.run.run_dir import LOCK_FILE
+from rmtl.train.run.lock import DEFAULT_STALE_SECONDS, RunHeld, RunLock, lock_info
+from rmtl.train.run.run_dir import LOCK_FILE  # noqa: F401  (callers and tests take it from here too)
 from storage.lock import pid_alive
 
 STARTS_FILE = "sweep_starts.jsonl"
@@ -316,11 +315,6 @@ def process_gone(start: Mapping[str, Any], run_dir: Path, stale_seconds: float) 
         return False
 
 
-def holder_text(info: LockInfo) -> str:
-    """Who holds a run's lock, for a message: ``host pid N``."""
-    return f"{info.holder.get('host', '?')} pid {info.holder.get('pid', '?')}"
-
-
 # -- the whole sweep -----------------------------------------------------------------------
 def plan(sweep: Sweep) -> list[tuple[SweepRun, str]]:
     """Each run with its state: finished, resumable or new."""
@@ -350,14 +344,14 @@ def run_local(sweep: Sweep, echo: Any = print) -> Path:
             continue
         info = lock_info(run_path(r.output_dir), sweep.lock_stale_seconds)
         if info.state == "live":
-            skipped[r.name] = holder_text(info)
+            skipped[r.name] = info.holder_text
             echo(f"skipped: {r.name} (another process trains it: {skipped[r.name]})")
             continue
         echo(f"{'resuming' if state == 'resumable' else 'starting'}: {r.name}")
         try:
             train_run(r.variant, r.seed, r.overrides, r.output_dir, r.steps, stale_seconds=sweep.lock_stale_seconds)
         except RunHeld:  # taken between the look and the start
-            skipped[r.name] = holder_text(lock_info(run_path(r.output_dir), sweep.lock_stale_seconds))
+            skipped[r.name] = lock_info(run_path(r.output_dir), sweep.lock_stale_seconds).holder_text
             echo(f"skipped: {r.name} (another process trains it: {skipped[r.name]})")
     unfinished = [r.name for r, state in plan(sweep) if r.name in skipped and state != "finished"]
     if unfinished:

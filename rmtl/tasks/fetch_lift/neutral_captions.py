@@ -230,16 +230,27 @@ def content_words(text: str) -> frozenset[str]:
     return frozenset(w for w in re.findall(r"[a-z']+", text.lower()) if w not in STOP_WORDS)
 
 
+def _jaccard(x: frozenset[str], y: frozenset[str]) -> float:
+    return len(x & y) / len(x | y) if x | y else 1.0
+
+
 def similarity(a: str, b: str) -> float:
     """Jaccard overlap of two texts' content words (0: none shared, 1: the same words)."""
-    x, y = content_words(a), content_words(b)
-    return len(x & y) / len(x | y) if x | y else 1.0
+    return _jaccard(content_words(a), content_words(b))
+
+
+@functools.lru_cache(maxsize=1)
+def _evaluated_words() -> tuple[tuple[str, frozenset[str]], ...]:
+    """Each evaluated prompt text with its content words (computed once: captioning checks every caption)."""
+    return tuple((t, content_words(t)) for t in evaluated_texts())
 
 
 def near_paraphrases(caption: str, texts: Sequence[str] | None = None,
                      threshold: float = NEAR_PARAPHRASE) -> list[tuple[str, float]]:
     """(prompt, similarity) of every evaluated prompt text ``caption`` nearly paraphrases."""
-    sims = ((t, similarity(caption, t)) for t in (evaluated_texts() if texts is None else texts))
+    against = _evaluated_words() if texts is None else tuple((t, content_words(t)) for t in texts)
+    words = content_words(caption)
+    sims = ((t, _jaccard(words, tw)) for t, tw in against)
     return [(t, s) for t, s in sims if s >= threshold]
 
 
@@ -254,9 +265,8 @@ def leak_audit(captions: Sequence[str], threshold: float = NEAR_PARAPHRASE) -> d
     near = 0
     for c in distinct:
         words = content_words(c)
-        for t in texts:
-            tw = content_words(t)
-            s = len(words & tw) / len(words | tw) if words | tw else 1.0
+        for t, tw in _evaluated_words():
+            s = _jaccard(words, tw)
             near += s >= threshold
             if s > best[0]:
                 best = (s, c, t)

@@ -51,6 +51,11 @@ class LockInfo:
     age: float
     """Seconds since the holder's last heartbeat."""
 
+    @property
+    def holder_text(self) -> str:
+        """Who holds the lock, for a message: ``host pid N``."""
+        return f"{self.holder.get('host', '?')} pid {self.holder.get('pid', '?')}"
+
 
 def lock_info(run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS) -> LockInfo:
     """Who holds a run's lock. On this host a dead pid (a zombie too, or a reused pid) makes it stale at once;
@@ -101,8 +106,7 @@ class RunLock:
             if self._create():  # two takers of one stale lock: only one creates the new file
                 return self._beat()
             info = lock_info(self.path.parent, self.stale_seconds)
-        h = info.holder
-        raise RunHeld(f"run {self.path.parent} is being trained by {h.get('host', '?')} pid {h.get('pid', '?')} "
+        raise RunHeld(f"run {self.path.parent} is being trained by {info.holder_text} "
                         f"(heartbeat {info.age:.0f} s ago); not starting a second copy. If that process is gone, "
                         f"its lock goes stale after {self.stale_seconds:.0f} s, or delete {self.path}")
 
