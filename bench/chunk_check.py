@@ -107,7 +107,7 @@ def main(argv=None) -> int:
             cls._require_chunks, reader._STAT_LOCAL = checked, True
             nodes, rows_of = direct[name]
             check_s = {"stat": [], "listing": []}
-            for rep in range(args.repeats):
+            for _ in range(args.repeats):
                 for mode in check_s:
                     reader._STAT_LOCAL = mode == "stat"
                     check_s[mode].append(check_only(path, nodes, rows_of))

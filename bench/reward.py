@@ -68,7 +68,7 @@ def bench_model(spec: str, batch: int, views: int, resolution: int | None, repea
         sync()
 
     def scored():
-        scorer(source.embed_frames(frames)).aggregate
+        _ = scorer(source.embed_frames(frames)).aggregate
 
     def pil():
         x = torch.stack([vlm.preprocess(Image.fromarray(f)) for f in flat])

@@ -20,7 +20,7 @@ def main(argv=None) -> int:
     for f in sorted(args.run.glob("progress_*.csv")):
         for r in csv.DictReader(f.open()):
             def num(k):
-                v = r.get(k, "")
+                v = r.get(k, "")  # noqa: B023 (called for this row only)
                 return float(v) if v not in ("", None) else float("nan")
             rows.append({"env_steps": int(num("time/total_timesteps")), "rollout_env_steps_per_s": num("time/env_steps_per_s"),
                          "total_env_steps_per_s": num("time/total_steps_per_s"), "cache_hit_rate": num("cache/rollout_hit_rate"),

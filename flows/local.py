@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from flows.server import LocalServer, ServerError, client_env, kill_group, prefect_home, start_background
+from flows.prefect_settings import client_env, prefect_home
+from flows.process_group import kill_group
+from flows.server import LocalServer, ServerError, start_background
 
 FINAL_STATES = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 
@@ -180,13 +182,13 @@ def render_and_embed_deployment(cfg: Any = None, keep_server: bool = False, **pa
     from rmtl.provenance import recorded_path
 
     cfg = cfg if cfg is not None else RenderAndEmbedConfig.make(**params)  # one-line errors before any start-up
-    parameters = cfg.model_dump(mode="json")
-    parameters["store"] = str(Path(cfg.store_path()).resolve()) if "://" not in cfg.store_path() else cfg.store_path()
+    store = str(Path(cfg.store_path()).resolve()) if "://" not in cfg.store_path() else cfg.store_path()
+    parameters = {"config": {**cfg.model_dump(mode="json"), "store": store}}  # the flow's one parameter
     run = run_deployment("render-and-embed", parameters, keep_server=keep_server,
                          wait_for_log="render-and-embed summary")
     summary = None
     if run.completed:
-        p = Path(parameters["store"])
+        p = Path(store)
         f = p.parent / f"{p.name}.runs" / "last_summary.json"
         if f.exists():
             summary = json.loads(f.read_text())

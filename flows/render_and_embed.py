@@ -1,8 +1,10 @@
 """Prefect flow ``render-and-embed``: the main job of pipeline.render_and_embed as tasks.
 
-Parameters are the fields of :class:`pipeline.render_and_embed.RenderAndEmbedConfig`
-(same names and defaults), validated by ``RenderAndEmbedConfig.make`` so a bad value
-fails the run with the same one-line error as the plain command. One task per pipeline
+Its one parameter, ``config``, is :class:`pipeline.render_and_embed.RenderAndEmbedConfig`,
+the class ``rmtl render-and-embed`` builds its options from, so the command, the flow and
+a Python caller take the same options (Prefect's UI shows the class's schema). A deployment
+run's JSON is validated by ``RenderAndEmbedConfig.make``, so a bad value fails the run with
+the same one-line error as the plain command. One task per pipeline
 step (load model, render, embed, build cache, quality summary), run by
 ``pipeline.render_and_embed.run_steps`` (the one place that orders them, with the checks
 first and the store's writer lock held across all of them); the parallel work (Dask rendering,
@@ -13,25 +15,42 @@ retried once on an unexpected error; user errors (bad config, foreign store, mis
 weights: :data:`rmtl.errors.USER_ERRORS`) are not retried.
 
 Run it:
-- in-process: ``run_render_and_embed(episodes=2, ...)`` (or ``python -m flows.render_and_embed
-  --episodes 2 ...``): a temporary Prefect server, or the API in ``PREFECT_API_URL``;
+- in-process: ``run_render_and_embed(RenderAndEmbedConfig(episodes=2, ...))`` (or ``python -m
+  flows.render_and_embed --episodes 2 ...``): a temporary Prefect server, or the API in
+  ``PREFECT_API_URL``;
 - as a deployment: ``python -m flows.serve`` then
-  ``prefect deployment run 'render-and-embed/default' --param episodes=2``.
+  ``prefect deployment run 'render-and-embed/default' --param 'config={"episodes": 2}'`` (the
+  fields left out take their defaults).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows import one_line_failures
-from pipeline.render_and_embed import DEFAULT_MODEL, RenderAndEmbedConfig, Steps, build_cache, format_summary, run_steps
-from rmtl.errors import USER_ERRORS
+from pipeline.render_and_embed import RenderAndEmbedConfig, Steps, build_cache, format_summary, run_steps
+from rmtl.config import Config
+from rmtl.errors import USER_ERRORS, ConfigError
 
 FLOW_NAME = "render-and-embed"
-_D = dict(RenderAndEmbedConfig())  # the defaults as a config resolves them (views: the task's whole camera bank)
+C = TypeVar("C", bound=Config)
+
+
+def as_config(cls: type[C], value: Any) -> C:
+    """A flow's ``config`` parameter as ``cls``: an instance as given (in-process), a deployment
+    run's JSON mapping built by ``cls.make``. The flows leave Prefect's own validation off, so a
+    bad value is the config's one line, not a pydantic report."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, Config):  # another class (or a copy Prefect rebuilt): its values
+        value = value.model_dump()
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"config must be a {cls.__name__} or a mapping of its fields, got {type(value).__name__}")
+    return cls.make(**value)
 
 
 def retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:
@@ -100,35 +119,9 @@ def quality(path: Any, model_id: str, alpha: float) -> dict:
       description="Roll out, render the camera bank into a Zarr store, embed with a VLM, build the FAISS "
                   "state cache, and log a reward-quality summary.")
 @one_line_failures  # a user error: the console's one line as the state message (docs/flows.md)
-def render_and_embed_flow(
-    task: str = _D["task"],
-    store: str | None = _D["store"],
-    name: str = _D["name"],
-    episodes: int = _D["episodes"],
-    policy: str = _D["policy"],
-    noise_std: float = _D["noise_std"],
-    noise_levels: list[float] | None = _D["noise_levels"],
-    deterministic: bool = _D["deterministic"],
-    stages: list[int] = list(_D["stages"]),
-    views: list[str] | str = list(_D["views"]),
-    resolution: int | None = _D["resolution"],
-    model: str = DEFAULT_MODEL,
-    batch_size: int = _D["batch_size"],
-    workers: int = _D["workers"],
-    dask_address: str | None = _D["dask_address"],
-    seed: int = _D["seed"],
-    cache_kind: str = _D["cache_kind"],
-    alpha: float = _D["alpha"],
-    render: dict | None = _D["render"].model_dump(mode="json"),
-) -> dict:
-    """Render-and-embed (parameters: pipeline.render_and_embed.RenderAndEmbedConfig)."""
-
-    cfg = RenderAndEmbedConfig.make(
-        task=task, store=store, name=name, episodes=episodes, policy=policy, noise_std=noise_std, noise_levels=noise_levels,
-        deterministic=deterministic, stages=stages, views=views,
-        resolution=resolution, model=model, batch_size=batch_size, workers=workers, dask_address=dask_address,
-        seed=seed, cache_kind=cache_kind, alpha=alpha, **({"render": render} if render is not None else {}))
-    return _run(cfg)
+def render_and_embed_flow(config: RenderAndEmbedConfig = RenderAndEmbedConfig()) -> dict:
+    """Render-and-embed of ``config`` (pipeline.render_and_embed.RenderAndEmbedConfig)."""
+    return _run(as_config(RenderAndEmbedConfig, config))
 
 
 def _run(cfg: RenderAndEmbedConfig) -> dict:
@@ -144,12 +137,12 @@ def run_render_and_embed(cfg: RenderAndEmbedConfig | None = None, **params: Any)
 
     cfg = cfg if cfg is not None else RenderAndEmbedConfig.make(**params)
     with local_settings():
-        return render_and_embed_flow(**flow_parameters(cfg))
+        return render_and_embed_flow(cfg)
 
 
-def flow_parameters(cfg: RenderAndEmbedConfig) -> dict:
-    """The flow's parameters for a config (JSON-ready: what a deployment run takes)."""
-    return cfg.model_dump(mode="json")
+def flow_parameters(cfg: Config) -> dict:
+    """A flow's parameters for a config (JSON-ready: what a deployment run takes)."""
+    return {"config": cfg.model_dump(mode="json")}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,10 @@ Each flow gets a deployment named ``default`` (or ``--name``), so with a Prefect
 reachable through ``PREFECT_API_URL`` (``python -m flows.server start`` for a local one):
 
     python -m flows.serve &
-    prefect deployment run 'render-and-embed/default' --param episodes=2 --watch
+    prefect deployment run 'render-and-embed/default' --param 'config={"episodes": 2}' --watch
+
+Every flow takes one parameter, ``config``: its job's config class as JSON (the fields left
+out take their defaults; flows.analysis, flows.render_and_embed).
 
 The serving process polls the API for scheduled runs of its deployments and executes
 each in a subprocess. It must run where the data and the models are (or where the store
@@ -54,7 +57,7 @@ def load_flows(names: list[str] | None = None) -> dict[str, Any]:
 def deployments(name: str = DEFAULT_DEPLOYMENT, flows: list[str] | None = None,
                 parameters: dict[str, dict] | None = None) -> list:
     """RunnerDeployments of the flows, each named ``name``; ``parameters`` overrides the
-    default parameters per flow name (a run's ``--param`` still wins)."""
+    default parameters per flow name (``{"config": {...}}``; a run's ``--param`` still wins)."""
     from prefect.deployments.runner import EntrypointType
 
     out = []

@@ -1,4 +1,4 @@
-"""Start, check and stop a local Prefect server, and the settings every process needs.
+"""Start, check and stop a local Prefect server.
 
 The local server keeps its SQLite database and logs under ``PREFECT_HOME``, which lives
 in the data directory (``<data dir>/prefect``) instead of ``~/.prefect``; analytics are
@@ -7,130 +7,49 @@ process, ``prefect deployment run``, a flow called in-process) reach it through
 ``PREFECT_API_URL``. A remote Prefect API is the same ``PREFECT_API_URL`` pointing
 elsewhere: nothing here is needed then.
 
-Used by ``rmtl server ...``, ``python -m flows.server`` and the integration test. Nothing
-here imports Prefect, so the helpers are cheap and settings are in place before it loads.
+Used by ``rmtl server ...``, ``python -m flows.server`` and the integration test. The settings
+and addresses are :mod:`flows.prefect_settings`'s, stopping process groups :mod:`flows.process_group`'s.
+Nothing here imports Prefect, so the helpers are cheap and settings are in place before it loads.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
-from typing import IO, Annotated, Any, Iterator, Literal, Mapping
+from typing import IO, Annotated, Any, Literal, Mapping
 
 import tyro
 
+from flows.prefect_settings import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    api_url,
+    client_env,
+    connect_host,
+    free_port,
+    is_healthy,
+    port_in_use,
+    prefect_home,
+    remote_hint,
+)
+# Re-exported: flows.serve and flows.render_and_embed import them from here.
+from flows.prefect_settings import base_settings, local_settings  # noqa: F401
+from flows.process_group import group_alive, kill_group, kill_tree, process_group_of, term_with_parent
 from rmtl.config import Config
 from rmtl.config_cli import Command
 from rmtl.errors import RmtlError
-from rmtl.provenance import data_dir
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 4200
 STATE_FILE = "rmtl-server.json"
 """Written into PREFECT_HOME by a background server: pid, url, log path."""
 
 
 class ServerError(RmtlError):
     """A local Prefect server that failed to start, or is not running."""
-
-
-# -- settings ------------------------------------------------------------------------------
-def prefect_home(data: str | Path | None = None) -> Path:
-    """``PREFECT_HOME`` of this project: ``<data dir>/prefect``."""
-    return data_dir(data) / "prefect"
-
-
-def api_url(port: int, host: str = DEFAULT_HOST) -> str:
-    return f"http://{host}:{port}/api"
-
-
-WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
-"""Listen addresses that mean "every interface": no client can connect to them as such."""
-
-
-def connect_host(host: str) -> str:
-    """The address a client on this machine uses for a server listening on ``host``."""
-    return "127.0.0.1" if host in WILDCARD_HOSTS else host
-
-
-def reachable_host() -> str | None:
-    """This machine's non-loopback IPv4 address (the one its default route uses), or None when
-    it has none. Asks the OS only: connecting a UDP socket sends nothing."""
-    candidates = []
-    with contextlib.suppress(OSError):
-        with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_DGRAM)) as s:
-            s.connect(("10.254.254.254", 1))
-            candidates.append(s.getsockname()[0])
-    with contextlib.suppress(OSError):
-        candidates.append(socket.gethostbyname(socket.gethostname()))
-    return next((ip for ip in candidates if ip and not ip.startswith("127.") and ip != "0.0.0.0"), None)
-
-
-def remote_hint(port: int, host: str) -> str | None:
-    """The line telling other machines which PREFECT_API_URL to use, for a server listening on
-    every interface (None for a loopback or named host: the URL printed already is the one)."""
-    if host not in WILDCARD_HOSTS:
-        return None
-    ip = reachable_host()
-    if ip is None:
-        return (f"other machines: export PREFECT_API_URL={api_url(port, 'HOST')} with HOST replaced by this "
-                f"machine's address on their network (none found here besides loopback); PREFECT_HOME is theirs")
-    return (f"other machines: export PREFECT_API_URL={api_url(port, ip)} (this machine's address on its default "
-            f"route; use another of its addresses if they reach it by one) and a PREFECT_HOME of their own")
-
-
-def free_port(host: str = DEFAULT_HOST) -> int:
-    """A TCP port nobody listens on right now (asked from the OS)."""
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
-def port_in_use(port: int, host: str = DEFAULT_HOST) -> bool:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.settimeout(0.5)
-        return s.connect_ex((connect_host(host), port)) == 0
-
-
-def base_settings(home: str | Path | None = None) -> dict[str, str]:
-    """Settings for any Prefect process of this project (server, serve, client, ephemeral)."""
-    return {
-        "PREFECT_HOME": str(Path(home) if home else prefect_home()),
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-        # the first start of a server on a fresh SQLite database runs migrations, which
-        # take longer than Prefect's default 20 s on a small machine
-        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        # a server streams flow-run logs to `prefect deployment run --watch` only with these on:
-        # without them --watch shows state changes alone, never a failure's one-line reason
-        "PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED": "true",
-        "PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED": "true",
-    }
-
-
-def client_env(url: str, home: str | Path | None = None, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment for a process that talks to the Prefect API at ``url``."""
-    env = dict(os.environ if base is None else base)
-    env.update(base_settings(home))
-    env["PREFECT_API_URL"] = url
-    return env
-
-
-def is_healthy(url: str, timeout: float = 2.0) -> bool:
-    """True when ``<url>/health`` answers 200 (``url`` is an API URL ending in /api)."""
-    try:
-        with urllib.request.urlopen(f"{url.rstrip('/')}/health", timeout=timeout) as r:
-            return r.status == 200
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
 
 
 def wait_healthy(url: str, timeout: float = 180.0, proc: subprocess.Popen | None = None,
@@ -152,71 +71,6 @@ def _tail_hint(log: Path | None) -> str:
         return ""
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
     return f"; see {log} (last line: {lines[-1].strip()[:200]})" if lines else f"; see {log}"
-
-
-# -- processes -----------------------------------------------------------------------------
-def kill_group(proc_or_pid: subprocess.Popen | int, timeout: float = 10.0) -> None:
-    """SIGTERM the process group led by a process started with ``start_new_session=True``,
-    then SIGKILL it if it is still there after ``timeout`` seconds."""
-    pid = proc_or_pid.pid if isinstance(proc_or_pid, subprocess.Popen) else int(proc_or_pid)
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if isinstance(proc_or_pid, subprocess.Popen):
-            if proc_or_pid.poll() is not None and not _group_alive(pid):
-                return
-        elif not _group_alive(pid):
-            return
-        time.sleep(0.1)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    if isinstance(proc_or_pid, subprocess.Popen):
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc_or_pid.wait(5)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # zombies of our own children count as gone once reaped; a group of only zombies is dead
-    try:
-        import psutil
-
-        return any(p.status() != psutil.STATUS_ZOMBIE for p in psutil.process_iter()
-                   if _safe_pgid(p.pid) == pgid)
-    except ImportError:  # pragma: no cover - psutil comes with dask.distributed
-        return True
-
-
-def _safe_pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except (ProcessLookupError, PermissionError):
-        return None
-
-
-def _term_with_parent(parent: int) -> Any:
-    """A preexec_fn: SIGTERM to the child when its parent dies (Linux prctl PR_SET_PDEATHSIG); a
-    no-op elsewhere."""
-    def setup() -> None:
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            return
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return setup if sys.platform.startswith("linux") else None
 
 
 class LocalServer:
@@ -271,7 +125,7 @@ class LocalServer:
         self._log = open(self.log_file, "ab")
         self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True,
-                                     preexec_fn=_term_with_parent(os.getpid()) if die_with_parent else None)
+                                     preexec_fn=term_with_parent(os.getpid()) if die_with_parent else None)
         if wait:
             try:
                 wait_healthy(self.url, timeout, self.proc, self.log_file)
@@ -354,7 +208,7 @@ def server_status(home: str | Path | None = None, port: int | None = None, by_po
     home = Path(home) if home else prefect_home()
     info = _read_state(home)
     if info is not None:
-        if _group_alive(int(info["pid"])):
+        if group_alive(int(info["pid"])):
             info["healthy"] = is_healthy(info["url"])
             info.setdefault("recorded", True)
             return info
@@ -416,30 +270,13 @@ def stop_background(home: str | Path | None = None, timeout: float = 15.0, port:
         if pid is None or not _is_prefect_server(int(pid)):
             raise ServerError(f"a Prefect server answers at {info['url']} but it was not started here and its process "
                               f"is not visible to this user; stop it where it runs")
-        if _safe_pgid(int(pid)) != int(pid):  # not a group leader: stop only the process (and its children)
-            _kill_tree(int(pid), timeout)
+        if process_group_of(int(pid)) != int(pid):  # not a group leader: stop only the process (and its children)
+            kill_tree(int(pid), timeout)
             return info
     if info.get("recorded", True):
         _state_path(home).unlink(missing_ok=True)  # first: a foreground `run` then knows it was stopped on purpose
     kill_group(int(pid), timeout)
     return info
-
-
-def _kill_tree(pid: int, timeout: float) -> None:
-    try:
-        import psutil
-
-        proc = psutil.Process(pid)
-        family = [proc, *proc.children(recursive=True)]
-    except Exception:  # noqa: BLE001
-        return
-    for p in family:
-        with contextlib.suppress(Exception):
-            p.terminate()
-    _, alive = psutil.wait_procs(family, timeout=timeout)
-    for p in alive:
-        with contextlib.suppress(Exception):
-            p.kill()
 
 
 class _Stopped(Exception):
@@ -501,53 +338,6 @@ def threading_main() -> bool:
     import threading
 
     return threading.current_thread() is threading.main_thread()
-
-
-@contextlib.contextmanager
-def local_settings(home: str | Path | None = None) -> Iterator[str | None]:
-    """Prefect settings for running flows in this process (a plain command).
-
-    With ``PREFECT_API_URL`` set (env or profile) flows report to that API. Without it
-    Prefect 3 starts a temporary server for the duration of the call; this puts its
-    database under the data directory, turns analytics off and gives it time to migrate
-    a fresh database. Yields the API URL in use (None: temporary server).
-    """
-    from prefect.settings import (
-        PREFECT_API_URL,
-        PREFECT_HOME,
-        PREFECT_SERVER_ANALYTICS_ENABLED,
-        PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
-        temporary_settings,
-    )
-
-    updates: dict = {PREFECT_SERVER_ANALYTICS_ENABLED: False}
-    if "PREFECT_HOME" not in os.environ or home is not None:
-        home = Path(home) if home else prefect_home()
-        home.mkdir(parents=True, exist_ok=True)  # Prefect creates only the last level
-        updates[PREFECT_HOME] = str(home)
-    url = PREFECT_API_URL.value()
-    if not url:
-        updates[PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS] = 180
-    with temporary_settings(updates=updates):
-        yield url or None
-
-
-def stop_temporary_server() -> None:
-    """Send the queued logs and events, then stop the temporary server Prefect started in
-    this process for flows run without ``PREFECT_API_URL`` (otherwise it stops at exit).
-    Stopping it before the queues are drained makes the exit hang on retries."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-    from prefect.server.api.server import SubprocessASGIServer
-
-    if None not in SubprocessASGIServer._instances:
-        return
-    for worker in (APILogWorker, EventsWorker):
-        try:
-            worker.drain_all(timeout=10)
-        except RuntimeError:  # never started
-            pass
-    SubprocessASGIServer().stop()
 
 
 # -- commands ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from rmtl.train.sweep import load_sweep, plan, run_local
 def prefect_settings(api_url: str | None) -> str:
     """Put the project's Prefect settings in this process's environment (before Prefect reads
     them) and return the API URL; one line without one, or when nothing answers there."""
-    from flows.server import base_settings, is_healthy
+    from flows.prefect_settings import base_settings, is_healthy
 
     url = api_url or os.environ.get("PREFECT_API_URL")
     if not url:

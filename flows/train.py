@@ -27,18 +27,17 @@ from rmtl.errors import RmtlError
 from rmtl.train.sweep import (
     DEFAULT_POOL,
     DEFAULT_STALE_SECONDS,
-    RunLock,
     Sweep,
     SweepRun,
     is_finished,
     last_start,
     lock_info,
-    nest,
     plan,
     process_gone,
     run_path,
     started_by,
     train_run,
+    train_stage2_run,
     write_report,
 )
 
@@ -69,25 +68,8 @@ def train_stage2_flow(worker: str, seed: int = 0, overrides: dict[str, Any] | No
                       lock_stale_seconds: float = DEFAULT_STALE_SECONDS) -> dict[str, Any]:
     """``rmtl train stage2 --worker CK --seed S --out DIR --steps N --set k=v ...``; resumes from
     the run directory's checkpoints, skips a run that trained ``total_timesteps``."""
-    from rmtl.train.cli import run_stage2
-    from rmtl.train.config import Stage2Config
-
-    values = nest({"progress_bar": False, **(overrides or {})})
-    values.update(worker=worker, seed=int(seed))
-    if output_dir is not None:
-        values["output_dir"] = output_dir
-    if total_timesteps is not None:
-        values["total_timesteps"] = int(total_timesteps)
-    cfg = Stage2Config.make(**values)
-    run_dir = cfg.run_dir()
-    if is_finished(run_dir, cfg.total_timesteps):
-        return {"run_dir": str(run_dir), "status": "finished"}
-    from rmtl.train.run.stdio import survive_closed_output
-
-    # a killed worker closes the pipe of our stdout: its last print must not fail a run that trained
-    with survive_closed_output(), RunLock(run_dir, lock_stale_seconds, flow_run_id=_flow_run_id()):
-        run_stage2(cfg)
-    return {"run_dir": str(run_dir), "status": "trained"}
+    return train_stage2_run(worker, seed, overrides or {}, output_dir, total_timesteps, stale_seconds=lock_stale_seconds,
+                            flow_run_id=_flow_run_id())
 
 
 FLOWS = {"train-stage1": train_stage1_flow, "train-stage2": train_stage2_flow}
@@ -227,10 +209,10 @@ def _lost(run: SweepRun, fr: dict, stale_seconds: float) -> str | None:
 
 
 def submit(run: SweepRun, sweep: Sweep) -> str:
-    """One deployment run of ``train-stage1/<deployment>`` for ``run``; returns its id."""
+    """One deployment run of ``train-stage1/<deployment>`` (a Stage-2 run: ``train-stage2``) for ``run``; returns its id."""
     from prefect.deployments import run_deployment
 
-    fr = run_deployment(f"train-stage1/{sweep.deployment}", timeout=0, as_subflow=False,
+    fr = run_deployment(f"train-stage{run.stage}/{sweep.deployment}", timeout=0, as_subflow=False,
                         flow_run_name=run.name, tags=[RUN_TAG + run.output_dir], parameters=sweep_parameters(run, sweep))
     return str(fr.id)
 
@@ -364,5 +346,6 @@ def _submit_and_wait(sweep: Sweep, poll: float, echo: Callable[[str], Any]) -> l
 
 def sweep_parameters(run: SweepRun, sweep: Sweep) -> dict[str, Any]:
     """The parameters of a run's flow (also what ``prefect deployment run --param`` would take)."""
-    return {"variant": run.variant, "seed": run.seed, "overrides": run.overrides, "output_dir": run.output_dir,
+    first = {"worker": run.worker} if run.stage == 2 else {"variant": run.variant}
+    return {**first, "seed": run.seed, "overrides": run.overrides, "output_dir": run.output_dir,
             "total_timesteps": run.steps, "lock_stale_seconds": sweep.lock_stale_seconds}

@@ -9,10 +9,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from pipeline.analysis_dataset import default_out_dir, write_dataset
 from pipeline.plots import plot_alpha_episode, plot_alpha_state
 from pipeline.store_rows import StoreRows, active, load_rows, open_store, per_view_scores, source_attrs
+from pipeline.questions import LocatedQuestion, prompt_set_of
 from pipeline.store_models import resolve_model_id
 from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
@@ -22,6 +24,19 @@ from rmtl.reward.prompts import PromptConfig
 
 DEFAULT_ALPHAS: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
 """alpha = 0, 0.1, ..., 1 (paper Fig. 10/11)."""
+
+
+class AlphaSweepConfig(LocatedQuestion):
+    """The alpha sweep (paper Fig. 10/11): ``rmtl alpha-sweep``, the ``alpha-sweep`` flow and :func:`run`."""
+
+    alphas: tuple[float, ...] = DEFAULT_ALPHAS
+    """Alphas to score."""
+    episode: int | None = None
+    """Episode for the per-step plot (default: most phases visited, then longest)."""
+    bins: int = Field(20, ge=1)
+    """Bins of distance and lift in the per-state plot."""
+    plots: bool = True
+    """Write the two PNGs (off: the dataset only)."""
 
 
 @dataclass(frozen=True)
@@ -100,3 +115,9 @@ def alpha_sweep(
                                                  rows.step[ep_idx], rows.phase[ep_idx], episode, rows.phase_names))
         pngs["state"] = str(plot_alpha_state(out / "alpha_sweep_state.png", alphas, act, rows.distance, rows.lift, bins))
     return AlphaSweepResult(str(ds), pngs, alphas, int(episode), summary)
+
+
+def run(cfg: AlphaSweepConfig) -> AlphaSweepResult:
+    """The alpha sweep a config describes."""
+    return alpha_sweep(cfg.store_path(), cfg.model, cfg.alphas, prompts=prompt_set_of(cfg.prompts), out_dir=cfg.out,
+                       episode=cfg.episode, bins=cfg.bins, plots=cfg.plots)

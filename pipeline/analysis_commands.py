@@ -1,24 +1,32 @@
-"""The configs of the commands over stored data (embed, embed-text, query, reward-quality,
+"""What each command over stored data runs (embed, embed-text, query, reward-quality,
 alpha-sweep, per-view-analysis, bc-labels, return-ranking, diagnose-rollouts, gate-set,
-prompt-study, qualify, export minari, export lerobot) and what each command runs (their command
-lines: rmtl.command_table)."""
+prompt-study, qualify, export minari, export lerobot) and the configs of those whose job has no
+module of its own (their command lines: rmtl.command_table). A job with a flow keeps its config
+beside its step (pipeline.alpha_sweep, pipeline.per_view, pipeline.bc_labels), so its command,
+its flow and a Python caller take the same class."""
 
 from __future__ import annotations
 
 import functools
 import json
 from pathlib import Path
-from typing import Annotated, Any, Callable
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
 import tyro
 from pydantic import Field
 
+from pipeline.questions import PromptedQuestion, StoreQuestion, prompt_set_of
 from rmtl.config import MAX_EPISODES, Config
 from rmtl.errors import ConfigError, StoreError
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.provenance import portable_values
 from rmtl.train.variants import variant_names
 from rmtl.reward.projection import DEFAULT_ALPHA
+
+if TYPE_CHECKING:  # the step modules load only when their command runs
+    from pipeline.alpha_sweep import AlphaSweepConfig
+    from pipeline.bc_labels import BCLabelsConfig
+    from pipeline.per_view import PerViewConfig
 
 
 class EmbedConfig(Config):
@@ -45,23 +53,6 @@ class EmbedTextConfig(Config):
     """Torch device (default: CUDA when present, else CPU)."""
 
 
-class StoreQuestion(Config):
-    """What every analysis of a store's embeddings takes."""
-
-    store: str
-    """Dataset store with embeddings."""
-    model: str | None = None
-    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
-    out: str | None = None
-    """Output directory (default under <store>.analysis)."""
-
-
-class PromptedQuestion(StoreQuestion):
-    prompts: str | None = None
-    """Prompt-set YAML file or a shipped set's name (default: the paper's prompts; add its text
-    embeddings first: rmtl embed-text)."""
-
-
 class QueryConfig(PromptedQuestion):
     """``rmtl query``: reward-quality questions over a store."""
 
@@ -71,26 +62,6 @@ class QueryConfig(PromptedQuestion):
     """Cache radii (m) for hit rate vs reward error."""
     holdout: float = 0.25
     """Fraction of episodes used as cache queries."""
-
-
-class AlphaSweepConfig(PromptedQuestion):
-    """``rmtl alpha-sweep``: scores for every alpha (paper Fig. 10/11)."""
-
-    alphas: tuple[float, ...] = tuple(round(0.1 * i, 1) for i in range(11))
-    """Alphas to score."""
-    episode: int | None = None
-    """Episode for the per-step plot."""
-
-
-class PerViewConfig(PromptedQuestion):
-    """``rmtl per-view-analysis``: per-view vs mean scores (paper Fig. 3/8)."""
-
-    alpha: float = DEFAULT_ALPHA
-    """Projection alpha."""
-    episodes: tuple[int, ...] | None = None
-    """Episodes to plot."""
-    row: int | None = None
-    """Store row for the one-frame plot."""
 
 
 class ReturnRankingConfig(StoreQuestion):
@@ -212,37 +183,6 @@ class ExportLeRobotConfig(Config):
     """Data directory (default $RMTL_DATA_DIR or ./data)."""
 
 
-class BCLabelsConfig(Config):
-    """``rmtl bc-labels``: rule-phase labels on rollouts of a policy."""
-
-    out: str
-    """Store to write (states and rule phase labels, no frames)."""
-    policy: str = "expert"
-    """'expert', 'random', 'behaviour:<name>' or an SB3 checkpoint (.zip)."""
-    episodes: int = Field(250, ge=1, le=MAX_EPISODES)
-    """Episodes to roll out."""
-    noise_std: float = Field(0.15, ge=0)
-    """Expert action noise."""
-    stages: tuple[int, ...] = (0, 1, 2, 3, 4)
-    """Curriculum stages episodes cycle through."""
-    seed: int = Field(0, ge=0)
-    """Base episode seed."""
-    overwrite: bool = False
-    """Replace an existing store."""
-    minari: str | None = None
-    """Also write a Minari dataset of this name (dense reference reward, BC labels in its infos;
-    under $MINARI_DATASETS_PATH)."""
-
-
-def prompt_set_of(path: str | None) -> Any:
-    """The prompt set of a --prompts value (None: the paper's prompts)."""
-    if path is None:
-        return None
-    from rmtl.reward.prompt_sets import load_prompt_set
-
-    return load_prompt_set(path)
-
-
 def _out_dir(cfg: StoreQuestion) -> Path | None:
     from rmtl.console import check_output_dir
 
@@ -291,9 +231,10 @@ def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
 
         if isinstance(getattr(cfg, "model", None), str):
             parse_spec(cfg.model)
-        for name in ("store", "reference"):
-            if getattr(cfg, name, None):
-                with DatasetStore.open(getattr(cfg, name), "r") as ds:
+        store = cfg.store_path() if hasattr(cfg, "store_path") else getattr(cfg, "store", None)  # by name too
+        for path in (store, getattr(cfg, "reference", None)):
+            if path:
+                with DatasetStore.open(path, "r") as ds:
                     ds.require_chunks()
                     _check_renderers(ds, cfg)
         return run_it(cfg)
@@ -335,20 +276,20 @@ def query(cfg: QueryConfig) -> None:
 @stores_first
 def alpha_sweep(cfg: AlphaSweepConfig) -> None:
     """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
-    from pipeline.alpha_sweep import alpha_sweep as run
+    from pipeline.alpha_sweep import run
 
-    res = run(cfg.store, cfg.model, list(cfg.alphas), prompts=prompt_set_of(cfg.prompts), out_dir=_out_dir(cfg),
-              episode=cfg.episode)
+    _out_dir(cfg)  # checked before the step loads the store
+    res = run(cfg)
     _echo_result(res.dataset, res.plots, res.summary)
 
 
 @stores_first
 def per_view(cfg: PerViewConfig) -> None:
     """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
-    from pipeline.per_view import per_view_analysis
+    from pipeline.per_view import run
 
-    res = per_view_analysis(cfg.store, cfg.model, cfg.alpha, prompts=prompt_set_of(cfg.prompts), out_dir=_out_dir(cfg),
-                            episodes=list(cfg.episodes) if cfg.episodes else None, row=cfg.row)
+    _out_dir(cfg)  # checked before the step loads the store
+    res = run(cfg)
     _echo_result(res.dataset, res.plots, res.summary)
 
 
@@ -383,12 +324,11 @@ def prompt_study(cfg: PromptStudyConfig) -> None:
 
 def bc_labels(cfg: BCLabelsConfig) -> None:
     """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
-    from pipeline.bc_labels import bc_labels as run
+    from pipeline.bc_labels import run
     from rmtl.console import check_store_path
 
-    check_store_path(Path(cfg.out), "--out")
-    res = run(cfg.out, policy=cfg.policy, episodes=cfg.episodes, noise_std=cfg.noise_std, stages=cfg.stages,
-              seed=cfg.seed, overwrite=cfg.overwrite, minari=cfg.minari)
+    check_store_path(cfg.store_path(), "store")  # given as --store, --out or --name
+    res = run(cfg)
     print(res.describe())
 
 
@@ -497,6 +437,8 @@ class QualifyConfig(Config):
     """The CI-sized set (a few episodes per family)."""
     out: str | None = None
     """Output directory (default <data dir>/qualification/reports)."""
+    map: str | None = None
+    """A learnability map file (default: the task's shipped map; 'rmtl qualify fit-map' writes one)."""
 
 
 def qualify(cfg: QualifyConfig) -> None:
@@ -514,5 +456,6 @@ def qualify(cfg: QualifyConfig) -> None:
     root = data_dir()
     out = Path(cfg.out) if cfg.out else root / "qualification" / "reports"
     report = run(model=cfg.model, reward=reward, families_file=cfg.families, small=cfg.small, out_dir=out,
-                 data_dir=root, seed=cfg.seed, vlm_micro_tasks=cfg.vlm_micro_tasks)
+                 data_dir=root, seed=cfg.seed, vlm_micro_tasks=cfg.vlm_micro_tasks,
+                 map_file=Path(cfg.map) if cfg.map else None)
     print(format_report(report))

@@ -8,8 +8,37 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
+from pipeline.questions import StoreLocation
 from pipeline.render import RenderResult
+from rmtl.config import MAX_EPISODES
+
+
+class BCLabelsConfig(StoreLocation):
+    """Rule-phase labels on rollouts of a policy: ``rmtl bc-labels``, the ``bc-labels`` flow and :func:`run`."""
+
+    store: str | None = None
+    """Store to write (states and rule-phase labels, no frames); default <data dir>/stores/<name>.zarr."""
+    name: str = "bc-labels"
+    """Dataset name used for the default store path."""
+    policy: str = "expert"
+    """'expert', 'random', 'behaviour:<name>' or an SB3 checkpoint (.zip)."""
+    episodes: int = Field(250, ge=1, le=MAX_EPISODES)
+    """Episodes to roll out."""
+    noise_std: float = Field(0.15, ge=0)
+    """Expert action noise."""
+    stages: tuple[int, ...] = (0, 1, 2, 3, 4)
+    """Curriculum stages episodes cycle through."""
+    seed: int = Field(0, ge=0)
+    """Base episode seed."""
+    chunk: int = Field(25, ge=1)
+    """Whole episodes appended per commit (what a killed run resumes from)."""
+    overwrite: bool = False
+    """Replace an existing store."""
+    minari: str | None = None
+    """Also write a Minari dataset of this name (dense reference reward, BC labels in its infos;
+    under $MINARI_DATASETS_PATH)."""
 
 
 @dataclass(frozen=True)
@@ -84,3 +113,10 @@ def bc_labels(
 
         exported = export_minari(path, minari, reward="dense", overwrite=True)["dataset_id"]
     return BCLabelsResult(str(path), done.rows, done.episodes_rendered, episodes, done.resumed, counts, exported)
+
+
+def run(cfg: BCLabelsConfig, progress: bool = True) -> BCLabelsResult:
+    """The BC labels a config describes (``progress``: bars on the terminal)."""
+    return bc_labels(cfg.store_path(), policy=cfg.policy, episodes=cfg.episodes, noise_std=cfg.noise_std,
+                     stages=cfg.stages, seed=cfg.seed, chunk=cfg.chunk, overwrite=cfg.overwrite, progress=progress,
+                     minari=cfg.minari)

@@ -9,16 +9,32 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
 from pipeline.analysis_dataset import default_out_dir, write_dataset
 from pipeline.plots import plot_view_episodes, plot_view_frame
 from pipeline.store_rows import StoreRows, active, load_rows, open_store, per_view_scores, source_attrs, step_deltas
+from pipeline.questions import LocatedQuestion, prompt_set_of
 from pipeline.store_models import resolve_model_id
 from pipeline.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.projection import DEFAULT_ALPHA
+
+
+class PerViewConfig(LocatedQuestion):
+    """The per-view analysis (paper Fig. 3/8): ``rmtl per-view-analysis``, the ``per-view-analysis``
+    flow and :func:`run`."""
+
+    alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1)
+    """Projection alpha."""
+    episodes: tuple[int, ...] | None = None
+    """Episodes to plot (default: the first two)."""
+    row: int | None = None
+    """Store row for the one-frame plot (default: the row of median view disagreement)."""
+    plots: bool = True
+    """Write the two PNGs (off: the dataset only)."""
 
 
 @dataclass(frozen=True)
@@ -125,3 +141,9 @@ def per_view_analysis(
             raise ConfigError(f"episodes {missing} are not among the analysed episodes")
         pngs["episodes"] = str(plot_view_episodes(out / "per_view_episodes.png", views, per_view, mean, rows, eps))
     return PerViewResult(str(ds), pngs, summary)
+
+
+def run(cfg: PerViewConfig) -> PerViewResult:
+    """The per-view analysis a config describes."""
+    return per_view_analysis(cfg.store_path(), cfg.model, cfg.alpha, prompts=prompt_set_of(cfg.prompts),
+                             out_dir=cfg.out, episodes=cfg.episodes or None, row=cfg.row, plots=cfg.plots)

@@ -12,29 +12,25 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from rmtl.config import MAX_EPISODES, Config
+from pipeline.questions import StoreLocation
+from rmtl.config import MAX_EPISODES
 from rmtl.default_model import DEFAULT_MODEL
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
-from rmtl.provenance import data_dir
 from rmtl.tasks import DEFAULT_TASK, task_views
 from rmtl.reward.projection import DEFAULT_ALPHA
 
 
-class RenderAndEmbedConfig(Config):
-    """Parameters of the render-and-embed job (also the Prefect flow's parameters)."""
+class RenderAndEmbedConfig(StoreLocation):
+    """The render-and-embed job: ``rmtl render-and-embed``, the ``render-and-embed`` flow's one
+    parameter and :func:`render_and_embed` (store, name: :class:`~pipeline.questions.StoreLocation`)."""
 
     task: str = DEFAULT_TASK
     """The task to roll out (rmtl.tasks.get_task)."""
-    store: str | None = None
-    """Store path or URL; default <data dir>/stores/<name>.zarr."""
-    name: str = "default"
-    """Dataset name used for the default store path."""
     episodes: int = Field(8, ge=1, le=MAX_EPISODES)
     """Episodes to roll out."""
     policy: str = "expert"
@@ -96,9 +92,6 @@ class RenderAndEmbedConfig(Config):
         if v not in ("flat", "hnsw"):
             raise ValueError("cache_kind must be 'flat' or 'hnsw'")
         return v
-
-    def store_path(self) -> str:
-        return self.store or str(data_dir() / "stores" / f"{self.name}.zarr")
 
 
 def _opened(store_or_path):

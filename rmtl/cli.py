@@ -37,11 +37,12 @@ def _listing(words: tuple[str, ...]) -> str:
 
 def _invoke(argv: list[str]) -> Any:
     words: tuple[str, ...] = ()
-    for token in argv:
+    for i, token in enumerate(argv):
         if token.startswith("-") or (" ".join((*words, token)) not in COMMANDS and (words or token not in GROUPS)):
             break
         words = (*words, token)
-        if " ".join(words) in COMMANDS:
+        longer = i + 1 < len(argv) and " ".join((*words, argv[i + 1])) in COMMANDS  # 'qualify fit-map' over 'qualify'
+        if " ".join(words) in COMMANDS and not longer:
             return run_command(COMMANDS[" ".join(words)], argv[len(words):], " ".join((PROG, *words)))
     rest = argv[len(words):]
     if rest and rest[0] in ("-h", "--help"):

@@ -391,7 +391,7 @@ def _parse(command: Command, argv: Sequence[str], prog: str) -> tuple[Config, Co
     # Annotations evaluated here (this module has no postponed annotations): tyro reads them.
     def command_line(config: Annotated[cls, tyro.conf.arg(name="")] = default,  # type: ignore[valid-type]
                      options: Annotated[options_cls or Config, tyro.conf.arg(name="")] = (  # type: ignore[valid-type]
-                         (options_cls or Config).model_construct()),
+                         (options_cls or Config).model_construct()),  # noqa: B008 (a frozen config, read by tyro)
                      sources: Annotated[Sources, tyro.conf.arg(name="")] = Sources()) -> Any:
         return config, options
 

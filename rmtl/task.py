@@ -36,6 +36,26 @@ class ScorerConfusion:
     about: str = ""
 
 
+@dataclass(frozen=True)
+class MapAxis:
+    """One axis of the task's learnability map: a metric its ``scorer_metrics`` reports."""
+
+    better: int
+    """+1: higher is better; -1: lower is better."""
+    chance: float
+    """Where a reward without a scorer (a constant score) sits on this axis."""
+
+
+@dataclass(frozen=True)
+class MapPlane:
+    """The 2-D view of the learnability map that plots draw: two coordinates of a scorer's metrics."""
+
+    x_label: str
+    y_label: str
+    point: Callable[[Mapping[str, float]], tuple[float, float]]
+    """A scorer's metrics (by axis name) -> its (x, y)."""
+
+
 @dataclass
 class QualityInputs:
     """Per-view embeddings of a set of states with their labels (what ``Task.quality_metrics`` reads)."""
@@ -114,9 +134,13 @@ class Task:
     """Named confusions a pixel scorer of this task makes (``degraded_oracle``)."""
     scorer_metrics: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], dict[str, float]] | None = None
     """(scores [N, K], states, episode ids, steps) -> the learnability map's metrics (``rmtl qualify``)."""
+    map_axes: Mapping[str, MapAxis] = field(default_factory=dict)
+    """The learnability map's axes in order: the metrics ``scorer_metrics`` reports."""
+    map_plane: MapPlane | None = None
+    """The map's 2-D view in plots (None: no plot of the map)."""
     learnability_map: Path | None = None
     """The fitted learnability map of this task (JSON shipped with the task's package, read by
-    ``rmtl qualify``; refitted by ``experiments/learnability/fit_map.py``); None: not fitted."""
+    ``rmtl qualify``; refitted by ``rmtl qualify fit-map``); None: not fitted."""
     coverage_scene: Callable[[Any, np.random.Generator, int], tuple[Any, dict]] | None = None
     """(reset env, rng, scene index) -> (observation, info): sets a coverage scene directly, not
     through a policy (rollout policy ``coverage``)."""

@@ -30,7 +30,7 @@ from storage.dataset_describe import described, write_coordinates
 from storage.dataset_embeddings import StoreEmbeddings
 # create() looks these up in this module, so a test can patch them here to write a store the
 # way versions before checksums did (building its codecs from _COMPRESSOR).
-from storage.dataset_encoding import CODECS as _CODECS, COMPRESSOR as _COMPRESSOR, INTEGRITY, WRITE_ALL as _WRITE_ALL
+from storage.dataset_encoding import CODECS as _CODECS, COMPRESSOR as _COMPRESSOR, INTEGRITY, WRITE_ALL as _WRITE_ALL  # noqa: F401
 from storage.dataset_encoding import consolidate, json_ok
 from storage.dataset_open import load_committed
 from storage.dataset_read import StoreRead

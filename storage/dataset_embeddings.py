@@ -165,7 +165,7 @@ class StoreEmbeddings:
 
     def embeddings(self, model_id: str, rows: Rows = None, views: Sequence[str] | None = None) -> np.ndarray:
         """float16 [rows, V, D] image embeddings of model_id (only rows with committed embeddings)."""
-        a = self._emb_array(model_id)
+        self._emb_array(model_id)  # refuses a model the store has no embeddings of
         idx, squeeze = self._index(rows, self.embedded_rows(model_id), f"embedded rows of '{model_id}'")
         node = self._emb_node(model_id)
         out = self._take(node, idx, self._view_index(views))

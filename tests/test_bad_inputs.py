@@ -170,7 +170,8 @@ CASES = [
     (["reward-quality", "--store", "{S}", "--against", "rmtl-fetch-tiny", "--out", "/proc/x.json"], ["--out /proc/x.json"]),
     (["env", "preview", "--out", "/proc/nope/x.png"], ["--out /proc/nope/x.png", "cannot be written"]),
     (["env", "check", "--episodes", "1", "--out", "/proc/x.json"], ["--out /proc/x.json"]),
-    (["bc-labels", "--out", "/proc/x.zarr", "--episodes", "1"], ["--out /proc/x.zarr"]),
+    (["bc-labels", "--out", "/proc/x.zarr", "--episodes", "1"], ["store /proc/x.zarr cannot be written"]),
+    (["bc-labels", "--store", "/proc/x.zarr", "--episodes", "1"], ["store /proc/x.zarr cannot be written"]),
     (["train", "stage1", "--out", "/proc/x", "--steps", "64"], ["--out /proc/x", "cannot be written"]),
     (["report", "{RUN}", "--out", "{F}/x"], ["is a file, not a directory"]),
     (["train-reward-vlm", "--store", "{S}", "--out", "/proc/x"], ["--out /proc/x"]),
@@ -264,6 +265,7 @@ def test_steps_round_up_to_whole_rollouts_and_say_so(capsys, monkeypatch):
 
 # A bad path fails before torch, open_clip or MuJoCo load (they take seconds): a fresh interpreter each.
 FAST = [["query", "--store", "/nonexistent.zarr"], ["embed", "--store", "/nonexistent.zarr"],
+        ["alpha-sweep", "--store", "/nonexistent.zarr"],  # its config lives beside the step: still light
         ["eval", "/nonexistent/run"], ["train", "select", "/nonexistent/run"],
         ["render-and-embed", "--episodes", "99999999999999999999999"], ["env", "preview", "--seed", "-1"]]
 

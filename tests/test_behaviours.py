@@ -88,7 +88,7 @@ def test_noise_is_seeded_and_behaviours_are_deterministic(env):
     states = np.repeat(obs["observation"][None], 5, axis=0)
     for name in ("hover_0.08", "wander", "push"):
         def actions(noise, seed):
-            policy = BEHAVIOURS[name](noise, seed)
+            policy = BEHAVIOURS[name](noise, seed)  # noqa: B023 (called in this iteration only)
             return np.stack([policy(s) for s in states])
 
         assert np.array_equal(actions(0.2, 1), actions(0.2, 1)), name

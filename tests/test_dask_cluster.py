@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.server import kill_group
+from flows.process_group import kill_group
 
 pytestmark = pytest.mark.slow
 

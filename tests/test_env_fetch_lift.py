@@ -160,7 +160,7 @@ def test_cached_observation_is_bit_identical_to_gymnasium_robotics():
         rng = np.random.default_rng(0)
         for episode in range(3):
             obs, _ = env.reset(seed=episode, options={"difficulty": [0.0, 0.5, 1.0][episode]})
-            for t in range(40):
+            for _ in range(40):
                 ref = env._fetch._get_obs()
                 np.testing.assert_array_equal(obs["observation"], ref["observation"].astype(np.float64))
                 np.testing.assert_array_equal(obs["achieved_goal"], ref["achieved_goal"])

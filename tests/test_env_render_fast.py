@@ -117,14 +117,14 @@ def test_store_records_renderer_and_refuses_to_mix(tmp_path):
 def test_precision_selection(monkeypatch):
     import torch
 
-    from rmtl.vlm import loader
+    from rmtl.vlm import device
 
-    monkeypatch.setattr(loader, "cpu_has_bf16", lambda: True)
-    assert loader.select_precision(torch.device("cpu")) == "bf16"
-    monkeypatch.setattr(loader, "cpu_has_bf16", lambda: False)
-    assert loader.select_precision(torch.device("cpu")) == "fp32"
-    assert loader.select_precision(torch.device("cpu"), "fp32") == "fp32"  # overridable
-    assert loader.select_precision(torch.device("cuda")) == "amp_bf16"
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: True)
+    assert device.select_precision(torch.device("cpu")) == "bf16"
+    monkeypatch.setattr(device, "cpu_has_bf16", lambda: False)
+    assert device.select_precision(torch.device("cpu")) == "fp32"
+    assert device.select_precision(torch.device("cpu"), "fp32") == "fp32"  # overridable
+    assert device.select_precision(torch.device("cuda")) == "amp_bf16"
 
 
 def test_precision_is_recorded_with_embeddings(tmp_path, monkeypatch):

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PROCESS_TAG_VAR as TAG_VAR
-from flows.server import LocalServer, kill_group
+from flows.process_group import kill_group
+from flows.server import LocalServer
 
 pytestmark = pytest.mark.slow
 
@@ -65,7 +66,8 @@ def test_deployment_watch_shows_the_one_line_reason(tmp_path, kill_tagged):
             time.sleep(1)
         store = tmp_path / "nowhere.zarr"
         run = subprocess.run([sys.executable, "-m", "prefect", "deployment", "run", "alpha-sweep/default",
-                              "--param", f"store={store}", "--watch", "--watch-timeout", "240"],
+                              "--param", f"config={json.dumps({'store': str(store)})}", "--watch",
+                              "--watch-timeout", "240"],
                              env={**env, "COLUMNS": "400"}, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         out = run.stdout + run.stderr
         assert run.returncode == 1, out
@@ -200,7 +202,10 @@ def _store_settings(cmd: str) -> tuple[str, tuple]:
     for i, w in enumerate(words):
         if w == "--param" and i + 1 < len(words):
             k, _, v = words[i + 1].partition("=")
-            opts[k] = v
+            if k == "config":  # the flow's one parameter: its config as JSON
+                opts.update({f: ",".join(x) if isinstance(x, list) else str(x) for f, x in json.loads(v).items()})
+            else:
+                opts[k] = v
         elif w.startswith("--") and w != "--param" and i + 1 < len(words) and not words[i + 1].startswith("--"):
             opts[w[2:].replace("-", "_")] = words[i + 1]
     store = opts.get("store") or opts.get("name", "default")

@@ -30,8 +30,9 @@ def test_render_and_embed_deployment_run(tmp_path, kill_tagged):
              "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
     server = LocalServer(home=tmp_path / "prefect", log_file=tmp_path / "server.log", extra_env=extra)
     store = tmp_path / "stores" / "tiny.zarr"
-    params = {"episodes": 2, "views": "wide_view,close_up", "resolution": 64, "model": MODEL, "store": str(store),
-              "batch_size": 32}
+    # the flow's one parameter; Prefect's CLI checks it against the config's schema (views: a list)
+    params = {"config": {"episodes": 2, "views": ["wide_view", "close_up"], "resolution": 64, "model": MODEL,
+                         "store": str(store), "batch_size": 32}}
     try:
         t0 = time.monotonic()
         server.start(timeout=240)
@@ -40,7 +41,7 @@ def test_render_and_embed_deployment_run(tmp_path, kill_tagged):
                              log_dir=tmp_path, timeout=300, wait_for_log="render-and-embed summary", serve_all=True)
         serve_log = (tmp_path / "serve-render-and-embed.log").read_text(errors="replace")[-3000:]
         assert run.completed, (run.state, run.state_message, run.messages[-5:], serve_log)
-        assert run.parameters["episodes"] == 2 and run.parameters["store"] == str(store)
+        assert run.parameters["config"]["episodes"] == 2 and run.parameters["config"]["store"] == str(store)
         assert any("render-and-embed summary" in m and "reward quality" in m for m in run.messages), run.messages
         for flow in FLOWS:  # `python -m flows.serve` served every flow as '<flow>/default'
             assert api(server.url, f"/deployments/name/{flow}/default")["name"] == "default"

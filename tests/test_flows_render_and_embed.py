@@ -14,13 +14,13 @@ TINY = dict(episodes=2, views=["wide_view", "close_up"], resolution=64, model="r
             batch_size=32)
 
 
-def test_flow_parameters_are_the_config_fields():
+def test_flow_parameter_is_the_config():
     from flows.render_and_embed import flow_parameters, render_and_embed_flow
 
     sig = inspect.signature(render_and_embed_flow.fn)
-    assert list(sig.parameters) == list(RenderAndEmbedConfig.model_fields)
-    defaults = {k: p.default for k, p in sig.parameters.items()}
-    assert json.loads(json.dumps(defaults)) == flow_parameters(RenderAndEmbedConfig())
+    assert list(sig.parameters) == ["config"] and sig.parameters["config"].default == RenderAndEmbedConfig()
+    assert json.loads(json.dumps(flow_parameters(RenderAndEmbedConfig()))) == {
+        "config": RenderAndEmbedConfig().model_dump(mode="json")}
     assert render_and_embed_flow.name == "render-and-embed"
 
 
@@ -42,14 +42,14 @@ def prefect_local(tmp_path, monkeypatch):
     monkeypatch.setenv("RMTL_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("PREFECT_HOME", raising=False)
     yield tmp_path
-    from flows.server import stop_temporary_server
+    from flows.prefect_settings import stop_temporary_server
 
     stop_temporary_server()
 
 
 def test_flow_runs_directly_and_matches_the_pipeline(prefect_local):
     from flows.render_and_embed import render_and_embed_flow, run_render_and_embed
-    from flows.server import local_settings
+    from flows.prefect_settings import local_settings
     from pipeline.render_and_embed import format_summary, render_and_embed
     from storage.dataset import DatasetStore
 
@@ -71,17 +71,20 @@ def test_flow_runs_directly_and_matches_the_pipeline(prefect_local):
     assert again["rows"] == summary["rows"] and again["episodes_rendered"] == 0 and again["rows_embedded"] == 0
     assert again["cache_status"] == "loaded" and again["cache_files"] == summary["cache_files"]
 
-    # a bad value that reaches the flow itself fails the run with the config's one-line error
+    # a bad value that reaches the flow itself (a deployment run's JSON) fails the run with the
+    # config's one-line error
     with local_settings(), pytest.raises(ConfigError, match="cache_kind"):
-        render_and_embed_flow(store=str(store), cache_kind="ivf", **TINY)
+        render_and_embed_flow({"store": str(store), "cache_kind": "ivf", **TINY})
 
     # the analysis flows on the same store (same temporary server: no second start-up)
     from flows.analysis import alpha_sweep_flow, bc_labels_flow, per_view_analysis_flow
+    from pipeline.alpha_sweep import AlphaSweepConfig
+    from pipeline.per_view import PerViewConfig
 
     with local_settings():
-        sweep = alpha_sweep_flow(store=str(store), alphas=[0.0, 0.5, 1.0])
-        views = per_view_analysis_flow(store=str(store), model="rmtl-fetch-tiny@random")
-        bc = bc_labels_flow(store=str(prefect_local / "bc.zarr"), episodes=2, chunk=1)
+        sweep = alpha_sweep_flow(AlphaSweepConfig(store=str(store), alphas=(0.0, 0.5, 1.0)))
+        views = per_view_analysis_flow(PerViewConfig(store=str(store), model="rmtl-fetch-tiny@random"))
+        bc = bc_labels_flow({"store": str(prefect_local / "bc.zarr"), "episodes": 2, "chunk": 1})
     assert sweep["alphas"] == (0.0, 0.5, 1.0) and sweep["summary"]["rows"] > 0
     for p in [sweep["dataset"], *sweep["plots"].values(), views["dataset"], *views["plots"].values()]:
         assert (prefect_local / p).exists(), p

@@ -30,7 +30,6 @@ def build_synthetic_store(path: Path, episodes: int = 3, dim: int = 16, seed: in
     from pipeline.embed import prompt_texts
     from pipeline.rollout import RolloutConfig
     from rmtl.tasks.fetch_lift.phases import rule_phase
-    from rmtl.reward.prompts import PromptConfig
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
 
@@ -63,7 +62,6 @@ def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.reward.projection import goal_baseline_scores
-    from rmtl.reward.prompts import PromptConfig
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
 

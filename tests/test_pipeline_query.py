@@ -25,7 +25,6 @@ def store_path(tmp_path_factory) -> Path:
     from pipeline.bc_labels import bc_label_rows
     from pipeline.embed import prompt_texts
     from pipeline.rollout import RolloutConfig
-    from rmtl.reward.prompts import PromptConfig
     from storage.dataset import DatasetStore
 
     rows = bc_label_rows(RolloutConfig.make(episodes=2, stages=(4, 2)), [0, 1])

@@ -82,7 +82,7 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
     shaper fed the episodes in id order (bounds carried over from 0.45/0.70, history reset)."""
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.tasks.fetch_lift.phases import rule_phase
-    from rmtl.reward import PromptConfig, RewardShaper, ShapingConfig, score_embeddings
+    from rmtl.reward import RewardShaper, ShapingConfig, score_embeddings
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
 

@@ -40,7 +40,7 @@ def test_committed_text_files_hold_no_machine_paths():
             if MACHINE_PATH.search(line):
                 hits.append(f"{p.relative_to(REPO)}:{no}: {line.strip()[:160]}")
     assert not hits, ("absolute paths of a machine in committed files (write them repository-relative, "
-                      f"as $RMTL_DATA_DIR/..., or $TMPDIR/...):\n" + "\n".join(hits))
+                      "as $RMTL_DATA_DIR/..., or $TMPDIR/...):\n" + "\n".join(hits))
 
 
 def test_portable_path_round_trip(tmp_path, monkeypatch):

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import yaml
 
-from pipeline.qualify import load_families, map_support, map_verdict, qualify, scorer_metrics, scorer_verdict, state_scorer, state_set
+from pipeline.qualify import (MAP_VERSION, LearnabilityMap, load_families, map_support, map_verdict, qualify, scorer_metrics,
+                              scorer_verdict, state_scorer, state_set)
 from rmtl.errors import ConfigError
 from rmtl.tasks import get_task
 
@@ -69,13 +70,19 @@ def test_a_vlm_kind_is_refused_as_a_state_scorer():
         state_scorer(TASK, {"kind": "vlm"})
 
 
-def _fitted_map() -> dict:
+BETTER = {"grasp_auc": 1, "approach_rank": 1}
+
+
+def _fitted_map(**changes) -> LearnabilityMap:
     axes = ["grasp_auc", "approach_rank"]
-    return {"fitted": True, "axes": axes, "mean": [0.8, 0.5], "scale": [0.1, 0.3], "coef": [3.0, 0.5], "intercept": 0.0,
-            "bootstrap_coef": [[2.5, 0.4], [3.5, 0.6]], "bootstrap_intercept": [-0.2, 0.2],
-            "conditions": [{"name": "good", "metrics": {"grasp_auc": 1.0, "approach_rank": 0.9}, "outcomes": [0.9, 0.8]},
-                           {"name": "bad", "metrics": {"grasp_auc": 0.6, "approach_rank": 0.9}, "outcomes": [0.0, 0.02]},
-                           {"name": "mid", "metrics": {"grasp_auc": 0.8, "approach_rank": 0.5}, "outcomes": [0.9, 0.0]}]}
+    return LearnabilityMap.make(**{
+        "version": MAP_VERSION, "fitted": True, "axes": axes, "better": BETTER, "teaches_at": 0.5,
+        "mean": [0.8, 0.5], "scale": [0.1, 0.3], "coef": [3.0, 0.5], "intercept": 0.0,
+        "bootstrap_coef": [[2.5, 0.4], [3.5, 0.6]], "bootstrap_intercept": [-0.2, 0.2],
+        "conditions": [{"name": "good", "metrics": {"grasp_auc": 1.0, "approach_rank": 0.9}, "outcomes": [0.9, 0.8]},
+                       {"name": "bad", "metrics": {"grasp_auc": 0.6, "approach_rank": 0.9}, "outcomes": [0.0, 0.02]},
+                       {"name": "mid", "metrics": {"grasp_auc": 0.8, "approach_rank": 0.5}, "outcomes": [0.9, 0.0]}],
+        **changes})
 
 
 def test_the_verdict_follows_the_map():
@@ -86,9 +93,10 @@ def test_the_verdict_follows_the_map():
     assert map_verdict({"grasp_auc": 0.8, "approach_rank": 0.5}, m)["verdict"] == "uncertain"
     assert map_verdict({"grasp_auc": 0.9}, None)["verdict"] == "unmapped"
     # A "teaches" on an axis worse than every run that taught rests on extrapolation: held at "uncertain".
-    m["support"] = map_support([({"grasp_auc": 0.95, "approach_rank": 0.2}, 0.9), ({"grasp_auc": 0.9, "approach_rank": 0.6}, 0.8),
-                                ({"grasp_auc": 0.5, "approach_rank": -0.9}, 0.0)], 0.5)
-    assert m["support"]["grasp_auc"] == 0.9 and m["support"]["approach_rank"] == 0.2
+    support = map_support([({"grasp_auc": 0.95, "approach_rank": 0.2}, 0.9), ({"grasp_auc": 0.9, "approach_rank": 0.6}, 0.8),
+                           ({"grasp_auc": 0.5, "approach_rank": -0.9}, 0.0)], 0.5, BETTER)
+    assert support == {"grasp_auc": 0.9, "approach_rank": 0.2}
+    m = _fitted_map(support=support)
     assert map_verdict({"grasp_auc": 0.99, "approach_rank": 0.9}, m)["verdict"] == "teaches"
     beyond = map_verdict({"grasp_auc": 0.99, "approach_rank": -0.5}, m)
     assert beyond["verdict"] == "uncertain" and beyond["p_teaches"] > 0.9 and "approach_rank -0.50" in beyond["why"]
@@ -100,7 +108,7 @@ def test_the_verdict_follows_the_map():
 
 def test_qualify_writes_its_report(families_file, tmp_path):
     map_file = tmp_path / "map.json"
-    map_file.write_text(json.dumps(_fitted_map()))
+    map_file.write_text(_fitted_map().to_json())
     report = qualify(model=None, reward={"kind": "oracle"}, families_file=str(families_file), small=False,
                      out_dir=tmp_path / "out", data_dir=tmp_path, map_file=map_file, progress=False)
     assert report["map"]["verdict"] == "teaches"
@@ -213,7 +221,8 @@ def test_the_replay_fit_recovers_a_degraded_oracles_error(rows):
         scores = kind.scores(rows.states)
         pay = scorer_metrics(TASK, scores, rows)["resting_grasp_pay"]
         return fit_replayed_error(scores, progress, phases, rows.episode, rows.step, resting_at_gripper(rows.states),
-                                  tuple(TASK.micro_tasks.names), pay)["error"]
+                                  tuple(TASK.micro_tasks.names), pay, confusion="grasp_resting",
+                                  confused_task="grasp")["error"]
 
     align = fit({"default": {"noise": 0.2}})["micro_tasks"]["align"]
     assert 0.12 < align["noise"] < 0.3 and align["systematic"] < 0.15
@@ -262,13 +271,13 @@ def test_the_fitted_map_ships_with_the_task_package():
     import fnmatch
     import tomllib
 
-    from pipeline.qualify import METRICS, load_map
+    from pipeline.qualify import load_map, map_axes
     from rmtl.tasks import get_task
 
     path = get_task("fetch_lift").learnability_map
     assert path is not None and path.is_file() and "results" not in path.parts
     fitted = load_map()
-    assert fitted == json.loads(path.read_text()) and fitted["fitted"] and len(fitted["coef"]) == len(METRICS)
+    assert fitted.to_json() == path.read_text() and fitted.fitted and len(fitted.coef) == len(map_axes(TASK))
     rmtl_dir = Path(__file__).resolve().parents[1] / "rmtl"
     patterns = tomllib.loads((rmtl_dir.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["rmtl"]
     assert any(fnmatch.fnmatch(str(path.relative_to(rmtl_dir)), p) for p in patterns)  # in the wheel

@@ -2,7 +2,7 @@
 
 import csv
 
-from rmtl.train.report import curriculum_from_rows, load_run
+from rmtl.train.report.runs import curriculum_from_rows, load_run
 
 
 def test_levels_are_rebuilt_from_the_curriculum_rows(tmp_path):

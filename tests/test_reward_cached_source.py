@@ -58,7 +58,6 @@ def _no_render(idx):
 
 def _scorer(store, model_id):
     from pipeline.stored_text import stored_text_embeddings
-    from rmtl.reward.prompts import PromptConfig
     from rmtl.reward.scorer import PhasedScorer
 
     return PhasedScorer(stored_text_embeddings(store, model_id, get_task().prompts()), 0.9, VIEWS)
@@ -148,7 +147,6 @@ def test_reward_wrapper_runs_on_the_cached_source(built):
     from pipeline.stored_text import stored_text_embeddings
     from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
-    from rmtl.reward.prompts import PromptConfig
 
     path, model_id, vlm = built
     with _source(path, vlm, radius=0.01) as src:

@@ -16,7 +16,7 @@ def test_table1_defaults():
     assert c.alpha == 0.9 and c.batch_size == 64
     assert c.views is None  # every camera of the task's bank, once resolved against it
     with pytest.raises(ConfigError, match="resolve it against the task"):
-        c.active_views
+        _ = c.active_views
     assert get_task().reward_config(c).active_views == VIEW_NAMES
     assert c.resolution is None and not c.single_prompt and not c.single_view
     s = c.shaping

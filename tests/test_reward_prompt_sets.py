@@ -8,7 +8,6 @@ from rmtl.errors import ConfigError
 from rmtl.reward.prompt_sets import (
     PROMPT_SETS_DIR, load_prompt_set, load_prompt_sets, parse_prompt_set, shipped_prompt_sets,
 )
-from rmtl.reward.prompts import PromptConfig
 from rmtl.tasks import get_task
 
 GOALS = {"approach": "above the cube", "align": "pinching the cube", "grasp": "lifting the cube"}

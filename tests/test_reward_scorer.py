@@ -9,7 +9,7 @@ from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
 from rmtl.errors import ConfigError
 from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.reward.projection import goal_baseline_scores
-from rmtl.reward.prompts import PromptConfig, embed_prompts
+from rmtl.reward.prompts import embed_prompts
 from rmtl.reward.scorer import PhasedScorer, score_embeddings, select_views
 from rmtl.tasks import get_task
 

@@ -18,7 +18,7 @@ from rmtl.reward import (
     vlm_reward_env,
 )
 from rmtl.reward.phase import RulePhaseSelector
-from rmtl.reward.prompts import PromptConfig, embed_prompts
+from rmtl.reward.prompts import embed_prompts
 from rmtl.tasks import get_task
 from rmtl.vlm.testing import TINY_NAME, tiny_vlm
 

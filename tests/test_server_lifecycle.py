@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PROCESS_TAG_VAR as TAG_VAR
-from flows.server import STATE_FILE, LocalServer, free_port, kill_group, port_in_use
+from flows.prefect_settings import free_port, port_in_use
+from flows.process_group import kill_group
+from flows.server import STATE_FILE, LocalServer
 
 pytestmark = pytest.mark.slow
 

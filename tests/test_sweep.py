@@ -45,6 +45,14 @@ def _spec(root: Path, **extra: object) -> dict:
     ({"set": {"reward.model": "SET-ME"}, "runs": [{"variants": ["rmtl"], "seeds": [0]}]}, ["placeholder"]),
     ({"output_root": "s3://bucket/runs"}, ["not supported"]),
     ({"pools": "x"}, ["unknown key 'pools'"]),
+    ({"runs": [{"stage": 2, "seeds": [0]}]}, ["worker is missing"]),
+    ({"runs": [{"stage": 2, "worker": "w", "variants": ["rmtl"], "seeds": [0]}]}, ["unknown key 'variants'", "Stage-2"]),
+    ({"runs": [{"stage": 3, "variants": ["rmtl"], "seeds": [0]}]}, ["stage must be 1"]),
+    ({"runs": [{"stage": 2, "worker": "no/such/worker", "seeds": [0]}]}, ["stage2_s0"]),
+    ({"runs": [{"variants": ["rule_only", "dense"], "seeds": [0], "conditions": {"a": {}}}]}, ["takes one variant"]),
+    ({"runs": [{"variants": ["rule_only"], "seeds": [0], "conditions": {"a": {}}, "arms": {"b": {}}}]}, ["not both"]),
+    ({"runs": [{"variants": ["rule_only"], "seeds": [0], "conditions": {"a": {"from": "no/such.yaml"}}}]},
+     ["conditions.a.from no/such.yaml", "does not exist"]),
 ])
 def test_bad_sweep_file_is_one_line_status_2_before_any_server(tmp_path, capsys, monkeypatch, content, words):
     monkeypatch.setenv("PREFECT_API_URL", "http://127.0.0.1:9/api")  # nothing listens: a contact would say so
@@ -80,6 +88,36 @@ def test_structure_sweep_reproduces_the_oracle_structure_runs():
             assert saved[key] == r.overrides[key], (r.name, key)
     assert all(state == "finished" for _, state in plan(sweep))
     assert sweep.report_dir == str(ROOT / "results" / "oracle_structure" / "report")
+
+
+def test_learnability_sweeps_reproduce_the_map_runs():
+    """The map's conditions and checks as sweeps: every run folder of results/learnability/runs under
+    its name, with the steps, checkpoint spacing and reward error it ran with (a check's error from
+    its committed replay fit, ``from:``); all finished, so running them trains nothing."""
+    from rmtl.train.sweep import nest
+
+    runs_dir = ROOT / "results" / "learnability" / "runs"
+    sweeps = [load_sweep(ROOT / "experiments" / "learnability" / f) for f in ("conditions.yaml", "checks.yaml")]
+    runs = [r for sw in sweeps for r in sw.runs]
+    assert {r.name for r in runs} == {p.name for p in runs_dir.iterdir() if p.is_dir()} and len(runs) == 54
+    assert [r.name for r in sweeps[0].runs[:2]] == ["grasp_sys_1.2_s0", "grasp_resting_1.0_s0"]  # seed-major
+    for r in runs:
+        saved = yaml.safe_load((runs_dir / r.name / "config.yaml").read_text())
+        assert saved["variant"] == r.variant == "degraded_oracle" and saved["seed"] == r.seed
+        assert r.name == f"{r.overrides['sweep_arm']}_s{r.seed}"
+        assert saved["total_timesteps"] >= r.steps > saved["total_timesteps"] - 640
+        for key in ("checkpoint_every", "eval_every", "vec_env", "torch_threads", "keep_results"):
+            assert saved[key] == r.overrides[key], (r.name, key)
+        error = nest({k: v for k, v in r.overrides.items() if k.startswith("reward.")}).get("reward", {}).get("error", {})
+        for group, entries in error.items():
+            for name, value in entries.items():
+                got = saved["reward"]["error"][group][name]
+                assert (got == pytest.approx(value) if not isinstance(value, dict) else
+                        all(got[k] == pytest.approx(v) for k, v in value.items())), (r.name, group, name)
+    replay = yaml.safe_load((ROOT / "results/learnability/replay_rmtl-fetch-tiny.yaml").read_text())["overrides"]
+    tiny = next(r for r in runs if r.name == "replay_tiny_s0")
+    assert all(tiny.overrides[k] == v for k, v in replay.items())
+    assert all(state == "finished" for sw in sweeps for _, state in plan(sw))
 
 
 def test_pixel_sweep_needs_its_model(tmp_path):
@@ -180,7 +218,7 @@ def test_a_report_tells_sweep_arms_of_one_variant_and_seed_apart(tmp_path, tiny_
     """Arms share a variant and a seed; the report names them by their run folders, never pooling them."""
     import shutil
 
-    from rmtl.train.report import load_runs
+    from rmtl.train.report.runs import load_runs
 
     dirs = [tmp_path / "dense_reference_lr_low_s0", tmp_path / "dense_reference_lr_high_s0"]
     for d in dirs:
@@ -197,7 +235,7 @@ def test_a_sweep_arm_is_recorded_in_the_run_config_and_names_the_run(tmp_path, t
     records, whatever its folder is called and even alone."""
     import shutil
 
-    from rmtl.train.report import load_runs
+    from rmtl.train.report.runs import load_runs
     from rmtl.train.sweep import stage1_run_config
 
     sweep = load_sweep(ROOT / "experiments" / "learnability" / "hybrids.yaml")
@@ -213,3 +251,38 @@ def test_a_sweep_arm_is_recorded_in_the_run_config_and_names_the_run(tmp_path, t
     (d / "config.yaml").write_text(yaml.safe_dump({**cfg, "sweep_arm": "lr_low"}))
     runs, skipped = load_runs([d])
     assert not skipped and runs[0]["variant"] == "dense_reference_lr_low"
+
+
+def test_a_sweep_runs_stage2_groups_and_gives_each_run_its_seed(tmp_path, capsys, tiny_dense_run):
+    """A Stage-2 group trains the manager over each seed's worker (``{seed}`` in its path) with its
+    own Stage2Config keys; a Stage-1 arm's ``{seed}`` value is its run's seed; the report covers the
+    Stage-1 runs only; a second pass skips both finished runs."""
+    import shutil
+
+    for seed in (0, 1):
+        shutil.copytree(tiny_dense_run, tmp_path / f"w_s{seed}")
+    root = tmp_path / "runs"
+    s2 = {"freeze_steps": 32, "checkpoint_every": 32, "eval_every": 64, "eval_episodes": 2, "torch_threads": 1,
+          "bc.episodes": 6, "bc.prefill_segments": 8, "bc.updates": 20}
+    spec = {"output_root": str(root), "steps": 64, "runs": [
+        {"stage": 2, "name": "manager", "worker": str(tmp_path / "w_s{seed}"), "seeds": [1], "set": s2},
+        {"variants": ["rule_only"], "seeds": [0, 1], "set": dict(TINY),
+         "arms": {"warm": {"init_policy": str(tmp_path / "w_s{seed}")}}}]}
+    path = _write(tmp_path / "s.yaml", spec)
+    sweep = load_sweep(path)
+    by_name = {r.name: r for r in sweep.runs}
+    assert list(by_name) == ["manager_s1", "rule_only_warm_s0", "rule_only_warm_s1"]
+    assert by_name["manager_s1"].stage == 2 and by_name["manager_s1"].worker == str(tmp_path / "w_s1")
+    assert by_name["rule_only_warm_s1"].overrides["init_policy"] == str(tmp_path / "w_s1")
+    assert by_name["rule_only_warm_s0"].overrides["init_policy"] == str(tmp_path / "w_s0")
+    spec["runs"] = spec["runs"][:1]  # train the Stage-2 run alone (the Stage-1 arms are checked above)
+    _write(path, spec)
+    assert run(["sweep", str(path), "--local"]) == 0
+    assert "starting: manager_s1" in capsys.readouterr().out
+    run_dir = root / "manager_s1"
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] >= 64 and summary["seed"] == 1 and "/w_s1/" in summary["worker"]
+    assert run_starts(run_dir)[0]["stage"] == 2 and not (run_dir / LOCK_FILE).exists()
+    assert not (root / "report").exists()  # no Stage-1 run: no Stage-1 report
+    assert run(["sweep", str(path), "--local"]) == 0
+    assert "done: manager_s1" in capsys.readouterr().out

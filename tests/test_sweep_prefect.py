@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.server import LocalServer, kill_group
+from flows.process_group import kill_group
+from flows.server import LocalServer
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import PROCESS_TAG_VAR, _kill_tagged
-from flows.server import LocalServer, client_env, free_port, is_healthy, kill_group
+from flows.prefect_settings import client_env, free_port, is_healthy
+from flows.process_group import kill_group
+from flows.server import LocalServer
 from rmtl.train.sweep import LOCK_FILE, RunLock, is_finished, run_starts
 
 ROOT = Path(__file__).resolve().parents[1]

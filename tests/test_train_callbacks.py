@@ -166,7 +166,7 @@ def test_phase_observation_and_dense_wrapper():
     venv.seed(0)
     obs = venv.reset()
     rng = np.random.default_rng(0)
-    for t in range(3):
+    for _ in range(3):
         d = np.linalg.norm(obs["observation"][:, CUBE_REL_POS], axis=-1)
         np.testing.assert_array_equal(obs[PHASE_KEY].argmax(-1), rule_phase(d))
         assert np.all(obs[PHASE_KEY].sum(-1) == 1)

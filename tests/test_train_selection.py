@@ -127,7 +127,7 @@ def test_last_evaluations_pooled_interval():
 def test_report_table_and_cli(run, tmp_path, capsys):
     from rmtl.cli import run as rmtl
     from rmtl.train.run.csv_log import read_csv
-    from rmtl.train.report import stage1_report
+    from rmtl.train.report.stage1 import stage1_report
 
     paths = stage1_report([run], tmp_path / "rep", select=True, validation_episodes=3, test_episodes=4)
     sel = json.loads((run / "selection.json").read_text())

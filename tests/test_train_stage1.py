@@ -157,7 +157,7 @@ def test_resume_continues_from_checkpoint(tmp_path):
 
 def test_report(runs, tmp_path):
     from rmtl.train.run.csv_log import read_csv
-    from rmtl.train.report import stage1_report
+    from rmtl.train.report.stage1 import stage1_report
 
     paths = stage1_report([runs[v] for v in ("rmtl", "single_prompt_multi_view", "dense_reference")], tmp_path / "rep")
     for key in ("success_vs_steps_png", "curriculum_levels_png", "final_success_csv", "final_success_md"):

@@ -173,3 +173,25 @@ def test_single_prompt_worker_is_refused(tmp_path):
         else:
             with pytest.raises(ConfigError, match="single-prompt worker"):
                 worker_stage1_config(small_stage2(ck, tmp_path / "s2"))
+
+
+def test_stage2_arms_compare_per_worker_and_pooled(runs):
+    """The arms of one worker on the same seeded episodes, paired per episode; pooling two workers
+    concatenates their episodes; the sign test counts only the discordant episodes."""
+    from rmtl.train.stage2.compare import WorkerArms, compare, evaluate_arms, phase_shares, pooled, sign_test
+
+    arms = evaluate_arms(WorkerArms(worker=runs["worker"], stage2=runs["run"], rule_continued=runs["worker"],
+                                    no_phase=runs["no_phase"]), episodes=2, seed=7, echo=lambda s: None)
+    assert set(arms) >= {"worker_rule", "worker_manager", "stage2_worker_rule", "worker_manager_bc", "rule_continued"}
+    assert all(len(a["episode_success"]) == 2 and sum(a["episode_success"]) == a["successes"] for a in arms.values())
+    # the control here is the worker itself: the same policy under the rule on the same seeds
+    assert arms["rule_continued"]["episode_success"] == arms["worker_rule"]["episode_success"]
+    pool = pooled({"w0": arms, "w1": arms})
+    assert pool["worker_manager"]["episodes"] == 4 and set(pool) <= set(arms)
+    assert pool["worker_rule"]["phase_steps"] == [2 * x for x in arms["worker_rule"]["phase_steps"]]
+    c = compare(pool, "worker_manager", "worker_rule")
+    assert c["a_only"] + c["b_only"] <= 4 and 0.0 <= c["p"] <= 1.0 and compare(pool, "worker_manager", "nope") is None
+    share, rule = phase_shares(arms["worker_rule"], ["approach", "align", "grasp"])
+    assert share == rule and abs(sum(share.values()) - 1.0) < 1e-9
+    assert sign_test([True] * 9 + [False], [False] * 9 + [True]) == {"a_only": 9, "b_only": 1, "p": 0.021484375}
+    assert sign_test([True, False], [True, False])["p"] == 1.0

@@ -101,7 +101,8 @@ def test_an_oracle_run_of_reward_layout_v1_resumes_without_a_difference(tmp_path
 
     from rmtl.reward.kinds.oracle import OracleProgressConfig, OracleRewardConfig
     from rmtl.reward.shaping import ShapingConfig
-    from rmtl.train.config import REWARD_LAYOUT_V1_FIELDS, Stage1Config, stage1_config
+    from rmtl.train.config import Stage1Config, stage1_config
+    from rmtl.train.reward_layout import REWARD_LAYOUT_V1_FIELDS
     from rmtl.train.run.run_dir import CHECKPOINTS, LATEST, config_differences, open_run
     from rmtl.train.stage1 import RESUME_FREE_FIELDS
 
@@ -165,7 +166,8 @@ def test_a_vlm_run_with_prompts_and_views_spelled_out_resumes_under_the_task_def
     import yaml
 
     from rmtl.tasks import get_task
-    from rmtl.train.config import REWARD_LAYOUT_V1_FIELDS, Stage1Config, stage1_config
+    from rmtl.train.config import Stage1Config, stage1_config
+    from rmtl.train.reward_layout import REWARD_LAYOUT_V1_FIELDS
     from rmtl.train.run.run_dir import config_differences
     from rmtl.train.stage1 import RESUME_FREE_FIELDS
 

@@ -1,6 +1,5 @@
 import numpy as np
 
-from rmtl.reward.prompts import PromptConfig
 from rmtl.tasks.fetch_lift.captions import (
     PROMPT_SITUATION,
     CaptionConfig,

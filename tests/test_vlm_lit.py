@@ -36,7 +36,7 @@ def data():
 
 
 def test_lit_loads_by_name_with_the_packaged_text_tower_frozen_and_scores_through_the_openclip_path():
-    from rmtl.reward.prompts import PromptConfig, embed_prompts
+    from rmtl.reward.prompts import embed_prompts
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.vlm import load_vlm
     from rmtl.vlm.registry import declared_renderer, get_registered, packaged_text_tower

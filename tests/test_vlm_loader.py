@@ -120,7 +120,7 @@ def test_input_side_is_read_from_the_config_and_matches_the_built_model():
 def test_device_and_precision_choice():
     dev = select_device()
     assert dev.type == ("cuda" if torch.cuda.is_available() else "cpu")
-    from rmtl.vlm.loader import cpu_has_bf16
+    from rmtl.vlm.device import cpu_has_bf16
 
     assert select_precision(torch.device("cpu")) == ("bf16" if cpu_has_bf16() else "fp32")
     assert select_precision(torch.device("cuda")) == "amp_bf16"

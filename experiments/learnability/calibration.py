@@ -1,6 +1,6 @@
 """How well `rmtl qualify`'s P(teaches) predicted the pixel-level runs: every kept pixel run (Stage-1
 VLM and hybrid runs with the micro-task prompts, found under ``--runs``) and every replayed
-stand-in's seed (``map.json`` checks) beside the P(teaches) its scorer got from the map, with the
+stand-in's seed (the map's checks) beside the P(teaches) its scorer got from the map, with the
 Brier score and a reliability plot. Rerun whenever a pixel run lands.
 
     python experiments/learnability/calibration.py [--reports results/learnability/qualify] [--runs results]
@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.qualify import load_map
+from pipeline.qualify import LearnabilityMap, load_map
 from qualify_table import pixel_runs  # this script's folder
 
 REPO = Path(__file__).resolve().parents[2]
 BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
-def points(reports: Path, runs_root: Path, fitted: dict) -> list[dict]:
+def points(reports: Path, runs_root: Path, fitted: LearnabilityMap) -> list[dict]:
     """One row per pixel run and per replay seed: scorer, run, P(teaches), outcome, taught, counted."""
     runs = pixel_runs(runs_root)
     out = []
@@ -36,11 +36,11 @@ def points(reports: Path, runs_root: Path, fitted: dict) -> list[dict]:
         for name, best, _ in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), []):
             finished = "stopped at" not in name
             out.append({"scorer": r["scorer"], "run": name, "p": p, "outcome": best,
-                        "taught": best >= fitted["teaches_at"], "counted": finished and p is not None})
-    for check in fitted.get("checks", []):
-        for seed, best in enumerate(check["outcomes"]):
-            out.append({"scorer": f"{check['name']} (replayed degraded oracle)", "run": f"seed {seed}",
-                        "p": check["verdict"]["p_teaches"], "outcome": best, "taught": best >= fitted["teaches_at"],
+                        "taught": best >= fitted.teaches_at, "counted": finished and p is not None})
+    for check in fitted.checks:
+        for seed, best in enumerate(check.outcomes):
+            out.append({"scorer": f"{check.name} (replayed degraded oracle)", "run": f"seed {seed}",
+                        "p": (check.verdict or {})["p_teaches"], "outcome": best, "taught": best >= fitted.teaches_at,
                         "counted": True})
     return out
 
@@ -86,14 +86,14 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     fitted = load_map(a.map)
     if not fitted:
-        raise SystemExit(f"error: no fitted map at {a.map}: run experiments/learnability/fit_map.py first")
+        raise SystemExit(f"error: no fitted map at {a.map}: run 'rmtl qualify fit-map' first")
     rows = points(a.reports, a.runs, fitted)
     counted = [r for r in rows if r["counted"]]
     png = a.out.with_suffix(".png")
     reliability_plot(rows, png)
     lines = ["# Calibration: P(teaches) before each pixel-level run, and what the run did", "",
              "Written by `python experiments/learnability/calibration.py` (rerun when a pixel run lands). Taught: "
-             f"best-on-validation test success >= {fitted['teaches_at']}. P(teaches): the scorer's `rmtl qualify` verdict "
+             f"best-on-validation test success >= {fitted.teaches_at}. P(teaches): the scorer's `rmtl qualify` verdict "
              "from the committed map (fitted on 300k-step degraded-oracle runs; the pixel runs ran 600k, the hybrids "
              "300k). Runs stopped before their steps are listed, not scored.", "",
              f"**Brier score {brier(rows):.3f}** over {len(counted)} runs (a constant 0.5 scores 0.250; "

@@ -2,7 +2,7 @@
 model's pixel runs (committed kept runs whose reward.model is that model; for a hybrid's report, the
 hybrid runs that give the model the same micro-tasks) beside its verdict.
 
-    python experiments/learnability/qualify_table.py REPORT_DIR [--runs results] [--out ...] [--map results/learnability/map.json]
+    python experiments/learnability/qualify_table.py REPORT_DIR [--runs results] [--out ...] [--map MAP.json]
 
 Each verdict is read again from ``--map`` (the committed map by default) and each report's JSON is
 updated to it, so a map fitted after the reports were made needs no new scoring; the scorers'
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.qualify import METRICS, load_map, plot_map, scorer_verdict
+from pipeline.qualify import load_map, map_axes, plot_map, scorer_verdict
+from rmtl.tasks import get_task
 from rmtl.train.config import Stage1Config
 from storage.whole_file import write_file_whole
 
@@ -58,9 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     runs = pixel_runs(a.runs)
     fitted = load_map(a.map)
+    task = get_task()
+    axes = map_axes(task)
     points = {}
     f = lambda x: "n/a" if x is None or x != x else f"{x:.2f}"  # noqa: E731
-    head = ["scorer", *METRICS, "behaviours >= expert", "verdict", "pixel runs (test success best / final)"]
+    head = ["scorer", *axes, "behaviours >= expert", "verdict", "pixel runs (test success best / final)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for path in sorted(a.reports.glob("qualify_*.json")):
         r = json.loads(path.read_text())
@@ -68,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         r["map"] = scorer_verdict(v, r["behaviours_at_or_above_expert"], fitted)
         write_file_whole(path, json.dumps(r, indent=1, default=float))  # never left half-written
         points[r["scorer"]] = v
-        cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in METRICS]
+        cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in axes]
         m = r["map"]
         verdict = m["verdict"] + (f" (P {f(m['p_teaches'])}, 90% [{f(m['p_interval_90'][0])}, {f(m['p_interval_90'][1])}];"
                                   f" nearest {', '.join(m['nearest_conditions'])})" if "p_teaches" in m else "")
@@ -77,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
                                         verdict, pix]) + " |")
     a.out.write_text("\n".join(lines) + "\n")
     a.png.parent.mkdir(parents=True, exist_ok=True)
-    plot_map(fitted, points, a.png)
+    plot_map(fitted, points, a.png, task.map_plane)
     print("\n".join(lines))
     print(f"wrote {a.out}, {a.png}")
     return 0

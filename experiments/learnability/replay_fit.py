@@ -18,7 +18,6 @@ A negative slope is an inverted scorer (``inverted_share`` 1).
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -66,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
     scores = model_scores(a.model, task_name, families, data_dir() / "qualification" / size / "models" / slug, rows)
     progress = np.asarray(task.oracle_progress(rows.states))
     phases = np.asarray(task.phases(rows.states), dtype=np.int64)
-    resting = task.scorer_confusions["grasp_resting"].region(rows.states)
+    confusion = task.scorer_confusions["grasp_resting"]
+    resting = confusion.region(rows.states)
     pay = task.scorer_metrics(scores[held_out], rows.states[held_out], rows.episode[held_out],
                               rows.step[held_out])["resting_grasp_pay"]
     fitted = fit_replayed_error(scores[held_out], progress[held_out], phases[held_out], rows.episode[held_out],
-                                rows.step[held_out], resting[held_out], tuple(task.micro_tasks.names), pay)
+                                rows.step[held_out], resting[held_out], tuple(task.micro_tasks.names), pay,
+                                confusion="grasp_resting", confused_task=confusion.micro_task)
     fitted["error"]["confusions"] = {"grasp_resting": matched_resting_strength(
         task, {"micro_tasks": fitted["error"]["micro_tasks"]}, rows, pay)}
     fitted["model_resting_pay"] = round(float(pay), 4)

@@ -3,6 +3,9 @@
 
     python experiments/learnability/resting_pay.py [--runs results/learnability/runs] [--out results/learnability/resting_pay.md]
 
+The conditions and checks are the sweep files that ``rmtl qualify fit-map`` reads (conditions.yaml,
+checks.yaml beside this script).
+
 Pay is normalised as the axis is (0: the grasp score's floor, its 5th percentile over every
 state; 1: a lifted cube's mean), on the qualification set's resting-at-gripper rows in the grasp
 band. Reported: mean (the axis), median, 10th percentile (how much *every* resting state is
@@ -18,15 +21,13 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from fit_map import nested, outcome  # this script's folder
 from pipeline.qualify import frames_folder, load_families, model_scores, state_scorer, state_set
+from pipeline.qualify.fit import outcome, sweep_conditions
 from rmtl.provenance import data_dir
 from rmtl.tasks import get_task
 from rmtl.tasks.fetch_lift.quality import GRASP, LIFTED, gripper_cube_distance, lift_height, rule_phase
 from rmtl.tasks.fetch_lift.scorer_errors import resting_at_gripper
-from run_queue import condition_overrides
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -34,12 +35,11 @@ REPO = HERE.parents[1]
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--spec", type=Path, default=HERE / "conditions.yaml")
+    ap.add_argument("--conditions", type=Path, nargs="+", default=[HERE / "conditions.yaml", HERE / "checks.yaml"])
     ap.add_argument("--runs", type=Path, default=REPO / "results/learnability/runs")
     ap.add_argument("--out", type=Path, default=REPO / "results/learnability/resting_pay.md")
     ap.add_argument("--models", nargs="*", default=[], help="reward VLMs to add (qualified with rmtl qualify first)")
     a = ap.parse_args(argv)
-    spec = yaml.safe_load(a.spec.read_text())
     task_name, families = load_families()
     task = get_task(task_name)
     rows = state_set(task_name, families, data_dir() / "qualification" / "full" / "states", progress=False)
@@ -49,14 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     lines = [f"Resting-at-gripper rows: {int(rest.sum())}; lifted rows: {int(lifted.sum())} (full qualification set).", "",
              "| condition | seed | mean (the axis) | median | 10th pct | share >= 0.5 | std | test success (best) |",
              "|---|---|---|---|---|---|---|---|"]
-    named = {**spec["conditions"], **(spec.get("checks") or {})}
-    for name, overrides in named.items():
-        reward = {"kind": spec["variant"], **nested(condition_overrides(overrides))}
-        for seed in spec["seeds"]:
-            kind, _ = state_scorer(task, reward, seed)
+    for c in (c for path in a.conditions for c in sweep_conditions(path)[0]):
+        for seed, run_name in c.runs:
+            kind, _ = state_scorer(task, c.reward, seed)
             scores = kind.scores(rows.states)
-            o = outcome(a.runs / f"{name}_s{seed}")
-            lines.append(row(name, str(seed), pay_of(scores, rest, lifted), "-" if o is None else format(o["best"], ".3f")))
+            o = outcome(a.runs / run_name)
+            lines.append(row(c.name, str(seed), pay_of(scores, rest, lifted), "-" if o is None else format(o["best"], ".3f")))
     qualification = data_dir() / "qualification" / "full"
     for model in a.models:
         scores = model_scores(model, task_name, families, frames_folder(qualification, model, task_name, families),

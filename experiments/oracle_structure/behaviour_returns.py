@@ -51,7 +51,7 @@ def rollouts(task, names, episodes: int, difficulties):
                 states: list[np.ndarray] = []
                 end = run_episode(env, task.behaviours[name](0.0, 1000 + i), seed=1000 + i,
                                   options={"difficulty": difficulties[i % len(difficulties)]},
-                                  on_step=lambda _action, obs, *_: states.append(
+                                  on_step=lambda _action, obs, *_: states.append(  # noqa: B023 (this episode's)
                                       np.asarray(obs["observation"], dtype=np.float64)))
                 eps.append((np.stack(states), end.success))
             out[name] = eps

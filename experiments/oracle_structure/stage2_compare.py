@@ -14,7 +14,7 @@ Arms (each: the test seeds 3,000,000 + i, final curriculum stage, deterministic 
 The manager helps if ``worker_manager`` beats both ``worker_rule`` and ``rule_continued`` by >= 0.05,
 each with an exact two-sided sign test on the discordant episodes (p < 0.05); it hurts if it is below
 ``worker_rule`` by >= 0.05 with p < 0.05. Reported without a rule: the manager's agreement with the rule
-(paper: rmtl.train.report.PAPER_AGREEMENT) and its share of each phase against the rule's share on the same states.
+(paper: rmtl.train.report.stage2.PAPER_AGREEMENT) and its share of each phase against the rule's share on the same states.
 Writes stage2.json / stage2.csv / stage2.md / stage2.png to results/oracle_structure/.
 """
 
@@ -28,9 +28,10 @@ from pathlib import Path
 from rmtl.tasks.fetch_lift.env import EnvConfig
 from rmtl.train.eval.evaluate import checkpoint_task, load_checkpoint
 from rmtl.train.stage2.manager_callback import load_manager
-from rmtl.train.report import PAPER_AGREEMENT, PAPER_FIG7
+from rmtl.train.report.stage2 import PAPER_AGREEMENT, PAPER_FIG7
 from rmtl.train.run.run_dir import latest_checkpoint
 from rmtl.train.eval.selection import TEST_SEED
+from rmtl.train.stage2.compare import arm_record, sign_test
 from rmtl.train.stage2.selector_eval import evaluate_selector
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,17 +43,6 @@ ARM_LABELS = {"ppo_no_phase_input": "PPO without phase input", "worker_rule": "w
 PAPER = {k: v for k, v in PAPER_FIG7.items() if k in ARM_LABELS}
 """The paper's Fig. 7 success of the arms it has."""
 MARGIN, ALPHA, EXPLOIT = 0.05, 0.05, 0.10
-
-
-def sign_test(a: list[bool], b: list[bool]) -> dict:
-    """Exact two-sided sign test of paired outcomes: episodes where only A or only B succeeded."""
-    from scipy.stats import binomtest
-
-    a_only = sum(1 for x, y in zip(a, b) if x and not y)
-    b_only = sum(1 for x, y in zip(a, b) if y and not x)
-    n = a_only + b_only
-    p = binomtest(a_only, n, 0.5).pvalue if n else 1.0
-    return {"a_only": a_only, "b_only": b_only, "p": float(p)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,14 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     arms: dict[str, dict] = {}
 
     def add(name: str, path: Path, ev) -> None:
-        r = ev.result
-        arms[name] = {"checkpoint": str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path),
-                      "successes": r.successes, "episodes": r.episodes, "success_rate": r.success_rate,
-                      "ci": [r.ci_low, r.ci_high], "mean_length": r.mean_length,
-                      "step_agreement_rule": ev.step_agreement, "decision_agreement_rule": ev.decision_agreement,
-                      "phase_steps": ev.phase_steps, "rule_phase_steps": ev.rule_phase_steps,
-                      "episode_success": ev.episode_success}
-        print(f"{name}: {r}", flush=True)
+        arms[name] = arm_record(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path, ev)
+        print(f"{name}: {ev.result}", flush=True)
 
     # The runs' final checkpoints: local checkpoints/ where the run was made, else the committed
     # final/ (weights, normaliser and manager without optimiser state) on a fresh clone.
@@ -149,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {labels.get(k, k)} | {a['success_rate']:.3f} ({a['ci'][0]:.3f}-{a['ci'][1]:.3f}) "
                      f"| {ag} | {PAPER.get(k, '')} |")
     lines += ["", "Paired sign tests (episodes where only one arm succeeded):", ""]
-    for key, c in out["comparisons"].items():
+    for c in out["comparisons"].values():
         if c:
             lines.append(f"- {c['a']} vs {c['b']}: difference {c['difference']:+.3f}, only A {c['a_only']}, "
                          f"only B {c['b_only']}, p = {c['p']:.3g}")

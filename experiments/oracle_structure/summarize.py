@@ -10,7 +10,6 @@ checkpoint. Writes sweep.csv / sweep.md, structure.csv / structure.md and prints
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from pipeline.qualify import load_map, scorer_verdict
 from rmtl.train.eval.paired import paired_seed_verdict
 from rmtl.train.eval.selection import last_evaluations, load_selection
-from rmtl.train.report import load_run, stage1_report
+from rmtl.train.report.runs import load_run
+from rmtl.train.report.stage1 import stage1_report
 from rmtl.train.run.csv_log import read_csv
 
 REPO = Path(__file__).resolve().parents[2]

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from rmtl.train.eval.paired import paired_seed_verdict
 from rmtl.train.eval.selection import load_selection
-from rmtl.train.report import load_run, stage1_report
+from rmtl.train.report.runs import load_run
+from rmtl.train.report.stage1 import stage1_report
 from summarize import SEEDS, run_row, seed_runs  # this script's folder
 
 REPO = Path(__file__).resolve().parents[2]

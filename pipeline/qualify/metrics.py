@@ -11,19 +11,31 @@ from pipeline.qualify.families import StateSet
 from rmtl.errors import ConfigError
 
 
-METRICS = ("approach_rank", "align_rank", "grasp_auc", "right_prompt", "resting_grasp_pay", "noise_ratio")
-"""The map's axes, in this order (RULE.md of results/learnability)."""
+def map_axes(task: Any) -> tuple[str, ...]:
+    """The task's map axes, in order (``Task.map_axes``); one line for a task that defines none."""
+    if not task.map_axes:
+        raise ConfigError(f"task {task.name!r} defines no learnability-map axes (Task.map_axes); it cannot be qualified")
+    return tuple(task.map_axes)
 
 
-BETTER = {"approach_rank": 1, "align_rank": 1, "grasp_auc": 1, "right_prompt": 1, "resting_grasp_pay": -1,
-          "noise_ratio": -1}
-"""Which way each axis improves (+1: higher is better)."""
+def better(task: Any) -> dict[str, int]:
+    """Which way each of the task's map axes improves (+1: higher is better)."""
+    return {k: a.better for k, a in task.map_axes.items()}
 
 
-NO_SCORER_METRICS = {"approach_rank": 0.0, "align_rank": 0.0, "grasp_auc": 0.5, "right_prompt": 1 / 3,
-                     "resting_grasp_pay": 1.0, "noise_ratio": 0.0}
-"""Where a reward without a scorer (rule-only: a constant score) sits on the map: no rank, grasp at
-chance, one prompt in three right by chance, a resting cube paid like a lifted one, no noise."""
+def no_scorer_metrics(task: Any) -> dict[str, float]:
+    """Where a reward without a scorer (rule-only: a constant score) sits on the task's map."""
+    return {k: a.chance for k, a in task.map_axes.items()}
+
+
+def __getattr__(name: str) -> Any:
+    # METRICS, BETTER and NO_SCORER_METRICS: the default task's, for scripts that tabulate its map.
+    values = {"METRICS": map_axes, "BETTER": better, "NO_SCORER_METRICS": no_scorer_metrics}
+    if name not in values:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from rmtl.tasks import get_task
+
+    return values[name](get_task())
 
 
 BOOTSTRAP = 200
@@ -31,11 +43,11 @@ BOOTSTRAP = 200
 
 
 def scorer_metrics(task: Any, scores: np.ndarray | None, rows: StateSet, mask: np.ndarray | None = None) -> dict[str, float]:
-    """The map's metrics (``METRICS``) of scores [N, K] on the rows in ``mask`` (all by default), as
-    the task defines them (``Task.scorer_metrics``); a reward without a scorer sits at chance."""
+    """The map's metrics (``Task.map_axes``) of scores [N, K] on the rows in ``mask`` (all by default),
+    as the task defines them (``Task.scorer_metrics``); a reward without a scorer sits at chance."""
     m = np.ones(len(rows.states), dtype=bool) if mask is None else mask
     if scores is None:
-        return dict(NO_SCORER_METRICS)
+        return no_scorer_metrics(task)
     if task.scorer_metrics is None:
         raise ConfigError(f"task {task.name!r} defines no scorer metrics (Task.scorer_metrics); it cannot be qualified")
     return task.scorer_metrics(scores[m], rows.states[m], rows.episode[m], rows.step[m])
@@ -50,7 +62,8 @@ def pooled_metrics(task: Any, scores: np.ndarray | None, rows: StateSet, mask: n
     eps = np.unique(rows.episode[mask])
     rng = np.random.default_rng(seed)
     by_ep = {e: np.flatnonzero(rows.episode == e) for e in eps}
-    draws = {k: [] for k in METRICS}
+    axes = map_axes(task)
+    draws: dict[str, list[float]] = {k: [] for k in axes}
     for _ in range(BOOTSTRAP):
         pick = rng.choice(eps, size=len(eps), replace=True)
         idx = np.concatenate([by_ep[e] for e in pick])
@@ -58,7 +71,7 @@ def pooled_metrics(task: Any, scores: np.ndarray | None, rows: StateSet, mask: n
         new_ep = np.concatenate([np.full(len(by_ep[e]), j) for j, e in enumerate(pick)])
         sub = StateSet(rows.states[idx], new_ep, rows.step[idx], rows.success[idx], rows.family[idx])
         vals = scorer_metrics(task, scores[idx], sub)
-        for k in METRICS:
+        for k in axes:
             draws[k].append(vals[k])
     ci = {k: [float(np.nanpercentile(v, 2.5)), float(np.nanpercentile(v, 97.5))] if np.isfinite(v).any()
           else [float("nan")] * 2 for k, v in ((k, np.asarray(d, dtype=float)) for k, d in draws.items())}

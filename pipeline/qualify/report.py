@@ -12,7 +12,7 @@ import numpy as np
 from pipeline.qualify.battery import battery, single_prompt_battery
 from pipeline.qualify.families import file_slug, load_families, state_set
 from pipeline.qualify.learnability_map import load_map, plot_map, scorer_verdict
-from pipeline.qualify.metrics import METRICS, pooled_metrics, scorer_metrics
+from pipeline.qualify.metrics import pooled_metrics, scorer_metrics
 from pipeline.qualify.scores import frames_folder, hybrid_scores, kind_scores, model_scores, state_scorer, windowed_scores
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import micro_task_indices
@@ -31,10 +31,13 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         raise ConfigError("qualify needs exactly one scorer: --model M (a VLM) or --reward KIND (a state-reading kind)")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"--seed must be an integer >= 0 (a run seed), got {seed!r}")
+    if map_file is not None and not Path(map_file).is_file():
+        raise ConfigError(f"--map {map_file} does not exist; give a map file written by 'rmtl qualify fit-map'")
     if vlm_micro_tasks and model is None:
         raise ConfigError("--vlm-micro-tasks qualifies a hybrid of a VLM and the oracle: give the VLM with --model M")
     task_name, families = load_families(families_file, small=small)
     task = get_task(task_name)
+    fitted = load_map(map_file or task.learnability_map)  # a map of another schema fails before any rollout
     vlm_phases = micro_task_indices(task.micro_tasks.names, vlm_micro_tasks or (), "--vlm-micro-tasks")  # bad names before any rendering
     size = "small" if small else "full"
     kind, cfg = state_scorer(task, reward, seed) if reward is not None else (None, None)  # bad input before rollouts
@@ -83,7 +86,6 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         single = {"battery_single_prompt": single_returns,
                   "single_prompt_behaviours_at_or_above_expert": sorted(
                       n for n in degenerate if single_returns.get(n, -np.inf) >= single_returns.get("expert", np.inf))}
-    fitted = load_map(map_file or task.learnability_map)
     verdict = scorer_verdict(pooled["value"], beats, fitted)
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
               "vlm_micro_tasks": list(vlm_micro_tasks or []),
@@ -100,7 +102,8 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
 
     saved = {**report, "files": {k: portable_path(v) for k, v in report["files"].items()}}
     write_file_whole(report["files"]["json"], json.dumps(saved, indent=1, default=float))
-    plot_map(fitted, {label: pooled["value"]}, Path(report["files"]["png"]))
+    if task.map_plane is not None:
+        plot_map(fitted, {label: pooled["value"]}, Path(report["files"]["png"]), task.map_plane)
     return report
 
 
@@ -111,7 +114,7 @@ def format_report(report: Mapping[str, Any]) -> str:
     lines = [f"qualify {report['scorer']}: {report['set']['rows']} rows, {report['set']['episodes']} episodes "
              f"({report['set']['size']} set)", "",
              f"{'metric':<20}{'pooled':>10}  {'95% CI':<17}" + "".join(f"{g:>14}" for g in report["groups"])]
-    for k in METRICS:
+    for k in pooled:  # the map's axes, in the task's order
         lines.append(f"{k:<20}{f(pooled[k]):>10}  [{f(ci[k][0])}, {f(ci[k][1])}]".ljust(49)
                      + "".join(f"{f(report['groups'][g][k]):>14}" for g in report["groups"]))
     lines += ["", "battery (mean discounted return per family; a behaviour must stay below the noise-free expert):"]

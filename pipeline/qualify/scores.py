@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -20,13 +19,13 @@ STATE_KINDS = ("oracle", "degraded_oracle", "rule_only")
 
 def state_scorer(task: Any, reward: Mapping[str, Any], seed: int = 0) -> Any:
     """The reward kind of a ``reward`` section (a state-reading kind), built as a run of ``seed`` builds it."""
-    from rmtl.reward.kinds import get_kind, reward_kind_config
+    from rmtl.reward.kinds import RunFacts, get_kind, reward_kind_config
 
     cfg = reward_kind_config(dict(reward))
     if cfg.kind not in STATE_KINDS:
         raise ConfigError(f"qualify --reward takes a kind that reads state ({', '.join(STATE_KINDS)}), not "
                           f"{cfg.kind!r}; score a VLM with --model")
-    return get_kind(cfg.kind).from_run(SimpleNamespace(seed=seed), task, reward=cfg), cfg
+    return get_kind(cfg.kind).build(cfg, task, RunFacts(seed=seed)), cfg
 
 
 def kind_scores(kind: Any, states: np.ndarray) -> np.ndarray | None:

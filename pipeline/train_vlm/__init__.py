@@ -25,7 +25,20 @@ Public names load on first use, so importing the package (or its config) loads n
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rmtl.lazy import lazy_attributes
+
+if TYPE_CHECKING:  # the same names, for type checkers and IDEs (at run time: _LAZY)
+    from pipeline.train_vlm.config import TrainVLMConfig
+    from pipeline.train_vlm.data import HOLDOUT_SALT, RowFrames, TrainingData, FrameSource, encode_rows
+    from pipeline.train_vlm.objective import baseline_balance_penalty, soft_targets, task_geometry
+    from pipeline.train_vlm.captions import caption_bank, text_tower_frozen
+    from pipeline.train_vlm.evaluate import evaluate, gate_margin
+    from pipeline.train_vlm.selection import HeldOutCaptions, Selection
+    from pipeline.train_vlm.loop import train_reward_vlm, reset_text_tower, load_checkpoint
+    from pipeline.train_vlm.export import save_model, write_model_card, invoking_command
+    from pipeline.train_vlm.cli import train_from_options, main
 
 _LAZY = {
     "TrainVLMConfig": "pipeline.train_vlm.config",
@@ -54,6 +67,11 @@ _LAZY = {
 }
 """Public names and their modules: imported on first use."""
 
-__all__ = list(_LAZY)
+__all__ = [
+    "TrainVLMConfig", "HOLDOUT_SALT", "RowFrames", "TrainingData", "FrameSource", "encode_rows",
+    "baseline_balance_penalty", "soft_targets", "task_geometry", "caption_bank", "text_tower_frozen",
+    "evaluate", "gate_margin", "HeldOutCaptions", "Selection", "train_reward_vlm", "reset_text_tower",
+    "load_checkpoint", "save_model", "write_model_card", "invoking_command", "train_from_options", "main",
+]
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

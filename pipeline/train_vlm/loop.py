@@ -23,7 +23,7 @@ from pipeline.train_vlm.selection import HeldOutCaptions, Selection
 from rmtl.provenance import write_run_record
 from rmtl.tasks import get_task
 from rmtl.vlm import load_vlm
-from rmtl.vlm.loader import select_precision
+from rmtl.vlm.device import select_precision
 from storage.whole_file import write_file_whole
 
 LEAK_AUDIT_STATES = 20_000

@@ -8,7 +8,20 @@ through an :class:`EmbeddingSource`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rmtl.lazy import lazy_attributes
+
+if TYPE_CHECKING:  # the same names, for type checkers and IDEs (at run time: _LAZY)
+    from rmtl.reward.kinds.vlm import RewardConfig
+    from rmtl.reward.phase import ExternalPhaseSelector, PhaseSelector, RulePhaseSelector
+    from rmtl.reward.projection import goal_baseline_scores
+    from rmtl.reward.prompts import PromptConfig, TextEmbeddings, embed_prompts
+    from rmtl.reward.scorer import PhasedScorer, Scores, score_embeddings, select_views
+    from rmtl.reward.shaping import RewardShaper, ShapingConfig, ShapingOutput
+    from rmtl.reward.source import EmbeddingSource, FrameRenderer, VLMEmbeddingSource
+    from rmtl.reward.vec_env import REWARD_INFO, RewardVecEnv
+    from rmtl.reward.wrapper import TerminalFrames, make_reward_vec_env, vlm_reward_env
 
 _LAZY = {
     "RewardConfig": "rmtl.reward.kinds.vlm",

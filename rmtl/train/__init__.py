@@ -3,8 +3,8 @@ manager (section 3.6, Table 2). Grouped by job, each group importing only the on
 (the ``train-layers`` contract in pyproject.toml):
 
 - :mod:`rmtl.train.cli`: the ``rmtl train`` / ``eval`` / ``report`` commands.
-- :mod:`rmtl.train.report`: :func:`stage1_report` (paper Fig. 5, Fig. 6, final table),
-  :func:`stage2_report` (Fig. 7 behavioural comparison).
+- :mod:`rmtl.train.report`: ``stage1`` (:func:`stage1_report`: paper Fig. 5, Fig. 6, final table),
+  ``stage2`` (:func:`stage2_report`: Fig. 7 behavioural comparison), ``runs`` (reading run directories).
 - :mod:`rmtl.train.stage1`: :func:`train_stage1` (resumable).
 - :mod:`rmtl.train.stage2`: Stage 2 (docs/stage2.md): ``trainer`` (:func:`train_stage2`),
   ``manager_env`` (the Stage-1 stack with the manager's hooks), ``manager/`` (the net, BC, the
@@ -25,23 +25,38 @@ manager (section 3.6, Table 2). Grouped by job, each group importing only the on
   ``run_dir`` (resume checks, stale files, logger, normaliser), ``artifacts`` (normaliser and
   torch state files), ``csv_log``, ``timing``.
 - :mod:`rmtl.train.config`: :class:`Stage1Config` (Table 1 defaults; steps rounded up to whole
-  rollouts), :class:`Stage2Config`, and :mod:`rmtl.train.variants` (the named variants, variants.yaml).
+  rollouts), :class:`Stage2Config`; below it :mod:`rmtl.train.variants` (the named variants, variants.yaml)
+  and :mod:`rmtl.train.reward_layout` (configs of reward layout v1 read into the tagged one).
 
 Everything is imported lazily (torch, open_clip and SB3 load only when used).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rmtl.lazy import lazy_attributes
+
+if TYPE_CHECKING:  # the same names, for type checkers and IDEs (at run time: _LAZY)
+    from rmtl.train.config import VARIANTS, CacheConfig, DenseRewardConfig, Stage1Config, stage1_config, Stage2Config
+    from rmtl.train.stage1 import train_stage1
+    from rmtl.train.eval.evaluate import evaluate_checkpoint
+    from rmtl.train.report.stage1 import stage1_report
+    from rmtl.train.report.stage2 import stage2_report
+    from rmtl.train.eval.selection import select_checkpoint
+    from rmtl.train.stage2.trainer import train_stage2
 
 _LAZY = {
     "VARIANTS": "rmtl.train.config", "CacheConfig": "rmtl.train.config", "DenseRewardConfig": "rmtl.train.config",
     "Stage1Config": "rmtl.train.config", "stage1_config": "rmtl.train.config",
     "train_stage1": "rmtl.train.stage1", "evaluate_checkpoint": "rmtl.train.eval.evaluate",
-    "stage1_report": "rmtl.train.report", "select_checkpoint": "rmtl.train.eval.selection",
-    "Stage2Config": "rmtl.train.config", "train_stage2": "rmtl.train.stage2.trainer", "stage2_report": "rmtl.train.report",
+    "stage1_report": "rmtl.train.report.stage1", "select_checkpoint": "rmtl.train.eval.selection",
+    "Stage2Config": "rmtl.train.config", "train_stage2": "rmtl.train.stage2.trainer", "stage2_report": "rmtl.train.report.stage2",
 }
 
-__all__ = list(_LAZY)
+__all__ = [
+    "VARIANTS", "CacheConfig", "DenseRewardConfig", "Stage1Config", "stage1_config", "train_stage1",
+    "evaluate_checkpoint", "stage1_report", "select_checkpoint", "Stage2Config", "train_stage2", "stage2_report",
+]
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

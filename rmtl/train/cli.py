@@ -153,7 +153,8 @@ def report(cfg: ReportConfig) -> None:
         _stage2_report(Path(cfg.runs[0]), out, cfg)
         return
     from rmtl.console import report as error_line
-    from rmtl.train.report import load_runs, stage1_report, stage1_run_dirs
+    from rmtl.train.report.runs import load_runs, stage1_run_dirs
+    from rmtl.train.report.stage1 import stage1_report
 
     run_dirs, skipped = stage1_run_dirs(cfg.runs)
     if skipped:
@@ -172,7 +173,7 @@ def report(cfg: ReportConfig) -> None:
 
 
 def _stage2_report(run: Path, out: Path, cfg: Stage2ReportConfig) -> None:
-    from rmtl.train.report import stage2_report
+    from rmtl.train.report.stage2 import stage2_report
 
     _check_stage2_run(run)
     paths = stage2_report(run, out, no_phase=cfg.no_phase and Path(cfg.no_phase),

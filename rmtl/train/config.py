@@ -3,7 +3,8 @@
 A variant is nothing but config overrides, kept as data in ``variants.yaml`` (with its role
 and the analyses that include it): :data:`VARIANTS` maps a name to a nested dict merged into
 :class:`Stage1Config` by :func:`stage1_config`, so every baseline runs through exactly the
-same code as RMTL.
+same code as RMTL. Stage 2's config (Table 2) follows; configs of reward layout v1 are read by
+:mod:`rmtl.train.reward_layout`.
 """
 
 from __future__ import annotations
@@ -12,16 +13,17 @@ import sys
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
+from pydantic import Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
 
 from rmtl.config import Config, deep_merge
 from rmtl.default_model import DEFAULT_MODEL
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardKindConfig
-from rmtl.reward.kinds import DEFAULT_KIND, reward_kind_config
+from rmtl.reward.kinds import reward_kind_config
 from rmtl.reward.kinds.dense import DenseRewardConfig  # noqa: F401  (rmtl.train.DenseRewardConfig)
 from rmtl.reward.kinds.vlm import RewardConfig
 from rmtl.tasks import DEFAULT_TASK, get_task, task_names
+from rmtl.train.reward_layout import reward_kind_of, upgrade_reward_layout
 from rmtl.train.variants import VARIANT_REGISTRY, VARIANTS, Variant, variant_names  # noqa: F401
 
 """Default scorer of real runs: the domain-trained tiny CLIP (see rmtl/vlm/registry.py)."""
@@ -304,58 +306,6 @@ class Stage1Config(Config):
 
 
 ORACLE_VARIANTS = variant_names(reward_kind="oracle")
-
-REWARD_LAYOUT_V1_FIELDS = ("reward_kind", "rule_only_u", "oracle", "dense")
-"""Top-level Stage1Config fields of the reward layout before each kind had its own config: the
-kind's name, the rule-only kind's u, the oracle's progress config and the dense reference's
-config, beside a ``reward`` section that was always the VLM's. Saved run configs and checkpoint
-metas of that layout still load (:func:`upgrade_reward_layout`)."""
-
-
-def _section(value: Any) -> dict[str, Any]:
-    return value.model_dump() if isinstance(value, BaseModel) else dict(value or {})
-
-
-def reward_kind_of(data: Mapping[str, Any]) -> str:
-    """The reward kind a Stage-1 config (or its dump, either layout) names."""
-    if "reward_kind" in data:
-        return str(data["reward_kind"])
-    reward = data.get("reward")
-    if isinstance(reward, RewardKindConfig):
-        return reward.kind
-    return str(_section(reward).get("kind", DEFAULT_KIND))
-
-
-def upgrade_reward_layout(data: Any, default_kind: str | None = None) -> Any:
-    """Stage-1 config input with reward layout v1 (:data:`REWARD_LAYOUT_V1_FIELDS`) in the
-    tagged one: ``reward`` becomes the section of the kind ``reward_kind`` named, holding what that
-    kind read then (oracle and rule-only: the VLM section's shaping, the dense section's
-    ``add_env_reward`` and their own field; dense: the dense section), so the reward is the same.
-    Input without those fields is returned as given. ``default_kind``: the kind of partial input
-    (overrides) that names none (else vlm)."""
-    if not isinstance(data, Mapping) or not any(k in data for k in REWARD_LAYOUT_V1_FIELDS):
-        return data
-    out = dict(data)
-    named = out.pop("reward_kind", None)
-    u, progress, dense = out.pop("rule_only_u", None), out.pop("oracle", None), _section(out.pop("dense", None))
-    reward = _section(out.get("reward"))
-    kind = str(named or reward.get("kind") or default_kind or DEFAULT_KIND)
-    same = reward.get("kind", DEFAULT_KIND) == kind
-    if kind == "dense":  # no shaping: the dense section alone
-        section = {**(reward if same else {}), **dense}
-    else:  # all of a section of this kind; of another (the VLM section), only the shaping the kinds shared
-        section = dict(reward) if same else {k: reward[k] for k in ("shaping",) if k in reward}
-    if kind in ("oracle", "rule_only"):
-        if "add_env_reward" in dense:  # these kinds added the env reward as the dense section said
-            section["add_env_reward"] = dense["add_env_reward"]
-        if kind == "oracle" and progress is not None:
-            section["progress"] = _section(progress)
-        if kind == "rule_only" and u is not None:
-            section["u"] = u
-    section["kind"] = kind
-    if kind != DEFAULT_KIND or "reward" in data:  # no section for the default kind: the field's default
-        out["reward"] = section
-    return out
 
 
 def merge_stage1(data: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from rmtl.train.eval.evaluate import evaluate_policy_success
 from rmtl.train.run.run_dir import open_run, resolve_checkpoint
 from rmtl.train.run.session import RunSession
 from rmtl.train.run.timing import Timings
-from rmtl.train.envs.train_env import SourceFactory, build_train_env, make_curriculum, task_of, task_reward_config
+from rmtl.train.envs.train_env import SourceFactory, build_train_env, make_curriculum, task_of
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device",
@@ -125,7 +125,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
                                 "reward_kind": config.reward.kind, "reward": env.reward_env.kind.describe(),
                                 "config": config.model_dump(mode="json")}
         if isinstance(config.reward, RewardConfig):  # the prompts its reward scores (its task's micro-tasks)
-            meta["reward_prompts"] = task_reward_config(config, task).prompts.model_dump(mode="json")
+            meta["reward_prompts"] = config.reward.prompts.model_dump(mode="json")  # resolved above
 
         def before_save(_: Path) -> None:
             meta["wall_seconds"] = session.wall_seconds()

@@ -13,8 +13,23 @@ Sweep file (docs/flows.md, ``experiments/*/*.yaml``)::
         seeds: [0, 1, 2]
         set: {eval_every: 20000}                 # optional, this group's runs
         arms: {lr_low: {learning_rate: 1.0e-4}}  # optional: one run per arm, named <variant>_<arm>_s<seed>
+      - variants: [degraded_oracle]              # conditions: one variant, one run per condition,
+        seeds: [0]                               # named <condition>_s<seed>
+        conditions: {noise_0.3: {reward.error.default.noise: 0.3}, exact: {},
+                     replayed: {from: results/learnability/replay_M.yaml}}
+      - stage: 2                                 # a Stage-2 group: the manager over a Stage-1 worker
+        name: manager                            # runs named <name>_s<seed> (default stage2)
+        worker: results/runs/rmtl_s{seed}/best   # the worker checkpoint; {seed} is the run's seed
+        seeds: [0]
+        set: {freeze_steps: 50000}               # dotted Stage2Config keys (stage1.* for the worker's)
 
-A run is named ``<variant>_s<seed>`` (with arms ``<variant>_<arm>_s<seed>``). Every run keeps
+A string value may name ``{seed}``: each run gets its own seed there (a warm start from the
+same seed's policy, ``init_policy: .../rmtl_s{seed}/best``). The file's top ``set`` is for
+Stage-1 runs only: Stage-2 groups take their own ``set`` (the two configs have other keys).
+A Stage-1 run is named ``<variant>_s<seed>`` (with arms ``<variant>_<arm>_s<seed>``, with conditions
+``<condition>_s<seed>``; an arm or condition is recorded in its run's config as ``sweep_arm``). An arm's
+or condition's ``from: FILE`` (relative: to the working directory) stands for the ``overrides:``
+mapping of that YAML file (a committed fit), under the entry's own keys. Every run keeps
 its results (``keep_results: true`` unless the file says otherwise), so a re-run skips
 finished runs and resumes unfinished ones from ``resume/``. :class:`RunLock` (host, pid and a
 heartbeat in ``<run>/sweep.lock``) keeps a second process from training a run that a live
@@ -47,21 +62,26 @@ RUN_DEFAULTS = {"keep_results": True, "progress_bar": False}
 PLACEHOLDER = "SET-ME"
 """A value a sweep file leaves for its user to fill in (refused until replaced)."""
 _TOP_KEYS = {"output_root", "report", "pool", "deployment", "steps", "set", "runs", "lock_stale_seconds"}
-_GROUP_KEYS = {"variants", "variant", "seeds", "steps", "set", "arms"}
+_GROUP_KEYS = {"variants", "variant", "seeds", "steps", "set", "arms", "conditions"}
+_STAGE2_KEYS = {"stage", "name", "worker", "seeds", "steps", "set"}
 
 
 @dataclass(frozen=True)
 class SweepRun:
-    """One training run of a sweep: what ``rmtl train stage1`` would be given."""
+    """One training run of a sweep: what ``rmtl train stage1`` (or ``stage2``) would be given."""
 
     name: str
     variant: str
+    """The Stage-1 variant (a Stage-2 run: ``stage2``)."""
     seed: int
     overrides: dict[str, Any]
-    """Dotted Stage1Config keys (``reward.model``), as ``--set`` takes them."""
+    """Dotted Stage1Config keys (``reward.model``), as ``--set`` takes them (Stage 2: Stage2Config keys)."""
     output_dir: str
     """Absolute, or ``$RMTL_DATA_DIR/...`` (expanded by whoever trains it)."""
     steps: int
+    stage: int = 1
+    worker: str | None = None
+    """Stage 2: the worker checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -122,12 +142,76 @@ def stage1_run_config(variant: str, seed: int, overrides: Mapping[str, Any], out
     return stage1_config(variant, **values)
 
 
+def stage2_run_config(worker: str, seed: int, overrides: Mapping[str, Any], output_dir: str | None = None,
+                      steps: int | None = None) -> Any:
+    """The Stage2Config ``rmtl train stage2 --worker CK --seed S --out DIR --steps N --set k=v ...`` builds."""
+    from rmtl.train.config import Stage2Config
+
+    values = nest({"progress_bar": False, **overrides})
+    values.update(worker=str(worker), seed=int(seed))
+    if output_dir is not None:
+        values["output_dir"] = str(output_dir)
+    if steps is not None:
+        values["total_timesteps"] = int(steps)
+    return Stage2Config.make(**values)
+
+
+def with_seed(values: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """String values with ``{seed}`` given the run's seed (other values as they are)."""
+    return {k: v.replace("{seed}", str(seed)) if isinstance(v, str) else v for k, v in values.items()}
+
+
+def _stage2_runs(group: Mapping[str, Any], where: str, root: str, steps: int, path: Path) -> list[SweepRun]:
+    """The runs of a ``stage: 2`` group, each config built (bad keys fail here, naming the run)."""
+    bad = sorted(set(group) - _STAGE2_KEYS)
+    if bad:
+        raise ConfigError(f"{where}: unknown key {bad[0]!r} for a Stage-2 group; allowed: {', '.join(sorted(_STAGE2_KEYS))}")
+    worker = group.get("worker")
+    if not isinstance(worker, str) or not worker:
+        raise ConfigError(f"{where}: worker is missing (the Stage-1 checkpoint the manager is trained over; "
+                          f"{{seed}} stands for the run's seed)")
+    name = str(group.get("name") or "stage2")
+    runs = []
+    for seed in group["seeds"]:
+        run = f"{name}_s{seed}"
+        out = root.rstrip("/") + "/" + run
+        overrides = with_seed(_mapping(group.get("set"), "set", path), seed)
+        ck = worker.replace("{seed}", str(seed))
+        if not run_path(ck).exists():  # as init_policy: a missing input fails before any run starts
+            raise ConfigError(f"{where}, run {run}: worker {ck} does not exist; give a Stage-1 checkpoint or run "
+                              f"folder ({{seed}} stands for the run's seed)")
+        try:
+            stage2_run_config(ck, seed, overrides, out, steps)
+        except ConfigError as e:
+            m = re.match(r"bad config value Stage2Config\.(\S+?)=.*Extra inputs are not permitted", str(e))
+            why = f"unknown override key {m.group(1)!r} (no such Stage2Config field)" if m else str(e)
+            raise ConfigError(f"{where}, run {run}: {why}") from None
+        runs.append(SweepRun(run, "stage2", int(seed), overrides, out, int(steps), stage=2, worker=ck))
+    return runs
+
+
 def _mapping(value: Any, what: str, path: Path) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
         raise ConfigError(f"sweep file {path}: {what} must be a mapping of Stage1Config keys to values")
     return flatten(value)
+
+
+def _entry(value: Any, what: str, path: Path) -> dict[str, Any]:
+    """An arm's or condition's overrides; ``from: FILE`` brings the ``overrides:`` mapping of FILE."""
+    entry = dict(_mapping(value, what, path))
+    source = entry.pop("from", None)
+    if source is None:
+        return entry
+    from rmtl.config import read_yaml_mapping
+
+    try:
+        fitted = read_yaml_mapping(Path(str(source)))["overrides"]
+    except (ConfigError, KeyError, TypeError) as e:
+        why = str(e) if isinstance(e, ConfigError) else "it has no 'overrides:' mapping"
+        raise ConfigError(f"sweep file {path}: {what}.from {source}: {why}") from None
+    return {**_mapping(fitted, f"{what}.from {source}: overrides", path), **entry}
 
 
 def load_sweep(path: str | Path) -> Sweep:
@@ -160,29 +244,43 @@ def load_sweep(path: str | Path) -> Sweep:
         where = f"sweep file {path}: runs[{i}]"
         if not isinstance(group, Mapping):
             raise ConfigError(f"{where} must be a mapping with variants and seeds")
-        bad = sorted(set(group) - _GROUP_KEYS)
+        bad = sorted(set(group) - _GROUP_KEYS - ({"stage"} if group.get("stage", 1) == 1 else _STAGE2_KEYS))
         if bad:
             raise ConfigError(f"{where}: unknown key {bad[0]!r}; allowed: {', '.join(sorted(_GROUP_KEYS))}")
-        variants = group.get("variants", group.get("variant"))
-        variants = [variants] if isinstance(variants, str) else variants
+        stage = group.get("stage", 1)
+        if stage not in (1, 2) or isinstance(stage, bool):
+            raise ConfigError(f"{where}: stage must be 1 (PPO worker runs) or 2 (manager runs over a worker)")
         seeds = group.get("seeds")
-        if not variants or not isinstance(variants, list):
-            raise ConfigError(f"{where}: variants is missing (a list of Stage-1 variant names)")
         if not isinstance(seeds, list) or not seeds or not all(
                 isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):  # true is no seed 1
             raise ConfigError(f"{where}: seeds must be a non-empty list of integers >= 0")
         steps = group.get("steps", data.get("steps"))
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
             raise ConfigError(f"{where}: steps must be a positive integer (set it at the top or in the group)")
+        if stage == 2:
+            runs += _stage2_runs(group, where, root, steps, path)
+            continue
+        variants = group.get("variants", group.get("variant"))
+        variants = [variants] if isinstance(variants, str) else variants
+        if not variants or not isinstance(variants, list):
+            raise ConfigError(f"{where}: variants is missing (a list of Stage-1 variant names)")
         group_set = {**common, **_mapping(group.get("set"), "set", path)}
-        arms = group.get("arms") or {None: {}}
-        if not isinstance(arms, Mapping):
+        conditions = group.get("conditions")
+        if conditions is not None:
+            if group.get("arms"):
+                raise ConfigError(f"{where}: give arms or conditions, not both")
+            if not isinstance(conditions, Mapping) or not conditions:
+                raise ConfigError(f"{where}: conditions must map condition names to override mappings")
+            if len(variants) != 1:  # runs are named by the condition alone
+                raise ConfigError(f"{where}: a group of conditions takes one variant, got {len(variants)}")
+        entries, label = (conditions, "conditions") if conditions is not None else (group.get("arms") or {None: {}}, "arms")
+        if not isinstance(entries, Mapping):
             raise ConfigError(f"{where}: arms must map arm names to override mappings")
         for variant in variants:
             if variant not in VARIANTS:
                 raise ConfigError(f"{where}: unknown Stage-1 variant {variant!r}; choose from {', '.join(VARIANTS)}")
-            for arm, arm_set in arms.items():
-                overrides = {**group_set, **_mapping(arm_set, f"arms.{arm}", path)}
+            for arm, arm_set in entries.items():
+                overrides = {**group_set, **_entry(arm_set, f"{label}.{arm}", path)}
                 if arm:
                     overrides["sweep_arm"] = str(arm)  # recorded in the run's config: reports name arms by it
                 unset = next((k for k, v in overrides.items() if str(v).startswith(PLACEHOLDER)), None)
@@ -190,15 +288,17 @@ def load_sweep(path: str | Path) -> Sweep:
                     raise ConfigError(f"{where}: {unset} is still the placeholder {overrides[unset]!r}; set it in the "
                                       f"sweep file")
                 for seed in seeds:
-                    name = f"{variant}_{arm}_s{seed}" if arm else f"{variant}_s{seed}"
+                    name = (f"{arm}_s{seed}" if conditions is not None else
+                            f"{variant}_{arm}_s{seed}" if arm else f"{variant}_s{seed}")
                     out = root.rstrip("/") + "/" + name
+                    seeded = with_seed(overrides, seed)
                     try:  # the config the trainer will build: unknown keys and bad values fail here
-                        stage1_run_config(variant, seed, overrides, out, steps)
+                        stage1_run_config(variant, seed, seeded, out, steps)
                     except ConfigError as e:
                         m = re.match(r"bad config value Stage1Config\.(\S+?)=.*Extra inputs are not permitted", str(e))
                         why = f"unknown override key {m.group(1)!r} (no such Stage1Config field)" if m else str(e)
                         raise ConfigError(f"{where}, run {name}: {why}") from None
-                    runs.append(SweepRun(name, variant, int(seed), dict(overrides), out, int(steps)))
+                    runs.append(SweepRun(name, variant, int(seed), seeded, out, int(steps)))
     names = [r.name for r in runs]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup:
@@ -274,6 +374,37 @@ def train_run(variant: str, seed: int, overrides: Mapping[str, Any] | None = Non
     return {"run_dir": str(run_dir), "status": "trained", "env_steps": _env_steps(run_dir)}
 
 
+def train_stage2_run(worker: str, seed: int, overrides: Mapping[str, Any] | None = None, output_dir: str | None = None,
+                     steps: int | None = None, *, stale_seconds: float = DEFAULT_STALE_SECONDS,
+                     flow_run_id: str | None = None) -> dict[str, Any]:
+    """Train one Stage-2 run as ``rmtl train stage2`` does (:func:`rmtl.train.cli.run_stage2`), unless
+    it is finished; under its lock. Resumes from the run directory's checkpoints. Returns {run_dir,
+    status ('finished' before, 'trained'), env_steps}."""
+    from rmtl.train.cli import run_stage2
+    from rmtl.train.run.stdio import survive_closed_output
+
+    cfg = stage2_run_config(worker, seed, overrides or {}, output_dir, steps)
+    run_dir = cfg.run_dir()
+    if is_finished(run_dir, cfg.total_timesteps):
+        return {"run_dir": str(run_dir), "status": "finished", "env_steps": _env_steps(run_dir)}
+    with survive_closed_output(), RunLock(run_dir, stale_seconds, flow_run_id=flow_run_id):
+        with open(run_dir / STARTS_FILE, "a") as f:
+            f.write(json.dumps({"time": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+                                "flow_run_id": flow_run_id, "stage": 2}) + "\n")
+        run_stage2(cfg)
+    return {"run_dir": str(run_dir), "status": "trained", "env_steps": _env_steps(run_dir)}
+
+
+def train_sweep_run(run: SweepRun, *, stale_seconds: float = DEFAULT_STALE_SECONDS,
+                    flow_run_id: str | None = None) -> dict[str, Any]:
+    """Train one run of a sweep file, Stage 1 or Stage 2."""
+    if run.stage == 2:
+        return train_stage2_run(str(run.worker), run.seed, run.overrides, run.output_dir, run.steps,
+                                stale_seconds=stale_seconds, flow_run_id=flow_run_id)
+    return train_run(run.variant, run.seed, run.overrides, run.output_dir, run.steps, stale_seconds=stale_seconds,
+                     flow_run_id=flow_run_id)
+
+
 def _env_steps(run_dir: Path) -> int:
     try:
         return int(json.loads((run_dir / "summary.json").read_text())["env_steps"])
@@ -322,12 +453,16 @@ def plan(sweep: Sweep) -> list[tuple[SweepRun, str]]:
 
 
 def write_report(sweep: Sweep) -> Path:
-    """``rmtl report`` over the sweep's runs into its report directory; returns the directory."""
+    """``rmtl report`` over the sweep's Stage-1 runs into its report directory; returns the directory
+    (a sweep of Stage-2 runs only: the directory, unwritten; each has ``rmtl report --stage 2 RUN``)."""
     from rmtl.train.cli import ReportConfig, report
 
     out = run_path(sweep.report_dir)
-    kept = [stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps) for r in sweep.runs]
-    report(ReportConfig.make(runs=tuple(str(run_path(r.output_dir)) for r in sweep.runs), out=str(out),
+    stage1 = [r for r in sweep.runs if r.stage == 1]
+    if not stage1:
+        return out
+    kept = [stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps) for r in stage1]
+    report(ReportConfig.make(runs=tuple(str(run_path(r.output_dir)) for r in stage1), out=str(out),
                              validation_episodes=min(c.validation_episodes for c in kept),
                              test_episodes=min(c.test_episodes for c in kept)))
     return out
@@ -349,7 +484,7 @@ def run_local(sweep: Sweep, echo: Any = print) -> Path:
             continue
         echo(f"{'resuming' if state == 'resumable' else 'starting'}: {r.name}")
         try:
-            train_run(r.variant, r.seed, r.overrides, r.output_dir, r.steps, stale_seconds=sweep.lock_stale_seconds)
+            train_sweep_run(r, stale_seconds=sweep.lock_stale_seconds)
         except RunHeld:  # taken between the look and the start
             skipped[r.name] = lock_info(run_path(r.output_dir), sweep.lock_stale_seconds).holder_text
             echo(f"skipped: {r.name} (another process trains it: {skipped[r.name]})")

@@ -8,7 +8,6 @@ and how to supply it) instead of after minutes of allocation or a network timeou
 from __future__ import annotations
 
 import contextlib
-
 import difflib
 import json
 import os
@@ -21,63 +20,16 @@ import torch
 
 from rmtl.errors import ModelLoadError
 from rmtl.vlm import registry
+from rmtl.vlm.device import select_device, select_precision
+from rmtl.vlm.hub import cached_hf_file, hf_cache_dir, hf_offline, hub_unreachable
 from rmtl.vlm.model import VLM, _pair
 from rmtl.vlm.spec import ModelSpec, parse_spec
-
-from rmtl.vlm.spec import PRECISIONS  # noqa: E402  (defined with the specs: configs check it without torch)
 
 OPEN_CLIP_CONFIG = "open_clip_config.json"
 HF_WEIGHT_FILES = ("open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 
-
 RANDOM_WEIGHTS_SEED = 0
 """Seed of '@random' models (random weights are the same model in every process)."""
-
-
-def select_device(device: str | torch.device | None = None) -> torch.device:
-    """The given device, else CUDA when present, else CPU."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise ModelLoadError(f"device {device!r} is not a torch device; use 'cpu', 'cuda' or 'cuda:N'") from None
-    if d.type == "cuda" and not torch.cuda.is_available():
-        raise ModelLoadError(f"device {device!r} was asked for but CUDA is not available here; use 'cpu' or leave it unset")
-    return d
-
-
-def cpu_has_bf16() -> bool:
-    """Whether this CPU runs bf16 matrix products natively (AVX512-BF16 or AMX), as oneDNN reports."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
-
-
-def select_precision(device: torch.device, precision: str | None = None) -> str:
-    """The given precision, else: bf16 autocast on CUDA; bf16 weights on a CPU with native
-    bf16 (AVX512-BF16/AMX: ~3.4x the fp32 throughput of the tiny tower, score error
-    <= 0.002, results/bench/precision.json); fp32 on other CPUs."""
-    if precision is None:
-        if device.type == "cuda":
-            return "amp_bf16"
-        return "bf16" if device.type == "cpu" and cpu_has_bf16() else "fp32"
-    if precision not in PRECISIONS:
-        raise ModelLoadError(f"precision {precision!r} is not supported; choose from {', '.join(PRECISIONS)}")
-    if precision in ("fp16", "amp") and device.type != "cuda":
-        raise ModelLoadError(f"precision {precision!r} needs CUDA; use 'fp32' or 'bf16' on CPU")
-    return precision
-
-
-def hf_offline() -> bool:
-    """Whether Hugging Face downloads are disabled (read now, not at import time)."""
-    flag = os.environ.get("HF_HUB_OFFLINE", "")
-    if flag.strip().upper() in {"1", "ON", "YES", "TRUE"}:
-        return True
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
 
 
 @contextlib.contextmanager
@@ -98,42 +50,6 @@ def _no_random_init_warning():
         logging.getLogger().removeFilter(f)
 
 
-HUB_PROBE_TIMEOUT_S = 3.0
-"""How long a check that the Hugging Face hub can be reached may take before a download."""
-
-
-def hub_unreachable(timeout: float = HUB_PROBE_TIMEOUT_S) -> str | None:
-    """Why the Hugging Face hub cannot be reached (None if a TCP connection to it, or to
-    the HTTPS proxy, opens within ``timeout``): checked before any download, so that a
-    machine without a network fails at once instead of after the hub client's retries."""
-    import socket
-    import threading
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
-    proxy = next((os.environ[k] for k in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy") if os.environ.get(k)),
-                 None)
-    url = urlparse(proxy if proxy and "://" in proxy else (f"http://{proxy}" if proxy else constants.ENDPOINT))
-    host = url.hostname or "huggingface.co"
-    port = url.port or (443 if url.scheme == "https" else 80)
-    result: list[str | None] = []
-
-    def probe() -> None:
-        try:
-            socket.create_connection((host, port), timeout=timeout).close()
-            result.append(None)
-        except OSError as e:
-            result.append(e.strerror or str(e) or type(e).__name__)
-
-    t = threading.Thread(target=probe, daemon=True)  # name resolution ignores the socket timeout
-    t.start()
-    t.join(timeout + 0.5)
-    if not result:
-        return f"no answer from {host}:{port} within {timeout:.0f} s"
-    return None if result[0] is None else f"cannot connect to {host}:{port}: {result[0]}"
-
-
 def _offline_error(spec: ModelSpec, looked: str, how: str) -> ModelLoadError | None:
     """The one-line error when weights are not cached and cannot be downloaded now
     (HF_HUB_OFFLINE set, or no connection to the hub); None if a download may work."""
@@ -143,22 +59,6 @@ def _offline_error(spec: ModelSpec, looked: str, how: str) -> ModelLoadError | N
     if reason:
         return ModelLoadError(f"weights for model spec {spec.text!r} not found: looked in {looked}, and the hub cannot "
                               f"be reached to download them ({reason}); {how}")
-    return None
-
-
-def hf_cache_dir(cache_dir: str | Path | None = None) -> str:
-    from huggingface_hub import constants
-
-    return str(cache_dir) if cache_dir else str(constants.HF_HUB_CACHE)
-
-
-def _cached_hf_file(repo: str, filenames: tuple[str, ...], cache_dir: str | Path | None) -> str | None:
-    from huggingface_hub import try_to_load_from_cache
-
-    for name in filenames:
-        hit = try_to_load_from_cache(repo, name, cache_dir=cache_dir)
-        if isinstance(hit, str):
-            return hit
     return None
 
 
@@ -223,7 +123,7 @@ def _resolve_tag(spec: ModelSpec, cache_dir: str | Path | None) -> BuildPlan:
         # OpenCLIP's convention: 'org/repo/' (default file names) or 'org/repo/file'.
         repo, filename = os.path.split(hub)
         files = HF_WEIGHT_FILES if not filename else (filename,)
-        cached = _cached_hf_file(repo, files, cache_dir)
+        cached = cached_hf_file(repo, files, cache_dir)
         looked = f"the Hugging Face cache {hf_cache_dir(cache_dir)} for {repo}/{'|'.join(files)}"
         how = (
             f"run once with a network connection (unset HF_HUB_OFFLINE) to download them into that cache, "
@@ -252,8 +152,8 @@ def _resolve_tag(spec: ModelSpec, cache_dir: str | Path | None) -> BuildPlan:
 
 def _resolve_hf_hub(spec: ModelSpec, cache_dir: str | Path | None) -> BuildPlan:
     repo = spec.hub_id
-    config_file = _cached_hf_file(repo, (OPEN_CLIP_CONFIG,), cache_dir)
-    weights = _cached_hf_file(repo, HF_WEIGHT_FILES, cache_dir)
+    config_file = cached_hf_file(repo, (OPEN_CLIP_CONFIG,), cache_dir)
+    weights = cached_hf_file(repo, HF_WEIGHT_FILES, cache_dir)
     looked = f"the Hugging Face cache {hf_cache_dir(cache_dir)} for {repo}/{OPEN_CLIP_CONFIG} and {repo}/{'|'.join(HF_WEIGHT_FILES)}"
     how = (
         f"run once with a network connection (unset HF_HUB_OFFLINE) to download them into that cache, "

@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardKindConfig
-from rmtl.reward.kinds.base import KindStep, ProgressSource, RewardKind
+from rmtl.reward.kinds.base import KindStep, ProgressSource, RewardKind, RunFacts
 
 K = TypeVar("K", bound=type[RewardKind])
 
@@ -83,5 +83,5 @@ def reward_kind_config(data: Mapping[str, Any] | RewardKindConfig) -> RewardKind
 from rmtl.reward.kinds import dense, oracle, rule_only, vlm  # noqa: E402,F401
 from rmtl.reward.kinds import degraded_oracle, hybrid  # noqa: E402,F401  (after oracle and vlm, which they extend)
 
-__all__ = ["DEFAULT_KIND", "KindStep", "ProgressSource", "RewardKind", "RewardKindConfig", "get_kind", "kind_config",
-           "kind_names", "register_kind", "reward_kind_config"]
+__all__ = ["DEFAULT_KIND", "KindStep", "ProgressSource", "RewardKind", "RewardKindConfig", "RunFacts", "get_kind",
+           "kind_config", "kind_names", "register_kind", "reward_kind_config"]

@@ -26,6 +26,15 @@ ProgressSource = Literal["scores", "rule_band", "dense"]
 of the rule's micro-task), the rule's band alone (u = 0.5), or the dense reference reward."""
 
 
+@dataclass(frozen=True)
+class RunFacts:
+    """What a kind reads of the run it is built for, besides its reward config and task (a kind
+    never sees the whole run config)."""
+
+    seed: int = 0
+    """The run seed (a degraded oracle's error seed follows it unless its config sets one)."""
+
+
 @dataclass
 class KindStep:
     """One vec-env step of a kind: the reward before the env bonus [N] and per-env terms for ``info['reward']``."""
@@ -63,14 +72,14 @@ class RewardKind(ABC):
     """Add the env's own reward (the +1 success bonus) to the shaped reward."""
 
     @classmethod
-    def from_run(cls, run: Any, task: Any, *, reward: Any, vlm: Any = None, source: Any = None) -> "RewardKind":
-        """The kind of a Stage-1 run: ``run`` is its config (``rmtl.train.config.Stage1Config``),
-        ``task`` its task (``rmtl.task.Task``), ``reward`` this kind's config (``run.reward``; the VLM
-        kind's with the task's prompts), ``vlm`` / ``source`` the loaded model and embedding source
+    def build(cls, reward: Any, task: Any, facts: RunFacts, *, vlm: Any = None, source: Any = None) -> "RewardKind":
+        """The kind of a run: ``reward`` this kind's config (the VLM kind's resolved against the
+        task's prompts), ``task`` the run's task (``rmtl.task.Task``), ``facts`` what the kind reads
+        of the run (:class:`RunFacts`), ``vlm`` / ``source`` the loaded model and embedding source
         of a kind that renders."""
-        raise NotImplementedError(f"reward kind {cls.name!r} cannot be built from a run config")
+        raise NotImplementedError(f"reward kind {cls.name!r} cannot be built for a run")
 
-    def bind(self, venv: Any) -> None:
+    def bind(self, venv: Any) -> None:  # noqa: B027 (optional hook: most kinds need no vec env)
         """Called once by the wrapper with the vec env below it (e.g. to set up rendering)."""
 
     @abstractmethod

@@ -31,6 +31,7 @@ from rmtl.config import Config
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import micro_task_indices
 from rmtl.reward.kinds import register_kind
+from rmtl.reward.kinds.base import RunFacts
 from rmtl.reward.kinds.oracle import OracleKind, OracleRewardConfig, Progress
 
 ERROR_SEED_SALT = 0x1EA2
@@ -138,13 +139,13 @@ class DegradedOracleKind(OracleKind):
         return self._fields
 
     @classmethod
-    def from_run(cls, run, task, *, reward: DegradedOracleRewardConfig, vlm=None, source=None) -> "DegradedOracleKind":
+    def build(cls, reward: DegradedOracleRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "DegradedOracleKind":
         import functools
 
         if task.oracle_progress is None:
             raise ConfigError(f"task {task.name!r} defines no oracle progress; reward kind 'degraded_oracle' needs "
                               "one (Task.oracle_progress)")
-        seed = reward.error.seed if reward.error.seed is not None else int(run.seed)
+        seed = reward.error.seed if reward.error.seed is not None else int(facts.seed)
         return cls(functools.partial(task.oracle_progress, config=reward.progress), tuple(task.micro_tasks.names),
                    reward.error, seed, task.visible_state, task.scorer_confusions, reward.shaping.initial_low,
                    reward.shaping.initial_high, reward.add_env_reward)

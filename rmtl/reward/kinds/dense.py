@@ -12,7 +12,7 @@ from pydantic import Field
 
 from rmtl.reward.config import RewardKindConfig
 from rmtl.reward.kinds import register_kind
-from rmtl.reward.kinds.base import KindStep, RewardKind
+from rmtl.reward.kinds.base import KindStep, RewardKind, RunFacts
 from rmtl.reward.shaping import RewardShaper
 
 
@@ -51,7 +51,7 @@ class DenseKind(RewardKind):
         self.add_env_reward = add_env_reward
 
     @classmethod
-    def from_run(cls, run, task, *, reward: DenseRewardConfig, vlm=None, source=None) -> "DenseKind":
+    def build(cls, reward: DenseRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "DenseKind":
         from rmtl.errors import ConfigError
 
         if task.dense_reward is None:

@@ -16,7 +16,7 @@ import numpy as np
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import micro_task_indices
 from rmtl.reward.kinds import register_kind
-from rmtl.reward.kinds.base import KindStep, shaped_terms
+from rmtl.reward.kinds.base import KindStep, RunFacts, shaped_terms
 from rmtl.reward.kinds.oracle import OracleKind, OracleProgressConfig
 from rmtl.reward.kinds.vlm import RewardConfig, VLMKind
 from rmtl.reward.shaping import RewardShaper
@@ -47,7 +47,7 @@ class HybridKind(VLMKind):
         self.add_env_reward = vlm_kind.add_env_reward
 
     @classmethod
-    def from_run(cls, run, task, *, reward: HybridRewardConfig, vlm=None, source=None) -> "HybridKind":
+    def build(cls, reward: HybridRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "HybridKind":
         import functools
 
         vlm_phases = micro_task_indices(task.micro_tasks.names, reward.vlm_micro_tasks, "reward.vlm_micro_tasks")

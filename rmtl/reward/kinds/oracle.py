@@ -17,7 +17,7 @@ from pydantic import Field
 from rmtl.config import Config
 from rmtl.reward.config import RewardKindConfig
 from rmtl.reward.kinds import register_kind
-from rmtl.reward.kinds.base import KindStep, RewardKind, shaped_terms
+from rmtl.reward.kinds.base import KindStep, RewardKind, RunFacts, shaped_terms
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 
 Progress = Callable[[np.ndarray], np.ndarray]
@@ -67,7 +67,7 @@ class OracleKind(RewardKind):
         self.add_env_reward = add_env_reward
 
     @classmethod
-    def from_run(cls, run, task, *, reward: OracleRewardConfig, vlm=None, source=None) -> "OracleKind":
+    def build(cls, reward: OracleRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "OracleKind":
         import functools
 
         from rmtl.errors import ConfigError

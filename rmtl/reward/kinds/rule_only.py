@@ -14,7 +14,7 @@ from pydantic import Field
 
 from rmtl.reward.config import RewardKindConfig
 from rmtl.reward.kinds import register_kind
-from rmtl.reward.kinds.base import KindStep, RewardKind, shaped_terms
+from rmtl.reward.kinds.base import KindStep, RewardKind, RunFacts, shaped_terms
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 
 
@@ -40,7 +40,7 @@ class RuleOnlyKind(RewardKind):
         self.add_env_reward = add_env_reward
 
     @classmethod
-    def from_run(cls, run, task, *, reward: RuleOnlyRewardConfig, vlm=None, source=None) -> "RuleOnlyKind":
+    def build(cls, reward: RuleOnlyRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "RuleOnlyKind":
         return cls(len(task.micro_tasks.names), reward.u, reward.add_env_reward)
 
     def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render) -> KindStep:

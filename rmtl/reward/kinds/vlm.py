@@ -15,7 +15,7 @@ from rmtl.errors import ConfigError, RmtlError
 from rmtl.micro_tasks import MicroTaskSpec
 from rmtl.reward.config import RewardKindConfig
 from rmtl.reward.kinds import register_kind
-from rmtl.reward.kinds.base import KindStep, RewardKind, shaped_terms
+from rmtl.reward.kinds.base import KindStep, RewardKind, RunFacts, shaped_terms
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.scorer import PhasedScorer
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
@@ -136,7 +136,7 @@ class VLMKind(RewardKind):
         self.num_phases = int(band_phases) if band_phases else scorer.num_phases
 
     @classmethod
-    def from_run(cls, run, task, *, reward: RewardConfig, vlm=None, source=None) -> "VLMKind":
+    def build(cls, reward: RewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "VLMKind":
         return cls.from_config(reward, vlm=vlm, source=source,
                                band_phases=len(task.micro_tasks.names) if reward.single_prompt_band else 0)
 

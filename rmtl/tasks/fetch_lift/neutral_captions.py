@@ -165,10 +165,10 @@ def _height_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str | None:
 
 def _jaw_phrase(f: Facts, g: str, c: str, rng: random.Random) -> str:
     options = {
-        "open": (f"the {g}'s jaws are wide open", f"its fingers are spread open", f"the {g} is open",
-                 f"the {g} has open jaws", f"with its two fingers apart"),
-        "half": (f"the {g}'s jaws are half open", f"its fingers are partly closed"),
-        "closed": (f"the {g}'s jaws are shut on nothing", f"its fingers are closed and empty",
+        "open": (f"the {g}'s jaws are wide open", "its fingers are spread open", f"the {g} is open",
+                 f"the {g} has open jaws", "with its two fingers apart"),
+        "half": (f"the {g}'s jaws are half open", "its fingers are partly closed"),
+        "closed": (f"the {g}'s jaws are shut on nothing", "its fingers are closed and empty",
                    f"the {g} is closed with nothing in it"),
         "on_cube": (f"the fingers are clamped on the {c}", f"the {g} is squeezing the {c}",
                     f"the jaws hold the {c} tightly", f"the two fingers are pinching the {c}",

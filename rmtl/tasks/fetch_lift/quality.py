@@ -14,7 +14,7 @@ import numpy as np
 from rmtl.tasks.fetch_lift.phases import ALIGN, APPROACH, GRASP, PHASES, rule_phase
 from rmtl.reward.projection import DEFAULT_ALPHA, goal_baseline_scores
 from rmtl.reward.quality_stats import roc_auc, spearman, spread, step_variation
-from rmtl.task import QualityInputs
+from rmtl.task import MapAxis, MapPlane, QualityInputs
 from rmtl.tasks.fetch_lift.captions import PROMPT_SITUATION, SITUATION_NAMES, situation_ids
 from rmtl.tasks.fetch_lift.state import gripper_cube_distance, lift_height
 
@@ -97,6 +97,27 @@ def map_metrics(scores: np.ndarray, states: np.ndarray, episode: np.ndarray, ste
     ratio = float(sv / np.mean(spreads)) if spreads and np.mean(spreads) > 0 else float("nan")
     return {"approach_rank": pm["approach_spearman"], "align_rank": pm["align_spearman"], "grasp_auc": pm["grasp_auc"],
             "right_prompt": pm["right_prompt_accuracy"], "resting_grasp_pay": pay, "noise_ratio": ratio}
+
+
+MAP_AXES = {
+    "approach_rank": MapAxis(better=1, chance=0.0),
+    "align_rank": MapAxis(better=1, chance=0.0),
+    "grasp_auc": MapAxis(better=1, chance=0.5),
+    "right_prompt": MapAxis(better=1, chance=1 / len(PHASES)),  # one micro-task's prompt in K by chance
+    "resting_grasp_pay": MapAxis(better=-1, chance=1.0),  # a constant score pays a resting cube like a lift
+    "noise_ratio": MapAxis(better=-1, chance=0.0),
+}
+"""The map's axes (:func:`map_metrics`, in that order), which way each improves, and where a
+reward without a scorer sits: no rank, grasp at chance, one prompt in K right, no noise."""
+
+
+def _map_point(metrics) -> tuple[float, float]:
+    nan = float("nan")
+    return (metrics.get("grasp_auc", nan), min(metrics.get("approach_rank", nan), metrics.get("align_rank", nan)))
+
+
+MAP_PLANE = MapPlane("grasp AUC (qualification set, pooled)", "min(approach rank, align rank)", _map_point)
+"""The map's 2-D view: grasp AUC against the worse of the approach and align ranks."""
 
 
 GATES = {

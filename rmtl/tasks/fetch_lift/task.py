@@ -20,7 +20,7 @@ from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
 from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv, check_difficulty
 from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
-from rmtl.tasks.fetch_lift.quality import GATES
+from rmtl.tasks.fetch_lift.quality import GATES, MAP_AXES, MAP_PLANE
 from rmtl.tasks.fetch_lift.scorer_errors import SCORER_CONFUSIONS, visible_state
 from rmtl.tasks.fetch_lift.state import CUBE_POS, KEY_SPEC, gripper_cube_distance, lift_height, soft_target_geometry
 
@@ -100,7 +100,8 @@ def fetch_lift_task() -> Task:
         caption_options=MappingProxyType(asdict(CaptionConfig())), caption_prompt_leaks=_caption_prompt_leaks,
         caption_leak_audit=_caption_leak_audit,
         soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
-        scorer_metrics=_map_metrics, learnability_map=Path(__file__).with_name("learnability_map.json"), env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
+        scorer_metrics=_map_metrics, map_axes=MappingProxyType(MAP_AXES), map_plane=MAP_PLANE,
+        learnability_map=Path(__file__).with_name("learnability_map.json"), env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
         phase_metrics=_phase_metrics, lift_height=lift_height, episode_goals=_episode_goals,
         gate_report=_gate_report, check_difficulty=check_difficulty,
     )

@@ -46,14 +46,14 @@ def _make_env(env_config: EnvConfig, terminal_frames: bool, task: Task):
     return env
 
 
-def cache_source(config: Stage1Config, vlm: Any, task: Task) -> Any:
+def cache_source(config: Stage1Config, vlm: Any, task: Task, reward: Any = None) -> Any:
     """The cached reward path: FAISS state-cache lookups, render and embed only the misses
     (``rmtl.reward.cached_source.CachedEmbeddingSource`` over ``config.cache.store``), keyed and
-    phase-labelled as ``task`` says."""
+    phase-labelled as ``task`` says; ``reward``: the run's resolved reward config (:func:`run_reward`)."""
     from rmtl.reward.cached_source import CachedEmbeddingSource
 
     c = config.cache
-    reward = task_reward_config(config, task)
+    reward = reward if reward is not None else task_reward_config(config, task)
     if c.atlas:
         from rmtl.reward.scorer import PhasedScorer
 
@@ -81,15 +81,23 @@ def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
     return task.reward_config(config.reward)
 
 
-def build_reward_kind(config: Stage1Config, task: Task | None, *, vlm: Any = None, source: Any = None) -> Any:
-    """The run's reward kind (the one ``config.reward`` names, rmtl.reward.kinds), built by the kind
-    from the run and its own config (the VLM kind's with its task's prompts)."""
+def run_reward(config: Stage1Config, task: Task | None = None) -> Any:
+    """The reward config a run's kind is built with: a VLM reward's resolved against its task
+    (:func:`task_reward_config`), any other kind's as configured."""
     from rmtl.reward.kinds.vlm import RewardConfig
-    from rmtl.reward.kinds import get_kind
+
+    return task_reward_config(config, task) if isinstance(config.reward, RewardConfig) else config.reward
+
+
+def build_reward_kind(config: Stage1Config, task: Task | None, *, reward: Any = None, vlm: Any = None,
+                      source: Any = None) -> Any:
+    """The run's reward kind (the one ``config.reward`` names, rmtl.reward.kinds), built from its
+    reward config (``reward``, else :func:`run_reward`), its task and the run's facts it reads."""
+    from rmtl.reward.kinds import RunFacts, get_kind
 
     task = task_of(config, task)
-    reward = task_reward_config(config, task) if isinstance(config.reward, RewardConfig) else config.reward
-    return get_kind(config.reward.kind).from_run(config, task, reward=reward, vlm=vlm, source=source)
+    reward = reward if reward is not None else run_reward(config, task)
+    return get_kind(config.reward.kind).build(reward, task, RunFacts(seed=int(config.seed)), vlm=vlm, source=source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +143,7 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
     from rmtl.reward.kinds import get_kind
 
     task = task_of(config, task)
+    reward = run_reward(config, task)  # resolved once: the cache source and the kind share it
     rule = RulePhaseSelector(task.phases)
     timings = timings or Timings()
     needs_frames = get_kind(config.reward.kind).needs_frames
@@ -163,11 +172,11 @@ def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None
             if source_factory is not None:
                 source = source_factory(config, vlm)
             elif config.cache.store or config.cache.atlas:
-                source = cache_source(config, vlm, task)
+                source = cache_source(config, vlm, task, reward)
             else:
                 source = VLMEmbeddingSource(vlm, config.reward.batch_size)
         timed = TimedSource(source, timings)
-    kind = build_reward_kind(config, task, vlm=vlm, source=timed)
+    kind = build_reward_kind(config, task, reward=reward, vlm=vlm, source=timed)
     shaper = RewardShaper(config.n_envs, config.reward.shaping_config(), num_phases=kind.num_phases)
     venv = reward_env = RewardVecEnv(venv, kind, phase_selector or rule, shaper)
     if config.phase_input:

@@ -44,7 +44,7 @@ SELECTION_FILE = "selection.json"
 
 def check_seed_ranges(ranges: dict[str, tuple[int, int]]) -> None:
     """Refuse ranges ``name -> (first seed, episodes)`` that exceed SEED_BLOCK or overlap."""
-    for name, (first, n) in ranges.items():
+    for name, (_, n) in ranges.items():
         if not 0 < n <= SEED_BLOCK:
             raise ConfigError(f"{name} episodes must be in 1..{SEED_BLOCK}, got {n}")
     items = sorted(ranges.items(), key=lambda kv: kv[1][0])

@@ -1,0 +1,382 @@
+"""``rmtl qualify fit-map``: the learnability map refitted from finished runs.
+
+The map's conditions are a sweep file whose groups name ``conditions`` of one variant (runs
+``<condition>_s<seed>``; ``experiments/learnability/conditions.yaml``, run by ``rmtl sweep``); the
+checks of the map are another such file, kept out of the fit and reported beside the verdict the
+map gives them. For each condition: the scorer's metrics on the qualification set (``rmtl
+qualify``'s, one error landscape per seed, averaged) and each finished seed's test success (best
+on validation). Reference runs of a reward without a scorer (rule-only) sit at the task's chance
+corner (``Task.map_axes``). Writes the map (:class:`LearnabilityMap`), runs.csv, runs.md (one row
+per run), conditions.md (one row per condition) and the map's PNGs; it never replaces a file it
+did not write (its record: ``.rmtl-output.json`` in ``--out``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from pipeline.qualify.families import load_families, state_set
+from pipeline.qualify.learnability_map import MAP_VERSION, LearnabilityMap, LogisticFit, map_support, map_verdict, plot_map
+from pipeline.qualify.metrics import map_axes, better, no_scorer_metrics, scorer_metrics
+from pipeline.qualify.scores import STATE_KINDS, state_scorer, windowed_scores
+from rmtl.config import Config
+from rmtl.errors import ConfigError
+from storage.whole_file import write_file_whole
+
+TEACHES_AT = 0.5
+"""Test success from which a run teaches (results/learnability/RULE.md)."""
+MAP_FILE = "learnability_map.json"
+"""The map's name in ``--out`` (the default ``--map-out``)."""
+TABLES = ("runs.csv", "runs.md", "conditions.md", "map_metrics.png", "map_2d.png")
+"""What fit-map writes into ``--out`` besides the map."""
+KIND = "learnability-map"
+WRITTEN_BY = "rmtl qualify fit-map"
+BOOTSTRAP_FITS = 1000
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A condition of a sweep: the reward section its runs train with and its runs (seed, folder name)."""
+
+    name: str
+    reward: dict[str, Any]
+    runs: tuple[tuple[int, str], ...]
+
+
+def sweep_conditions(path: Path) -> tuple[list[Condition], str, int]:
+    """The conditions of a sweep file (its groups' ``conditions``), its output root and its steps."""
+    from rmtl.train.config import stage1_config
+    from rmtl.train.sweep import load_sweep, nest
+
+    sweep = load_sweep(path)
+    found: dict[str, Condition] = {}
+    for r in sweep.runs:
+        name = r.overrides.get("sweep_arm")
+        if r.stage != 1 or not name or r.name != f"{name}_s{r.seed}":
+            raise ConfigError(f"sweep file {path}: run {r.name} is not a condition of the map; list the map's runs "
+                              "under a group's conditions: (runs named <condition>_s<seed>)")
+        reward = {"kind": stage1_config(r.variant).reward.kind,
+                  **nest({k: v for k, v in r.overrides.items() if k.startswith("reward.")}).get("reward", {})}
+        c = found.get(name, Condition(name, reward, ()))
+        found[name] = Condition(name, c.reward, (*c.runs, (r.seed, r.name)))
+    steps = sweep.runs[0].steps
+    return [Condition(c.name, c.reward, tuple(sorted(c.runs))) for c in found.values()], sweep.output_root, steps
+
+
+def outcome(run_dir: Path) -> dict | None:
+    """A finished run's test success: its best-on-validation checkpoint's and its final one's."""
+    sel = run_dir / "selection.json"
+    if not sel.is_file() or (run_dir / "resume").exists():
+        return None
+    try:
+        d = json.loads(sel.read_text())
+        return {"best": float(d["best"]["test"]["success_rate"]), "final": float(d["final"]["test"]["success_rate"]),
+                "best_step": int(d["best"]["num_timesteps"])}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ConfigError(f"{sel} is damaged ({type(e).__name__}: {e}); select the run again "
+                          "(rmtl train select) or move it out of --runs") from None
+
+
+def _find_run(name: str, roots: Sequence[Path]) -> Path | None:
+    return next((root / name for root in roots if (root / name).is_dir()), None)
+
+
+def logistic_fit(points: Sequence[tuple[Mapping[str, float], float]], axes: Sequence[str], teaches_at: float,
+                 seed: int = 0) -> LogisticFit:
+    """P(teaches) against the standardised metrics, with ``BOOTSTRAP_FITS`` bootstrap refits (run resamples)."""
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.array([[m[a] for a in axes] for m, _ in points], dtype=float)
+    y = np.array([o >= teaches_at for _, o in points], dtype=int)
+    mean, scale = np.nanmean(x, axis=0), np.nanstd(x, axis=0)
+    scale[scale == 0] = 1.0
+    z = np.nan_to_num((x - mean) / scale)
+    model = LogisticRegression(C=1.0).fit(z, y)
+    rng = np.random.default_rng(seed)
+    coefs, icpts = [], []
+    for _ in range(BOOTSTRAP_FITS):
+        idx = rng.integers(0, len(y), len(y))
+        if len(set(y[idx])) < 2:
+            continue
+        m = LogisticRegression(C=1.0).fit(z[idx], y[idx])
+        coefs.append(m.coef_[0].tolist())
+        icpts.append(float(m.intercept_[0]))
+    return LogisticFit(mean=mean.tolist(), scale=scale.tolist(), coef=model.coef_[0].tolist(),
+                       intercept=float(model.intercept_[0]), bootstrap_coef=coefs, bootstrap_intercept=icpts)
+
+
+# -- what an output may replace ----------------------------------------------------------
+def _record(out: Path) -> dict:
+    from rmtl.outputs import MARKER
+
+    try:
+        data = json.loads((out / MARKER).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("kind") == KIND else {}
+
+
+def _is_map_file(path: Path) -> bool:
+    """Whether ``path`` holds a learnability map (what this command writes), of any version."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and {"axes", "conditions", "fitted"} <= set(data)
+
+
+def check_outputs(out: Path, map_out: Path, shipped: Path | None, ship: bool) -> None:
+    """Before any work: ``--out`` may hold only files this command wrote there (its record), the map
+    file may replace only a learnability map, and the task's shipped map only with ``--ship``."""
+    from rmtl.outputs import MARKER, check_writable_into
+
+    check_writable_into(out, own=(), writes="the learnability map's tables and plots")
+    if (out / MARKER).exists() and not _record(out):
+        raise ConfigError(f"--out {out} holds {MARKER} of another output; fit-map writes only into a folder of its "
+                          "own: choose another --out")
+    ours = set(_record(out).get("files", ()))
+    inside = [n for n in TABLES if (out / n).exists() and n not in ours]
+    if inside:
+        raise ConfigError(f"--out {out} already holds {', '.join(inside)}, not written there by '{WRITTEN_BY}' (its "
+                          f"record, {MARKER}, does not list them); fit-map never replaces them: choose another --out "
+                          "or move them away")
+    if shipped is not None and map_out.resolve() == shipped.resolve() and not ship:
+        raise ConfigError(f"--map-out {map_out} is the task's shipped map; pass --ship to replace it")
+    if map_out.is_dir():
+        raise ConfigError(f"--map-out {map_out} is a directory; give the path of the map's JSON file")
+    owned = map_out.parent.resolve() == out.resolve() and map_out.name in ours
+    if map_out.exists() and not owned and not _is_map_file(map_out):
+        raise ConfigError(f"--map-out {map_out} exists and is not a learnability map; fit-map never replaces it: "
+                          "give another --map-out")
+
+
+def _write_record(out: Path, names: Sequence[str]) -> None:
+    from rmtl.outputs import MARKER
+
+    files = sorted(set(_record(out).get("files", ())) | set(names))
+    write_file_whole(out / MARKER, json.dumps({"kind": KIND, "written_by": WRITTEN_BY, "files": files}, indent=1) + "\n")
+
+
+# -- the tables and plots ----------------------------------------------------------------
+def condition_table(conditions: Sequence[Mapping[str, Any]], seeds: Sequence[int], by_seed: Mapping[tuple[str, int], float],
+                    axes: Sequence[str], teaches_at: float) -> str:
+    """conditions.md: a condition per row, its mean metrics, each seed's test success and how many taught."""
+    head = ["condition", *axes, *[f"seed {s}" for s in seeds], "taught"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for c in conditions:
+        outs = [by_seed.get((c["name"], s)) for s in seeds]
+        done = [o for o in outs if o is not None]
+        lines.append(f"| {c['name']} | " + " | ".join(f"{c['metrics'][k]:.2f}" for k in axes) + " | "
+                     + " | ".join("-" if o is None else f"{o:.3f}" for o in outs)
+                     + f" | {sum(o >= teaches_at for o in done)} of {len(done)} |")
+    return "\n".join(lines) + "\n"
+
+
+def run_table(rows: Sequence[Mapping[str, Any]], axes: Sequence[str], first: str) -> list[str]:
+    lines = [f"| {first} | seed | " + " | ".join(axes) + " | test success (best) | final |", "|---" * (len(axes) + 4) + "|"]
+    return lines + [f"| {r['condition']} | {r['seed']} | " + " | ".join(f"{r[k]:.2f}" for k in axes)
+                    + f" | {r['test_success']:.3f} | {r['final_test']:.3f} |" for r in rows]
+
+
+def plot_metrics(rows: Sequence[Mapping[str, Any]], path: Path, axes: Sequence[str], teaches_at: float, steps: int) -> Path:
+    """Test success against each axis, one point per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axs = plt.subplots(-(-len(axes) // 3), 3, figsize=(12, 3.5 * -(-len(axes) // 3)), squeeze=False)
+    for ax, metric in zip(axs.ravel(), axes):
+        for r in rows:
+            ax.scatter(r[metric], r["test_success"], c="tab:green" if r["test_success"] >= teaches_at else "tab:red", s=25)
+            ax.annotate(r["condition"], (r[metric], r["test_success"]), fontsize=5, alpha=0.6)
+        ax.axhline(teaches_at, color="grey", lw=0.8, ls="--")
+        ax.set_xlabel(metric)
+        ax.set_ylabel("test success (best on validation)")
+    fig.suptitle(f"learnability map: test success at {steps // 1000}k against each scorer metric (one point per run)")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, dpi=110, format="png")
+    plt.close(fig)
+    write_file_whole(path, buf.getvalue())
+    return path
+
+
+# -- the fit -------------------------------------------------------------------------------
+def _reference(run_dir: Path) -> tuple[str, int, dict[str, Any]]:
+    """A reference run's condition name (``<variant>_<steps>k``), seed and reward section, read as the
+    package reads a run's config (older layouts named the reward kind elsewhere)."""
+    import yaml
+
+    from rmtl.train.config import Stage1Config
+
+    try:
+        cfg = Stage1Config.make(**(yaml.safe_load((run_dir / "config.yaml").read_text()) or {}))
+    except (OSError, yaml.YAMLError, ConfigError, TypeError) as e:
+        raise ConfigError(f"--reference {run_dir}: no readable config.yaml of a Stage-1 run ({type(e).__name__}); give "
+                          "the folder of a finished run") from None
+    steps = int(round(cfg.requested_timesteps / 1000))
+    return f"{cfg.variant}_{steps}k", int(cfg.seed), cfg.reward.model_dump(mode="json")
+
+
+def fit_map(*, conditions: Path, checks: Path | None, out: Path, data_dir: Path, runs: Sequence[Path] = (),
+            reference: Sequence[Path] = (), map_out: Path | None = None, ship: bool = False,
+            families_file: str | None = None, small: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Refit the learnability map (module docstring); returns {map, files, rows, complete}. ``runs``:
+    the folders the run folders are looked up in (default: each sweep file's output root); ``ship``:
+    also write the task's shipped map (``Task.learnability_map``)."""
+    from rmtl.tasks import get_task
+
+    conds, root, steps = sweep_conditions(conditions)
+    check_conds, check_root, _ = sweep_conditions(checks) if checks is not None else ([], root, steps)
+    roots = [Path(r) for r in runs] or list(dict.fromkeys([Path(root), Path(check_root)]))
+    task_name, families = load_families(families_file, small=small)
+    task = get_task(task_name)
+    axes, signs = map_axes(task), better(task)
+    if task.map_plane is None:
+        raise ConfigError(f"task {task_name!r} defines no plane of its map to plot (Task.map_plane)")
+    map_out = Path(map_out) if map_out is not None else out / MAP_FILE
+    check_outputs(out, map_out, task.learnability_map, ship)
+    refs = [(Path(r), *_reference(Path(r))) for r in reference]
+    for path, _name, _, reward in refs:  # before any rollout
+        if reward.get("kind") not in STATE_KINDS or hasattr(state_scorer(task, reward)[0], "scores"):
+            raise ConfigError(f"--reference {path} trained on reward kind {reward.get('kind')!r}, which has a scorer; "
+                              "a reference sits at the map's chance corner: give runs of a reward without one (rule_only)")
+    states = state_set(task_name, families, data_dir / "qualification" / ("small" if small else "full") / "states", progress)
+
+    def measured(c: Condition, rows: list[dict]) -> dict:
+        """A condition's metrics (averaged over its seeds' error landscapes) and finished outcomes;
+        each finished run appended to ``rows``."""
+        per_seed, outcomes = [], []
+        for seed, run_name in c.runs:
+            kind, cfg = state_scorer(task, c.reward, seed)
+            m = scorer_metrics(task, windowed_scores(kind.scores(states.states), states, cfg.shaping.score_window), states)
+            per_seed.append(m)
+            found = _find_run(run_name, roots)
+            o = outcome(found) if found is not None else None
+            if o is not None:
+                outcomes.append(o["best"])
+                rows.append({"condition": c.name, "seed": seed, **m, "test_success": o["best"], "final_test": o["final"],
+                             "best_step": o["best_step"]})
+        metrics = {k: float(np.nanmean([m[k] for m in per_seed])) for k in axes}
+        return {"name": c.name, "metrics": metrics, "outcomes": outcomes, "seeds_done": len(outcomes)}
+
+    rows: list[dict] = []
+    check_rows: list[dict] = []
+    mapped = [measured(c, rows) for c in conds]
+    checked = [measured(c, check_rows) for c in check_conds]
+    chance = no_scorer_metrics(task)
+    ref_names = list(dict.fromkeys(name for _, name, _, _ in refs))
+    for ref in ref_names:
+        done = [(seed, outcome(path)) for path, name, seed, _ in refs if name == ref]
+        done = [(seed, o) for seed, o in done if o is not None]
+        mapped.append({"name": ref, "metrics": dict(chance), "outcomes": [o["best"] for _, o in done],
+                       "seeds_done": len(done)})
+        rows += [{"condition": ref, "seed": seed, **chance, "test_success": o["best"], "final_test": o["final"],
+                  "best_step": o["best_step"]} for seed, o in done]
+    n_seeds = {c.name: len(c.runs) for c in conds}
+    complete = [c for c in mapped if c["name"] in n_seeds and c["seeds_done"] >= n_seeds[c["name"]]]
+    points = [({k: r[k] for k in axes}, r["test_success"]) for r in rows]
+    classes = {o >= TEACHES_AT for _, o in points}
+    result: dict[str, Any] = {"version": MAP_VERSION, "axes": list(axes), "better": signs, "teaches_at": TEACHES_AT,
+                              "conditions": mapped, "runs": len(rows), "complete_conditions": len(complete)}
+    if len(complete) >= 3 and len(classes) == 2:
+        # the reference runs (no scorer) sit at the chance corner: they are fitted, not support
+        support = map_support([({k: r[k] for k in axes}, r["test_success"]) for r in rows if r["condition"] not in ref_names],
+                              TEACHES_AT, signs)
+        result.update(fitted=True, **logistic_fit(points, axes, TEACHES_AT).model_dump(), support=support)
+    else:
+        seeds_needed = max(n_seeds.values(), default=0)
+        result.update(fitted=False, why=f"{len(complete)} of {len(conds)} conditions have all seeds ({seeds_needed} needed) "
+                                        f"and the runs {'show both outcomes' if len(classes) == 2 else 'show one outcome only'}")
+        if len(classes) == 2 and len(points) >= 6:  # a provisional fit, labelled as such, for the plots only
+            result["provisional"] = logistic_fit(points, axes, TEACHES_AT)
+    fitted = LearnabilityMap.make(**result)
+    checked = [{**c, "verdict": map_verdict(c["metrics"], fitted)} for c in checked]
+    fitted = LearnabilityMap.make(**{**result, "checks": checked})
+
+    out.mkdir(parents=True, exist_ok=True)
+    text = fitted.to_json()
+    write_file_whole(map_out, text)
+    written = [map_out]
+    if ship and task.learnability_map is not None and task.learnability_map.resolve() != map_out.resolve():
+        write_file_whole(task.learnability_map, text)
+        written.append(task.learnability_map)
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=["condition", "seed", *axes, "test_success", "final_test", "best_step"])
+    w.writeheader()
+    w.writerows(rows)
+    write_file_whole(out / "runs.csv", buf.getvalue())
+    lines = run_table(rows, axes, "condition")
+    if checked:
+        lines += ["", "Checks of the map (kept out of the fit; verdict: the map's at the check's metrics):", ""]
+        lines += run_table(check_rows, axes, "check")
+        lines += [""] + [f"- {c['name']}: verdict {c['verdict']['verdict']}, outcomes {c['outcomes'] or 'none yet'}"
+                         for c in checked]
+    write_file_whole(out / "runs.md", "\n".join(lines) + "\n")
+    by_seed = {(r["condition"], r["seed"]): r["test_success"] for r in rows + check_rows}
+    seeds = sorted({s for c in conds for s, _ in c.runs})
+    write_file_whole(out / "conditions.md", condition_table(mapped, seeds, by_seed, axes, TEACHES_AT)
+                     + "\nChecks (replayed stand-ins, kept out of the fit):\n\n"
+                     + condition_table(checked, seeds, by_seed, axes, TEACHES_AT))
+    plot_metrics(rows, out / "map_metrics.png", axes, TEACHES_AT, steps)
+    plot_map(fitted, {}, out / "map_2d.png", task.map_plane)
+    written += [out / n for n in TABLES]
+    _write_record(out, [p.name for p in written if p.parent.resolve() == out.resolve()])
+    return {"map": fitted, "files": [str(p) for p in written], "rows": len(rows), "complete": len(complete)}
+
+
+def format_fit(result: Mapping[str, Any]) -> str:
+    """What fit-map prints: how many runs, whether the map is fitted, its coefficients, the files."""
+    m: LearnabilityMap = result["map"]
+    lines = [f"{result['rows']} runs, {result['complete']} complete conditions; fitted: {m.fitted}"
+             + (f" ({m.why})" if not m.fitted else "")]
+    if m.fitted and m.coef is not None:
+        lines.append("coefficients (standardised): " + ", ".join(f"{k} {c:+.2f}" for k, c in zip(m.axes, m.coef)))
+    return "\n".join(lines + [f"wrote {p}" for p in result["files"]])
+
+
+# -- the command ---------------------------------------------------------------------------
+class FitMapConfig(Config):
+    """``rmtl qualify fit-map``: refit the learnability map from finished runs (pipeline/qualify/fit.py)."""
+
+    conditions: str = "experiments/learnability/conditions.yaml"
+    """The map's conditions: a sweep file whose groups list conditions (runs <condition>_s<seed>)."""
+    checks: str | None = "experiments/learnability/checks.yaml"
+    """Checks of the map (a sweep file like --conditions), kept out of the fit; 'none' for none."""
+    runs: tuple[str, ...] = ()
+    """Folders the run folders are looked up in, in order (default: each sweep file's output_root)."""
+    reference: tuple[str, ...] = ("results/oracle_structure/runs/rule_only_s0", "results/oracle_structure/runs/rule_only_s1",
+                                  "results/oracle_structure/runs/rule_only_s2")
+    """Run folders of a reward without a scorer, placed at the map's chance corner; 'none' for none."""
+    out: str | None = None
+    """Folder of the map, its tables and plots (default <data dir>/qualification/map); fit-map replaces
+    only files it wrote there."""
+    map_out: str | None = None
+    """The map's file (default <out>/learnability_map.json)."""
+    ship: bool = False
+    """Also replace the task's shipped map (Task.learnability_map, read by 'rmtl qualify')."""
+    families: str | None = None
+    """Qualification-set file (default: pipeline/qualification_families.yaml)."""
+    small: bool = False
+    """Metrics on the CI-sized set (a few episodes per family)."""
+
+
+def fit_map_command(cfg: FitMapConfig) -> None:
+    """Refit the learnability map from finished runs and print what it found."""
+    from rmtl.provenance import data_dir
+
+    root = data_dir()
+    result = fit_map(conditions=Path(cfg.conditions), checks=Path(cfg.checks) if cfg.checks else None,
+                     out=Path(cfg.out) if cfg.out else root / "qualification" / "map", data_dir=root,
+                     runs=[Path(r) for r in cfg.runs], reference=[Path(r) for r in cfg.reference or ()],
+                     map_out=Path(cfg.map_out) if cfg.map_out else None, ship=cfg.ship, families_file=cfg.families,
+                     small=cfg.small)
+    print(format_fit(result))
