@@ -17,15 +17,10 @@ Sweep file (docs/flows.md, ``experiments/*/*.yaml``)::
         seeds: [0]                               # named <condition>_s<seed>
         conditions: {noise_0.3: {reward.error.default.noise: 0.3}, exact: {},
                      replayed: {from: results/learnability/replay_M.yaml}}
-      - stage: 2                                 # a Stage-2 group: the manager over a Stage-1 worker
-        name: manager                            # runs named <name>_s<seed> (default stage2)
-        worker: results/runs/rmtl_s{seed}/best   # the worker checkpoint; {seed} is the run's seed
-        seeds: [0]
-        set: {freeze_steps: 50000}               # dotted Stage2Config keys (stage1.* for the worker's)
+      # Stage 2 over each seed's worker, runs <name>_s<seed>; its own set: Stage2Config keys
+      - {stage: 2, name: manager, worker: "runs/rmtl_s{seed}/best", seeds: [0], set: {freeze_steps: 50000}}
 
-A string value may name ``{seed}``: each run gets its own seed there (a warm start from the
-same seed's policy, ``init_policy: .../rmtl_s{seed}/best``). The file's top ``set`` is for
-Stage-1 runs only: Stage-2 groups take their own ``set`` (the two configs have other keys).
+``{seed}`` in a string value is the run's seed; the top ``set`` is for Stage-1 runs only.
 A Stage-1 run is named ``<variant>_s<seed>`` (with arms ``<variant>_<arm>_s<seed>``, with conditions
 ``<condition>_s<seed>``; an arm or condition is recorded in its run's config as ``sweep_arm``). An arm's
 or condition's ``from: FILE`` (relative: to the working directory) stands for the ``overrides:``
@@ -183,11 +178,15 @@ def _stage2_runs(group: Mapping[str, Any], where: str, root: str, steps: int, pa
         try:
             stage2_run_config(ck, seed, overrides, out, steps)
         except ConfigError as e:
-            m = re.match(r"bad config value Stage2Config\.(\S+?)=.*Extra inputs are not permitted", str(e))
-            why = f"unknown override key {m.group(1)!r} (no such Stage2Config field)" if m else str(e)
-            raise ConfigError(f"{where}, run {run}: {why}") from None
+            raise _run_error(e, f"{where}, run {run}", "Stage2Config") from None
         runs.append(SweepRun(run, "stage2", int(seed), overrides, out, int(steps), stage=2, worker=ck))
     return runs
+
+
+def _run_error(e: ConfigError, where: str, config: str) -> ConfigError:
+    """A run's config error as one line naming the run (an unknown override key said as such)."""
+    m = re.match(rf"bad config value {config}\.(\S+?)=.*Extra inputs are not permitted", str(e))
+    return ConfigError(f"{where}: " + (f"unknown override key {m.group(1)!r} (no such {config} field)" if m else str(e)))
 
 
 def _mapping(value: Any, what: str, path: Path) -> dict[str, Any]:
@@ -295,9 +294,7 @@ def load_sweep(path: str | Path) -> Sweep:
                     try:  # the config the trainer will build: unknown keys and bad values fail here
                         stage1_run_config(variant, seed, seeded, out, steps)
                     except ConfigError as e:
-                        m = re.match(r"bad config value Stage1Config\.(\S+?)=.*Extra inputs are not permitted", str(e))
-                        why = f"unknown override key {m.group(1)!r} (no such Stage1Config field)" if m else str(e)
-                        raise ConfigError(f"{where}, run {name}: {why}") from None
+                        raise _run_error(e, f"{where}, run {name}", "Stage1Config") from None
                     runs.append(SweepRun(name, variant, int(seed), seeded, out, int(steps)))
     names = [r.name for r in runs]
     dup = next((n for n in names if names.count(n) > 1), None)
@@ -367,9 +364,7 @@ def train_run(variant: str, seed: int, overrides: Mapping[str, Any] | None = Non
             start = int(json.loads((ck / "meta.json").read_text()).get("num_timesteps", 0)) if ck else 0
         except (OSError, ValueError, TypeError, AttributeError):
             start = None
-        with open(run_dir / STARTS_FILE, "a") as f:  # who started it when: a run started twice at once shows here
-            f.write(json.dumps({"time": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
-                                "flow_run_id": flow_run_id, "from_step": start}) + "\n")
+        _record_start(run_dir, flow_run_id, from_step=start)
         run_stage1(cfg)
     return {"run_dir": str(run_dir), "status": "trained", "env_steps": _env_steps(run_dir)}
 
@@ -388,9 +383,7 @@ def train_stage2_run(worker: str, seed: int, overrides: Mapping[str, Any] | None
     if is_finished(run_dir, cfg.total_timesteps):
         return {"run_dir": str(run_dir), "status": "finished", "env_steps": _env_steps(run_dir)}
     with survive_closed_output(), RunLock(run_dir, stale_seconds, flow_run_id=flow_run_id):
-        with open(run_dir / STARTS_FILE, "a") as f:
-            f.write(json.dumps({"time": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
-                                "flow_run_id": flow_run_id, "stage": 2}) + "\n")
+        _record_start(run_dir, flow_run_id, stage=2)
         run_stage2(cfg)
     return {"run_dir": str(run_dir), "status": "trained", "env_steps": _env_steps(run_dir)}
 
@@ -403,6 +396,13 @@ def train_sweep_run(run: SweepRun, *, stale_seconds: float = DEFAULT_STALE_SECON
                                 stale_seconds=stale_seconds, flow_run_id=flow_run_id)
     return train_run(run.variant, run.seed, run.overrides, run.output_dir, run.steps, stale_seconds=stale_seconds,
                      flow_run_id=flow_run_id)
+
+
+def _record_start(run_dir: Path, flow_run_id: str | None, **extra: Any) -> None:
+    """Append who started a run when to ``sweep_starts.jsonl``: a run started twice at once shows there."""
+    with open(run_dir / STARTS_FILE, "a") as f:
+        f.write(json.dumps({"time": time.time(), "host": socket.gethostname(), "pid": os.getpid(),
+                            "flow_run_id": flow_run_id, **extra}) + "\n")
 
 
 def _env_steps(run_dir: Path) -> int:
