@@ -4,7 +4,7 @@ embedding every step, with hit rate and reward error against fresh rendering.
 For each policy (scripted expert with noise, random actions):
 
 1. a warm cache: ``--index-episodes`` episodes of that policy (seeds disjoint from the
-   evaluation episodes) rendered, embedded and indexed (pipeline.render / embed,
+   evaluation episodes) rendered, embedded and indexed (pipeline.jobs.render / embed,
    storage.cache); reused when the store already exists;
 2. ``--envs`` environments step ``--steps`` times each (episodes of the policy, reset
    on termination), replayed identically for every mode below; per batch step the
@@ -39,9 +39,9 @@ from rmtl.provenance import portable_values, run_record
 
 
 def build_index_store(path: Path, policy: str, episodes: int, views, resolution: int, vlm, seed: int) -> dict:
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
 
@@ -70,7 +70,7 @@ class Replay:
     """B envs stepping episodes of a policy; identical on every run()."""
 
     def __init__(self, policy: str, n_envs: int, steps: int, views, resolution: int, seed: int):
-        from pipeline.rollout import RolloutConfig
+        from pipeline.jobs.rollout import RolloutConfig
         from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
 
         self.cfg = RolloutConfig.make(episodes=1, policy=policy, views=views, resolution=resolution, seed=seed)
@@ -78,7 +78,7 @@ class Replay:
         self.n, self.steps, self.views, self.resolution = n_envs, steps, tuple(views), resolution
 
     def _start(self, i: int, k: int):
-        from pipeline.rollout import make_policy, plan_episode
+        from pipeline.jobs.rollout import make_policy, plan_episode
 
         plan = plan_episode(self.cfg, i + self.n * k)
         env = self.envs[i]
@@ -201,7 +201,7 @@ def main() -> None:
 
     import torch
 
-    from pipeline.stored_text import stored_text_embeddings
+    from pipeline.stores.stored_text import stored_text_embeddings
     from rmtl.tasks import get_task
     from rmtl.reward.scorer import PhasedScorer
     from rmtl.vlm import load_vlm

@@ -5,7 +5,7 @@ same model and renderer as the atlas). For each radius, every query state is loo
 in the atlas catalogue (storage.catalogue); a hit replaces the state's fresh embeddings
 by the nearest stored state's (``nn``) or by the inverse-distance mean of the ``k``
 nearest within the radius, renormalised (``knn``). Then, with the RMTL reward (micro-task
-prompts, rule phase, Table-1 shaping with running bounds, pipeline.return_ranking):
+prompts, rule phase, Table-1 shaping with running bounds, pipeline.analyses.return_ranking):
 
 - hit rate;
 - mean |error| of the active multi-view score, on hits and on all steps;
@@ -72,9 +72,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import rmtl  # noqa: F401
-    from pipeline.return_ranking import shaped_rewards
-    from pipeline.store_models import resolve_model_id
-    from pipeline.stored_text import stored_text_embeddings
+    from rmtl.reward.replay import shaped_rewards
+    from pipeline.stores.store_models import resolve_model_id
+    from pipeline.stores.stored_text import stored_text_embeddings
     from rmtl.env.render_settings import RENDERER_V1_ID
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.provenance import portable_values, run_record

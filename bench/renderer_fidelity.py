@@ -66,10 +66,10 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     import rmtl  # noqa: F401
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
-    from pipeline.stored_text import stored_text_embeddings
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
+    from pipeline.stores.stored_text import stored_text_embeddings
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.provenance import data_dir, portable_values, versions
     from rmtl.reward.projection import goal_baseline_scores

@@ -178,7 +178,7 @@ def render_and_embed_deployment(cfg: Any = None, keep_server: bool = False, **pa
     """The main job through Prefect: ``render-and-embed/default`` on a local server.
     Returns the run and the job's summary (read from the store's last_summary.json;
     None if the run did not complete)."""
-    from pipeline.render_and_embed import RenderAndEmbedConfig
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig
     from rmtl.provenance import recorded_path
 
     cfg = cfg if cfg is not None else RenderAndEmbedConfig.make(**params)  # one-line errors before any start-up

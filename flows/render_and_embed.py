@@ -1,12 +1,12 @@
-"""Prefect flow ``render-and-embed``: the main job of pipeline.render_and_embed as tasks.
+"""Prefect flow ``render-and-embed``: the main job of pipeline.jobs.render_and_embed as tasks.
 
-Its one parameter, ``config``, is :class:`pipeline.render_and_embed.RenderAndEmbedConfig`,
+Its one parameter, ``config``, is :class:`pipeline.jobs.render_and_embed.RenderAndEmbedConfig`,
 the class ``rmtl render-and-embed`` builds its options from, so the command, the flow and
 a Python caller take the same options (Prefect's UI shows the class's schema). A deployment
 run's JSON is validated by ``RenderAndEmbedConfig.make``, so a bad value fails the run with
 the same one-line error as the plain command. One task per pipeline
 step (load model, render, embed, build cache, quality summary), run by
-``pipeline.render_and_embed.run_steps`` (the one place that orders them, with the checks
+``pipeline.jobs.render_and_embed.run_steps`` (the one place that orders them, with the checks
 first and the store's writer lock held across all of them); the parallel work (Dask rendering,
 batched embedding) happens inside the steps, never one task per frame.
 
@@ -32,7 +32,7 @@ from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from flows import one_line_failures
-from pipeline.render_and_embed import RenderAndEmbedConfig, Steps, build_cache, format_summary, run_steps
+from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, Steps, build_cache, format_summary, run_steps
 from rmtl.config import Config
 from rmtl.errors import USER_ERRORS, ConfigError
 
@@ -80,7 +80,7 @@ def load_model(spec: str):
 def render(store: Any, cfg: RenderAndEmbedConfig, rollout: Any, resumed: bool):
     """Roll out and render the missing episodes into the store (open as writer; Dask inside
     when workers > 1)."""
-    from pipeline.render import render_into
+    from pipeline.jobs.render import render_into
 
     result = render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
                          progress=False)
@@ -91,7 +91,7 @@ def render(store: Any, cfg: RenderAndEmbedConfig, rollout: Any, resumed: bool):
 @task(name="embed", **_STEP, **_RETRY)
 def embed(store: Any, vlm: Any, batch_size: int):
     """Embed the store's rows not yet embedded by the model, in batches."""
-    from pipeline.embed import embed_store
+    from pipeline.jobs.embed import embed_store
 
     result = embed_store(store, vlm, batch_size=batch_size, progress=False)
     copied = f" ({result.rows_copied} copied from {result.copied_from}: same image tower)" if result.rows_copied else ""
@@ -110,7 +110,7 @@ def build_cache_task(path: Any, model_id: str, kind: str) -> dict:
 @task(name="quality-summary", **_STEP)
 def quality(path: Any, model_id: str, alpha: float) -> dict:
     """Reward-quality metrics of the store's embeddings."""
-    from pipeline.render_and_embed import quality_summary
+    from pipeline.jobs.render_and_embed import quality_summary
 
     return quality_summary(path, model_id, alpha)
 
@@ -120,7 +120,7 @@ def quality(path: Any, model_id: str, alpha: float) -> dict:
                   "state cache, and log a reward-quality summary.")
 @one_line_failures  # a user error: the console's one line as the state message (docs/flows.md)
 def render_and_embed_flow(config: RenderAndEmbedConfig = RenderAndEmbedConfig()) -> dict:
-    """Render-and-embed of ``config`` (pipeline.render_and_embed.RenderAndEmbedConfig)."""
+    """Render-and-embed of ``config`` (pipeline.jobs.render_and_embed.RenderAndEmbedConfig)."""
     return _run(as_config(RenderAndEmbedConfig, config))
 
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     one line on stderr, rmtl.console)."""
     from rmtl.config_cli import Command, run_standalone
 
-    command = Command("pipeline.render_and_embed:RenderAndEmbedConfig", "flows.render_and_embed:run_flow",
+    command = Command("pipeline.jobs.render_and_embed:RenderAndEmbedConfig", "flows.render_and_embed:run_flow",
                       "Run the render-and-embed flow.")
     return run_standalone(command, argv, "python -m flows.render_and_embed")
 

@@ -80,7 +80,7 @@ def render_and_embed(cfg: Any, options: RenderAndEmbedOptions) -> None:
     """Render episodes into a Zarr store, embed them, build the FAISS cache, summarise reward quality."""
     import os
 
-    from pipeline.render_and_embed import format_summary, preflight, render_and_embed as run_job
+    from pipeline.jobs.render_and_embed import format_summary, preflight, render_and_embed as run_job
     from rmtl.provenance import DATA_DIR_ENV, data_dir as resolve_data_dir
 
     if options.data_dir is not None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rmtl.config_cli import Command
 
 _TRAIN = "rmtl.train.cli"
-_ANALYSIS = "pipeline.analysis_commands"
+_ANALYSIS = "pipeline.commands"
 RUN_ALIASES = {"--steps": "--total-timesteps", "--out": "--output-dir", "--progress": "--progress-bar"}
 """Short options of both training commands for their most used fields."""
 
@@ -27,7 +27,7 @@ COMMANDS: dict[str, Command] = {
                          "Success rates of the scripted expert and of random actions."),
     "store verify": Command("rmtl.commands:StoreVerifyConfig", "rmtl.commands:store_verify",
                             "Read every committed chunk of a store and name the damaged ones."),
-    "render-and-embed": Command("pipeline.render_and_embed:RenderAndEmbedConfig", "rmtl.cli:render_and_embed",
+    "render-and-embed": Command("pipeline.jobs.render_and_embed:RenderAndEmbedConfig", "rmtl.cli:render_and_embed",
                                 "Render episodes into a Zarr store, embed them, build the FAISS cache, summarise "
                                 "reward quality.", options="rmtl.cli:RenderAndEmbedOptions"),
     "train stage1": Command("rmtl.train.config:Stage1Config", f"{_TRAIN}:run_stage1",
@@ -58,37 +58,37 @@ COMMANDS: dict[str, Command] = {
     "server stop": Command("rmtl.config:Config", "flows.server:stop", "Stop the background Prefect server."),
     "server status": Command("rmtl.config:Config", "flows.server:status",
                              "Show the background Prefect server, if any."),
-    "embed": Command(f"{_ANALYSIS}:EmbedConfig", f"{_ANALYSIS}:embed",
+    "embed": Command("pipeline.jobs.embed:EmbedConfig", f"{_ANALYSIS}:embed",
                      "Embed a store's rows not yet embedded by a model, and the prompts' text."),
-    "embed-text": Command(f"{_ANALYSIS}:EmbedTextConfig", f"{_ANALYSIS}:embed_text",
+    "embed-text": Command("pipeline.jobs.embed_text:EmbedTextConfig", f"{_ANALYSIS}:embed_text",
                           "Store the text embeddings of prompt sets."),
-    "query": Command(f"{_ANALYSIS}:QueryConfig", f"{_ANALYSIS}:query",
+    "query": Command("pipeline.analyses.query:QueryConfig", f"{_ANALYSIS}:query",
                      "Reward-quality questions over a store: tables, JSON and PNG plots."),
-    "reward-quality": Command(f"{_ANALYSIS}:RewardQualityConfig", f"{_ANALYSIS}:reward_quality",
+    "reward-quality": Command("pipeline.jobs.render_and_embed:RewardQualityConfig", f"{_ANALYSIS}:reward_quality",
                               "Acceptance metrics of a reward model beside a random-weight one."),
-    "alpha-sweep": Command("pipeline.alpha_sweep:AlphaSweepConfig", f"{_ANALYSIS}:alpha_sweep",
+    "alpha-sweep": Command("pipeline.analyses.alpha_sweep:AlphaSweepConfig", f"{_ANALYSIS}:alpha_sweep",
                            "Scores for every alpha from stored embeddings (paper Fig. 10/11)."),
-    "per-view-analysis": Command("pipeline.per_view:PerViewConfig", f"{_ANALYSIS}:per_view",
+    "per-view-analysis": Command("pipeline.analyses.per_view:PerViewConfig", f"{_ANALYSIS}:per_view",
                                  "Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8)."),
-    "bc-labels": Command("pipeline.bc_labels:BCLabelsConfig", f"{_ANALYSIS}:bc_labels",
+    "bc-labels": Command("pipeline.export.bc_labels:BCLabelsConfig", f"{_ANALYSIS}:bc_labels",
                          "Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data).",
                          aliases={"--out": "--store"}),  # its store option's name before it had a flow
-    "return-ranking": Command(f"{_ANALYSIS}:ReturnRankingConfig", f"{_ANALYSIS}:return_ranking",
+    "return-ranking": Command("pipeline.analyses.return_ranking:ReturnRankingConfig", f"{_ANALYSIS}:return_ranking",
                               "ROC AUC of successful vs failed episodes for each reward variant."),
-    "diagnose-rollouts": Command(f"{_ANALYSIS}:DiagnoseRolloutsConfig", f"{_ANALYSIS}:diagnose_rollouts",
+    "diagnose-rollouts": Command("pipeline.analyses.rollout_diagnosis:DiagnoseRolloutsConfig", f"{_ANALYSIS}:diagnose_rollouts",
                                  "A policy's own rollouts: VLM vs dense reward, a montage, reward gaming."),
-    "gate-set": Command(f"{_ANALYSIS}:GateSetConfig", f"{_ANALYSIS}:gate_set",
+    "gate-set": Command("pipeline.jobs.gate_set:GateSetConfig", f"{_ANALYSIS}:gate_set",
                         "Off-expert gate set: noisy experts and learner checkpoints rendered and embedded."),
-    "prompt-study": Command(f"{_ANALYSIS}:PromptStudyConfig", f"{_ANALYSIS}:prompt_study",
+    "prompt-study": Command("pipeline.analyses.prompt_study:PromptStudyConfig", f"{_ANALYSIS}:prompt_study",
                             "Rank prompt sets on one store from stored embeddings."),
-    "qualify": Command(f"{_ANALYSIS}:QualifyConfig", f"{_ANALYSIS}:qualify",
+    "qualify": Command("pipeline.qualify.report:QualifyConfig", f"{_ANALYSIS}:qualify",
                        "Will a scorer teach? Metrics on the qualification set, the battery, the map's verdict "
                        "('qualify fit-map' refits the map)."),
     "qualify fit-map": Command("pipeline.qualify.fit:FitMapConfig", "pipeline.qualify.fit:fit_map_command",
                                "Refit the learnability map that 'rmtl qualify' reads from finished runs."),
-    "export minari": Command(f"{_ANALYSIS}:ExportMinariConfig", f"{_ANALYSIS}:export_minari",
+    "export minari": Command("pipeline.export.minari_export:ExportMinariConfig", f"{_ANALYSIS}:export_minari",
                              "Write a store's episodes as a Minari dataset."),
-    "export lerobot": Command(f"{_ANALYSIS}:ExportLeRobotConfig", f"{_ANALYSIS}:export_lerobot",
+    "export lerobot": Command("pipeline.export.lerobot_export:ExportLeRobotConfig", f"{_ANALYSIS}:export_lerobot",
                               "Write a store's episodes and frames as a LeRobot v3.0 dataset."),
 }
 """Command words -> the command."""

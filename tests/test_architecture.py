@@ -1,29 +1,41 @@
 """The layer and cycle contracts of pyproject.toml ([tool.importlinter]) hold: flows > pipeline
 > rmtl > storage, no cycles between sibling modules, and no import of a task (rmtl.tasks) from
-the env, reward, VLM or storage code, and pick-and-lift imported only by the task registry
-(docs/architecture.md)."""
+the env, reward, VLM or storage code, pick-and-lift imported only by the task registry, and the
+pipeline's groups in their layers (docs/architecture.md)."""
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def contracts() -> list[dict]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
 
 
 def test_import_contracts_are_kept():
     lint = Path(sys.executable).with_name("lint-imports")
     proc = subprocess.run([str(lint), "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "5 kept, 0 broken" in proc.stdout, proc.stdout
+    assert f"{len(contracts())} kept, 0 broken" in proc.stdout, proc.stdout
+
+
+def test_every_part_of_the_pipeline_sits_in_a_group_layer():
+    """A module or package added directly under pipeline/ must join the groups' layers, else the
+    contract would not see it."""
+    groups = next(c for c in contracts() if c["id"] == "pipeline-groups")
+    layered = {name.strip() for layer in groups["layers"] for name in layer.split("|")}
+    parts = {p.stem for p in (ROOT / "pipeline").glob("*.py") if p.stem != "__init__"}
+    parts |= {p.name for p in (ROOT / "pipeline").iterdir() if (p / "__init__.py").is_file()}
+    assert parts == layered, f"in pipeline/ but in no layer: {sorted(parts - layered)}; layers naming nothing: {sorted(layered - parts)}"
 
 
 def test_nothing_outside_the_task_registry_imports_pick_and_lift():
     """The task-seam contract holds with no ignored import: every module outside rmtl.tasks reaches
     pick-and-lift through the Task, so a second task needs no edit there."""
-    import tomllib
-
-    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
-    seam = next(c for c in contracts if c["id"] == "task-seam")
+    seam = next(c for c in contracts() if c["id"] == "task-seam")
     assert not seam.get("ignore_imports"), "route new task imports through rmtl.task.Task instead"
 
 

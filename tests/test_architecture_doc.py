@@ -42,7 +42,7 @@ def test_the_matching_rule_is_strict():
     assert not _named(Path("rmtl/train/run/lock.py"), rows)  # one file of a folder does not cover the folder
     assert not _named(Path("rmtl/train/sweep_plan.py"), rows)  # a prefix is not a name
     assert not _named(Path("pipeline/qualify/sub/deep.py"), rows)  # a folder covers only the modules directly in it
-    assert not _named(Path("pipeline/query.py"), "| `pipeline/` |")  # top-level folders cover nothing
+    assert not _named(Path("pipeline/analyses/query.py"), "| `pipeline/` |")  # top-level folders cover nothing
 
 
 def test_no_source_file_is_longer_than_the_limit():

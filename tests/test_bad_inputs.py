@@ -47,7 +47,7 @@ class Crafted:
 def fx(tmp_path_factory):
     """One tiny store (1 episode, 1 view, 64 px, embedded with the default model) and
     the other things the cases point at."""
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
     from storage.dataset import DatasetStore
 
     d = tmp_path_factory.mktemp("bad_inputs")
@@ -626,8 +626,8 @@ def test_ctrl_c_inside_a_gl_call_is_raised_when_the_call_ends():
 def test_ctrl_c_while_a_render_store_is_made_leaves_a_store_the_same_command_resumes(tmp_path, monkeypatch):
     """A SIGINT that lands while render-and-embed creates its store (before the creation commits) is
     held until the store is whole: the store opens, holds nothing, and its writer lock is gone."""
-    from pipeline.render import open_for_render
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.render import open_for_render
+    from pipeline.jobs.rollout import RolloutConfig
     from rmtl.console import _watch_sigint
     from storage.dataset import DatasetStore
 

@@ -1,8 +1,9 @@
-"""The hacking battery's arithmetic (pipeline.behaviour_returns)."""
+"""The hacking battery's arithmetic (pipeline.analyses.behaviour_returns)."""
 
 import numpy as np
 
-from pipeline.behaviour_returns import discounted_returns, family_table, rule_only_rewards
+from pipeline.analyses.behaviour_returns import family_table
+from rmtl.reward.replay import discounted_returns, rule_only_rewards
 
 
 def test_discounted_return_adds_the_success_bonus_on_the_last_step_only():

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.rollout import RolloutConfig, plan_episode, policy_label, rollout_episodes
+from pipeline.jobs.rollout import RolloutConfig, plan_episode, policy_label, rollout_episodes
 from rmtl.errors import ConfigError
 from rmtl.tasks import get_task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS, describe

@@ -57,8 +57,8 @@ def test_bc_labels_command(tmp_path):
 
 
 def test_reward_quality_compares_two_stored_models(tmp_path):
-    from pipeline.embed import embed_store
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 
     store = str(tmp_path / "q.zarr")
     render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=2, views=["wide_view", "close_up"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.rollout import RolloutConfig, plan_episode, policy_label, rollout_episodes
+from pipeline.jobs.rollout import RolloutConfig, plan_episode, policy_label, rollout_episodes
 from rmtl.tasks.fetch_lift.coverage import CATEGORY_CYCLE, coverage_category
 from rmtl.tasks.fetch_lift.state import FINGER_WIDTHS, gripper_cube_distance, lift_height
 
@@ -37,7 +37,7 @@ def test_scenes_are_deterministic_per_seed_and_episode():
 
 
 def test_render_and_embed_stores_coverage_scenes(tmp_path):
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 
     cfg = RenderAndEmbedConfig.make(store=str(tmp_path / "cov.zarr"), policy="coverage", episodes=3,
                                     views=("wide_view", "close_up"), resolution=64, model="rmtl-fetch-tiny@random")

@@ -54,7 +54,7 @@ def store_verifies(tmp: Path, store: Path) -> bool:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A tiny store with frames (2 episodes, 2 views, 64 px, embedded with the default model)."""
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 
     d = tmp_path_factory.mktemp("data_loss_store")
     path = d / "s.zarr"

@@ -24,7 +24,7 @@ def test_a_trained_model_directory_declares_its_renderer_in_renderer_json(tmp_pa
 
 
 def test_stage1_and_render_jobs_render_with_the_models_renderer_unless_told_otherwise():
-    from pipeline.render_and_embed import RenderAndEmbedConfig
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig
     from rmtl.train.config import stage1_config
 
     assert stage1_config("rmtl", reward={"model": "rmtl-fetch-fast@random"}).env.render.msaa_samples == 0

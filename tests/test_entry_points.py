@@ -14,10 +14,10 @@ from rmtl.command_table import COMMANDS
 from rmtl.config_cli import load, parse
 
 JOBS = {
-    "alpha-sweep": ("flows.analysis:alpha_sweep_flow", "pipeline.alpha_sweep:run"),
-    "per-view-analysis": ("flows.analysis:per_view_analysis_flow", "pipeline.per_view:run"),
-    "bc-labels": ("flows.analysis:bc_labels_flow", "pipeline.bc_labels:run"),
-    "render-and-embed": ("flows.render_and_embed:render_and_embed_flow", "pipeline.render_and_embed:render_and_embed"),
+    "alpha-sweep": ("flows.analysis:alpha_sweep_flow", "pipeline.analyses.alpha_sweep:run"),
+    "per-view-analysis": ("flows.analysis:per_view_analysis_flow", "pipeline.analyses.per_view:run"),
+    "bc-labels": ("flows.analysis:bc_labels_flow", "pipeline.export.bc_labels:run"),
+    "render-and-embed": ("flows.render_and_embed:render_and_embed_flow", "pipeline.jobs.render_and_embed:render_and_embed"),
 }
 """Command words -> (flow, Python entry taking the config)."""
 
@@ -77,9 +77,9 @@ def test_a_command_lines_config_is_the_flows_parameter(job):
 
 
 STEPS = {  # job -> (module, the keyword function its run() calls, config field -> that function's argument)
-    "alpha-sweep": ("pipeline.alpha_sweep", "alpha_sweep", {"model": "model_id", "out": "out_dir"}),
-    "per-view-analysis": ("pipeline.per_view", "per_view_analysis", {"model": "model_id", "out": "out_dir"}),
-    "bc-labels": ("pipeline.bc_labels", "bc_labels", {}),
+    "alpha-sweep": ("pipeline.analyses.alpha_sweep", "alpha_sweep", {"model": "model_id", "out": "out_dir"}),
+    "per-view-analysis": ("pipeline.analyses.per_view", "per_view_analysis", {"model": "model_id", "out": "out_dir"}),
+    "bc-labels": ("pipeline.export.bc_labels", "bc_labels", {}),
 }
 
 
@@ -106,3 +106,14 @@ def test_the_python_entry_passes_every_field_on(job, monkeypatch):
         assert arg in got, f"{module_name}.run does not pass {field} on"
         value = getattr(cfg, field)
         assert got[arg] == value or (not value and got[arg] is None), (field, got[arg], value)
+
+
+def test_every_pipeline_command_takes_a_config_kept_beside_its_step():
+    """A command over stored data reads its options from a class in its step's own module (the
+    command glue, pipeline.commands, holds none)."""
+    for words, command in COMMANDS.items():
+        module = command.config.split(":")[0]
+        if not module.startswith("pipeline."):
+            continue
+        assert module != "pipeline.commands", f"{words}: config class in the command glue"
+        assert isinstance(load(command.config), type), f"{words}: {command.config} is not a class"

@@ -99,8 +99,8 @@ def test_renderer_id_changes_with_pixels_not_with_culling():
 
 
 def test_store_records_renderer_and_refuses_to_mix(tmp_path):
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
     from rmtl.errors import StoreError
     from storage.dataset import DatasetStore
 
@@ -130,9 +130,9 @@ def test_precision_selection(monkeypatch):
 def test_precision_is_recorded_with_embeddings(tmp_path, monkeypatch):
     import torch
 
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
     from rmtl.errors import StoreError
     from rmtl.vlm import load_vlm
     from storage.dataset import DatasetStore

@@ -114,7 +114,7 @@ def test_every_round_renders_the_same_heldout_families_once(tmp_path):
 
 
 def test_round6_is_round5_with_coverage_stores_on_its_renderer(tmp_path):
-    from pipeline.render_and_embed import RenderAndEmbedConfig
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig
 
     families = load_families_module()
     data = families.load_families()

@@ -117,7 +117,7 @@ def test_last_summary_json_has_null_for_nan(tmp_path, monkeypatch):
     and read back as n/a."""
     from types import SimpleNamespace
 
-    from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, write_summary
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, format_summary, write_summary
 
     monkeypatch.setenv("RMTL_DATA_DIR", str(tmp_path / "data"))
     cfg = RenderAndEmbedConfig.make(name="nan", views=["wide_view"], resolution=64)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from pipeline.render_and_embed import RenderAndEmbedConfig
+from pipeline.jobs.render_and_embed import RenderAndEmbedConfig
 from rmtl.errors import ConfigError
 
 TINY = dict(episodes=2, views=["wide_view", "close_up"], resolution=64, model="rmtl-fetch-tiny@random",
@@ -50,7 +50,7 @@ def prefect_local(tmp_path, monkeypatch):
 def test_flow_runs_directly_and_matches_the_pipeline(prefect_local):
     from flows.render_and_embed import render_and_embed_flow, run_render_and_embed
     from flows.prefect_settings import local_settings
-    from pipeline.render_and_embed import format_summary, render_and_embed
+    from pipeline.jobs.render_and_embed import format_summary, render_and_embed
     from storage.dataset import DatasetStore
 
     store = prefect_local / "s.zarr"
@@ -78,8 +78,8 @@ def test_flow_runs_directly_and_matches_the_pipeline(prefect_local):
 
     # the analysis flows on the same store (same temporary server: no second start-up)
     from flows.analysis import alpha_sweep_flow, bc_labels_flow, per_view_analysis_flow
-    from pipeline.alpha_sweep import AlphaSweepConfig
-    from pipeline.per_view import PerViewConfig
+    from pipeline.analyses.alpha_sweep import AlphaSweepConfig
+    from pipeline.analyses.per_view import PerViewConfig
 
     with local_settings():
         sweep = alpha_sweep_flow(AlphaSweepConfig(store=str(store), alphas=(0.0, 0.5, 1.0)))

@@ -33,7 +33,7 @@ STATS = {"min", "max", "mean", "std", "count"}
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """The store, and its export through the command line."""
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 
     d = tmp_path_factory.mktemp("lerobot")
     store = str(d / "s.zarr")
@@ -146,7 +146,7 @@ def test_videos_decode_to_the_stored_frames(exported):
 def test_stats_and_the_reward_against_the_minari_export(exported, tmp_path, monkeypatch):
     import minari
 
-    from pipeline.minari_export import export_minari
+    from pipeline.export.minari_export import export_minari
 
     store, root = exported
     info = json.loads((root / "meta" / "info.json").read_text())
@@ -171,7 +171,7 @@ def test_stats_and_the_reward_against_the_minari_export(exported, tmp_path, monk
 
 
 def test_bad_inputs_are_one_line(exported, tmp_path, capsys, monkeypatch):
-    from pipeline.bc_labels import bc_labels
+    from pipeline.export.bc_labels import bc_labels
 
     store, root = exported
     cases = [(["export", "lerobot", store, "--out", str(root)], ["already exists and is not empty", "--overwrite"])]

@@ -6,9 +6,9 @@ and a near-random one that fails), rendered and embedded once with the shipped
 and the renderer patched to fail (and the frame reader, except for the thumbnails of the
 per-view plot): ``rmtl embed-text`` stores a new
 set's text embeddings, and ``prompt-study``, ``query``, ``alpha-sweep``,
-``per-view-analysis`` and ``reward-quality`` answer for it (pipeline.embed_text,
-pipeline.prompt_study). The Minari export is loaded back with the real ``minari``
-package and checked against the store (pipeline.minari_export).
+``per-view-analysis`` and ``reward-quality`` answer for it (pipeline.jobs.embed_text,
+pipeline.analyses.prompt_study). The Minari export is loaded back with the real ``minari``
+package and checked against the store (pipeline.export.minari_export).
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ paraphrases:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, random_tiny_vlm):
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
 
     path = tmp_path_factory.mktemp("offline") / "s.zarr"
     cfg = RolloutConfig.make(episodes=2, views=VIEWS, resolution=64, stages=(0,), noise_levels=(0.0, 1.0))
@@ -86,7 +86,7 @@ def no_image_model(monkeypatch):
 
 
 def test_a_new_prompt_set_is_answered_without_the_image_tower(store, sets_dir, tmp_path, no_image_model, capsys):
-    from pipeline.stored_text import prompt_set_text
+    from pipeline.stores.stored_text import prompt_set_text
     from rmtl.reward.prompt_sets import load_prompt_set
     from rmtl.vlm.spec import parse_spec
     from storage.dataset import DatasetStore
@@ -127,9 +127,9 @@ def test_a_new_prompt_set_is_answered_without_the_image_tower(store, sets_dir, t
 def test_prompt_study_metrics_are_the_quality_metrics(store, sets_dir, tmp_path):
     """The paper set's within-phase ranks equal rmtl.tasks.fetch_lift.quality's on the same rows, and the
     single prompt is its own flatness reference."""
-    from pipeline.embed_text import embed_text
-    from pipeline.prompt_study import prompt_study
-    from pipeline.render_and_embed import quality_summary
+    from pipeline.jobs.embed_text import embed_text
+    from pipeline.analyses.prompt_study import prompt_study
+    from pipeline.jobs.render_and_embed import quality_summary
     from rmtl.reward.prompt_sets import load_prompt_sets
 
     embed_text(store, load_prompt_sets(sets_dir), MODEL)
@@ -145,7 +145,7 @@ def test_prompt_study_metrics_are_the_quality_metrics(store, sets_dir, tmp_path)
 
 
 def test_one_line_errors(store, sets_dir, tmp_path, capsys):
-    from pipeline.embed_text import embed_text
+    from pipeline.jobs.embed_text import embed_text
     from rmtl.errors import ModelLoadError
     from rmtl.reward.prompt_sets import load_prompt_set
     from rmtl.vlm import load_vlm
@@ -183,7 +183,7 @@ def _as_schema_v1(path) -> None:
 def test_minari_export_loads_back_with_the_stores_values(store, tmp_path, monkeypatch):
     import minari
 
-    from pipeline.minari_export import export_minari
+    from pipeline.export.minari_export import export_minari
     from storage.dataset import DatasetStore
 
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
@@ -229,8 +229,8 @@ def test_bc_labels_write_a_minari_dataset(tmp_path, monkeypatch):
 def test_vectorised_episode_flatness_equals_the_query():
     from types import SimpleNamespace
 
-    from pipeline.prompt_study import episode_flatness
-    from pipeline.query import flatness_query
+    from pipeline.analyses.prompt_study import episode_flatness
+    from pipeline.analyses.query import flatness_query
 
     rng = np.random.default_rng(1)
     n = 300

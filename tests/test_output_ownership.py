@@ -43,7 +43,7 @@ def digest(folder: Path) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     """A tiny store with frames and embeddings (2 episodes, 1 view, 64 px), and its FAISS cache."""
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 
     path = tmp_path_factory.mktemp("ownership") / "s.zarr"
     render_and_embed(RenderAndEmbedConfig.make(store=str(path), episodes=2, views=[VIEW], resolution=64),

@@ -1,7 +1,7 @@
-"""Offline analysis steps (pipeline.alpha_sweep, pipeline.per_view, pipeline.bc_labels): alpha sweep, per-view analysis, BC labels.
+"""Offline analysis steps (pipeline.analyses.alpha_sweep, pipeline.analyses.per_view, pipeline.export.bc_labels): alpha sweep, per-view analysis, BC labels.
 
 The store here is built without rendering or a VLM: states of real expert rollouts
-(pipeline.bc_labels.bc_label_rows) with synthetic unit embeddings and text embeddings, so
+(pipeline.export.bc_labels.bc_label_rows) with synthetic unit embeddings and text embeddings, so
 the analysis provably needs nothing but stored embeddings.
 """
 
@@ -26,9 +26,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 def build_synthetic_store(path: Path, episodes: int = 3, dim: int = 16, seed: int = 0) -> Path:
     """Expert-rollout states + synthetic embeddings that drift toward each phase's goal."""
-    from pipeline.bc_labels import bc_label_rows
-    from pipeline.embed import prompt_texts
-    from pipeline.rollout import RolloutConfig
+    from pipeline.export.bc_labels import bc_label_rows
+    from pipeline.jobs.embed import prompt_texts
+    from pipeline.jobs.rollout import RolloutConfig
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from storage.dataset import DatasetStore
@@ -57,9 +57,9 @@ def synth_store(tmp_path_factory) -> Path:
 
 
 def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_path):
-    from pipeline.alpha_sweep import alpha_sweep, DEFAULT_ALPHAS
-    from pipeline.analysis_dataset import read_dataset
-    from pipeline.stored_text import stored_text_embeddings
+    from pipeline.analyses.alpha_sweep import alpha_sweep, DEFAULT_ALPHAS
+    from pipeline.stores.analysis_dataset import read_dataset
+    from pipeline.stores.stored_text import stored_text_embeddings
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
@@ -89,8 +89,8 @@ def test_alpha_sweep_scores_every_alpha_from_stored_embeddings(synth_store, tmp_
 
 
 def test_per_view_analysis_dataset_is_consistent(synth_store, tmp_path):
-    from pipeline.analysis_dataset import read_dataset
-    from pipeline.per_view import per_view_analysis
+    from pipeline.stores.analysis_dataset import read_dataset
+    from pipeline.analyses.per_view import per_view_analysis
 
     res = per_view_analysis(synth_store, MODEL, alpha=0.9, out_dir=tmp_path)
     a, attrs = read_dataset(res.dataset)
@@ -112,7 +112,7 @@ def test_per_view_analysis_dataset_is_consistent(synth_store, tmp_path):
 
 
 def test_bc_labels_store_resumes_without_duplicates(tmp_path):
-    from pipeline.bc_labels import bc_labels
+    from pipeline.export.bc_labels import bc_labels
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
     from rmtl.train.stage2.bc_data import read_bc_labels
@@ -138,7 +138,7 @@ def test_bc_labels_store_resumes_without_duplicates(tmp_path):
 
 
 def test_model_is_resolved_from_id_spec_or_the_only_model(synth_store):
-    from pipeline.store_models import resolve_model_id
+    from pipeline.stores.store_models import resolve_model_id
     from storage.dataset import DatasetStore
 
     with DatasetStore.open(synth_store) as st:
@@ -152,7 +152,7 @@ def test_a_spec_resolves_to_its_fingerprinted_id_before_a_bare_id_of_the_same_na
     """Stores written before model ids carried a weights fingerprint hold embeddings of
     the old shipped weights under the bare name; the spec must resolve to the current
     weights' id, never to those."""
-    from pipeline.store_models import resolve_model_id
+    from pipeline.stores.store_models import resolve_model_id
     from rmtl.vlm.spec import parse_spec
     from storage.dataset import DatasetStore
 

@@ -1,4 +1,4 @@
-"""Reward-quality queries (pipeline.query) on a synthetic store (no rendering, no VLM)."""
+"""Reward-quality queries (pipeline.analyses.query) on a synthetic store (no rendering, no VLM)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ def _unit(x: np.ndarray) -> np.ndarray:
 def store_path(tmp_path_factory) -> Path:
     """Expert-rollout states with synthetic embeddings; the last episode repeats the first
     (same states, jittered embeddings) so the cache query has exact-key hits."""
-    from pipeline.bc_labels import bc_label_rows
-    from pipeline.embed import prompt_texts
-    from pipeline.rollout import RolloutConfig
+    from pipeline.export.bc_labels import bc_label_rows
+    from pipeline.jobs.embed import prompt_texts
+    from pipeline.jobs.rollout import RolloutConfig
     from storage.dataset import DatasetStore
 
     rows = bc_label_rows(RolloutConfig.make(episodes=2, stages=(4, 2)), [0, 1])
@@ -47,7 +47,7 @@ def store_path(tmp_path_factory) -> Path:
 
 
 def test_run_queries_answers_all_questions_and_writes_files(store_path, tmp_path, capsys):
-    from pipeline.query import run_queries
+    from pipeline.analyses.query import run_queries
 
     radii = (0.0, 0.005, 0.05)
     res = run_queries(store_path, MODEL, tmp_path, alpha=0.9, radii=radii, holdout=0.34, seed=3)
@@ -76,8 +76,8 @@ def test_run_queries_answers_all_questions_and_writes_files(store_path, tmp_path
 
 def test_cache_query_exact_repeats_hit_at_radius_zero():
     """Held-out rows whose keys are stored exactly hit at radius 0 with the neighbour's score."""
-    from pipeline.store_rows import StoreRows
-    from pipeline.query import cache_query
+    from pipeline.stores.store_rows import StoreRows
+    from pipeline.analyses.query import cache_query
 
     n = 20
     episode = np.repeat([0, 1], n // 2)

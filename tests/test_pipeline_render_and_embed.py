@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.embed import embed_store
-from pipeline.render import render_to_store
-from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, render_and_embed
-from pipeline.rollout import RolloutConfig
-from pipeline.stored_text import stored_text_embeddings
+from pipeline.jobs.embed import embed_store
+from pipeline.jobs.render import render_to_store
+from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, format_summary, render_and_embed
+from pipeline.jobs.rollout import RolloutConfig
+from pipeline.stores.stored_text import stored_text_embeddings
 from rmtl.errors import ModelLoadError, StoreError
 from rmtl.reward.prompts import PromptConfig
 from rmtl.tasks.fetch_lift.state import KEY_SPEC
@@ -126,8 +126,8 @@ def test_bad_model_fails_before_rendering(tmp_path):
 
 KILL_SCRIPT = """
 import sys
-from pipeline.render import render_to_store
-from pipeline.rollout import RolloutConfig
+from pipeline.jobs.render import render_to_store
+from pipeline.jobs.rollout import RolloutConfig
 cfg = RolloutConfig.make(episodes=int(sys.argv[2]), views=["wide_view"], resolution=64, policy="random")
 render_to_store(sys.argv[1], cfg, chunk=1, progress=False)
 """

@@ -3,7 +3,7 @@ noisy experts (noise 0 and 1) rendered from all six views and embedded with the 
 rmtl-fetch-tiny (a random-weight model scores every state alike, so every shaped reward
 would be 0 and the checks below could not fail) and with the random-weight fixture (the
 comparison model of the quality report); a dense-reward checkpoint rolled out
-(pipeline.return_ranking, pipeline.gate_set)."""
+(pipeline.analyses.return_ranking, pipeline.jobs.gate_set)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.rollout import RolloutConfig, plan_episode, rollout_episodes
+from pipeline.jobs.rollout import RolloutConfig, plan_episode, rollout_episodes
 from rmtl.tasks.fetch_lift.cameras import VIEW_NAMES
 from rmtl.errors import ConfigError, StoreError
 from rmtl.tasks import get_task
@@ -24,8 +24,8 @@ MODEL = "rmtl-fetch-tiny"
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, random_tiny_vlm):
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
 
     path = tmp_path_factory.mktemp("rank") / "s.zarr"
     # noise 0 succeeds at stage 0, noise 1 (about random actions) fails: both classes present
@@ -38,14 +38,14 @@ def store(tmp_path_factory, random_tiny_vlm):
 
 @pytest.fixture(scope="module")
 def ranking(store, tmp_path_factory):
-    from pipeline.return_ranking import return_ranking
+    from pipeline.analyses.return_ranking import return_ranking
 
     return return_ranking(store, MODEL, out_dir=tmp_path_factory.mktemp("out"), show=False)
 
 
 @pytest.fixture(scope="module")
 def ranking_running(store, tmp_path_factory):
-    from pipeline.return_ranking import return_ranking
+    from pipeline.analyses.return_ranking import return_ranking
 
     return return_ranking(store, MODEL, out_dir=tmp_path_factory.mktemp("out"), bounds="running", show=False)
 
@@ -57,7 +57,7 @@ def test_noise_levels_cycle_over_stages():
 
 
 def test_store_resume_refuses_other_noise_levels(store):
-    from pipeline.render import render_to_store
+    from pipeline.jobs.render import render_to_store
 
     cfg = RolloutConfig.make(episodes=EPISODES, views=VIEW_NAMES, resolution=64, stages=(0,), noise_levels=(0.0, 0.5))
     with pytest.raises(StoreError, match="noise_levels"):
@@ -80,7 +80,7 @@ def test_return_ranking_table(ranking):
 def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ranking_running):
     """Recomputed here from the stored embeddings: reward steps only, rule phase, one env
     shaper fed the episodes in id order (bounds carried over from 0.45/0.70, history reset)."""
-    from pipeline.stored_text import stored_text_embeddings
+    from pipeline.stores.stored_text import stored_text_embeddings
     from rmtl.tasks.fetch_lift.phases import rule_phase
     from rmtl.reward import RewardShaper, ShapingConfig, score_embeddings
     from rmtl.tasks.fetch_lift.state import gripper_cube_distance
@@ -126,7 +126,7 @@ def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ran
 
 def test_adapted_bounds_are_the_limit_of_the_running_bounds():
     """Level only (u - 1): with adapted bounds each phase's u spans [min(0.45, lowest), max(0.70, highest)]."""
-    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.replay import shaped_rewards
     from rmtl.reward import ShapingConfig
 
     rng = np.random.default_rng(0)
@@ -143,8 +143,8 @@ def test_adapted_bounds_are_the_limit_of_the_running_bounds():
 
 
 def test_single_prompt_returns_ignore_the_phases(store):
-    from pipeline.return_ranking import variant_rewards
-    from pipeline.store_rows import load_rows
+    from pipeline.analyses.return_ranking import variant_rewards
+    from pipeline.stores.store_rows import load_rows
     from storage.dataset import DatasetStore
 
     from rmtl.vlm.spec import parse_spec
@@ -163,7 +163,7 @@ def test_single_prompt_returns_ignore_the_phases(store):
 
 
 def test_grouped_quality_splits_by_noise_level(store):
-    from pipeline.gate_set import group_table, grouped_quality
+    from pipeline.jobs.gate_set import group_table, grouped_quality
 
     groups = grouped_quality(str(store), MODEL)
     assert list(groups) == ["expert noise 0", "expert noise 1"]
@@ -173,8 +173,8 @@ def test_grouped_quality_splits_by_noise_level(store):
 
 
 def test_checkpoint_rollouts_are_seeded_and_labelled(tiny_dense_run, tmp_path):
-    from pipeline.gate_set import gate_set_configs
-    from pipeline.rollout import policy_label
+    from pipeline.jobs.gate_set import gate_set_configs
+    from pipeline.jobs.rollout import policy_label
 
     ck = tiny_dense_run / "checkpoints" / "step_000000128" / "model.zip"
     cfg = RolloutConfig.make(episodes=2, policy=str(ck), views=("wide_view",), resolution=64, stages=(0,))
@@ -201,7 +201,7 @@ def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path, capsys
                 "--noise-levels", "0.0", "--episodes", "1", "--resolution", "64", "--against", "none"]) == 0
     output = capsys.readouterr().out
     # The tables wrap at the console's width: check the stores they were computed from instead.
-    from pipeline.gate_set import grouped_quality
+    from pipeline.jobs.gate_set import grouped_quality
 
     for name, source in (("noisy_expert", "expert noise 0"), ("run_step_000000128", "checkpoint step_000000128")):
         assert f"wrote {tmp_path / 'gates' / name}.zarr" in output.replace("\n", "")
@@ -221,7 +221,7 @@ def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path, capsys
 def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phases):
     """shaped_rewards steps independent episodes in lockstep; the rewards are those of one
     shaper env fed the episodes one after another (bounds set once, history reset)."""
-    from pipeline.return_ranking import adapted_bounds, offline_shaping, shaped_rewards
+    from rmtl.reward.replay import adapted_bounds, offline_shaping, shaped_rewards
     from rmtl.reward import RewardShaper, ShapingConfig
 
     rng = np.random.default_rng(3)
@@ -249,7 +249,7 @@ def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phase
 def test_rollout_diagnosis_follows_the_shaper_and_writes_its_plots(store, ranking, tmp_path):
     from PIL import Image
 
-    from pipeline.rollout_diagnosis import diagnose_rollouts
+    from pipeline.analyses.rollout_diagnosis import diagnose_rollouts
 
     res = diagnose_rollouts(store, None, MODEL, ("rmtl", "single_prompt_multi_view"), out_dir=tmp_path / "a",
                             montage_episodes=2, show=False)
@@ -281,7 +281,7 @@ def test_rollout_diagnosis_follows_the_shaper_and_writes_its_plots(store, rankin
 
 
 def test_discounted_returns_add_the_success_bonus_on_the_last_step():
-    from pipeline.rollout_diagnosis import _discounted
+    from pipeline.analyses.rollout_diagnosis import _discounted
 
     p = {"episodes": [np.array([0, 1]), np.array([2])], "success": np.array([True, False])}
     r = np.array([-0.5, -0.25, -1.0])

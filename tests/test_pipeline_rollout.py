@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from pipeline.rollout import RolloutConfig, map_rollouts, plan_episode, rollout_episodes
+from pipeline.jobs.rollout import RolloutConfig, map_rollouts, plan_episode, rollout_episodes
 from rmtl.errors import ConfigError
 
 VIEWS = ["wide_view", "close_up"]
@@ -61,7 +61,7 @@ def test_a_store_of_a_checkpoint_resumes_from_another_checkout_of_the_same_polic
     """A committed policy has another path in every checkout: the same bytes are the same policy."""
     import shutil
 
-    from pipeline.render import _same_checkpoint
+    from pipeline.jobs.render import _same_checkpoint
 
     a, b, c = tmp_path / "a" / "model.zip", tmp_path / "b" / "model.zip", tmp_path / "c" / "model.zip"
     for p, data in ((a, b"x" * 10), (b, b"x" * 10), (c, b"y" * 10)):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from rmtl.tasks import get_task
 
-from pipeline.rollout import RolloutConfig, rollout_episodes
+from pipeline.jobs.rollout import RolloutConfig, rollout_episodes
 from pipeline.train_vlm import (
     TrainingData,
     TrainVLMConfig,
@@ -179,7 +179,7 @@ def test_baseline_balance_pulls_goal_baseline_cosines_together(tmp_path, data):
 
 
 def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tmp_path):
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
     from pipeline.train_vlm import encode_rows
     from rmtl.vlm import load_vlm
 
@@ -354,7 +354,7 @@ def test_row_frames_hold_some_rows_and_name_the_missing_ones():
 
 
 def test_training_streams_a_store_larger_than_the_frame_cap_in_bounded_memory(tmp_path):
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
     from storage.dataset import DatasetStore
 
     store = str(tmp_path / "s.zarr")

@@ -281,3 +281,42 @@ def test_the_fitted_map_ships_with_the_task_package():
     rmtl_dir = Path(__file__).resolve().parents[1] / "rmtl"
     patterns = tomllib.loads((rmtl_dir.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["rmtl"]
     assert any(fnmatch.fnmatch(str(path.relative_to(rmtl_dir)), p) for p in patterns)  # in the wheel
+
+
+def test_the_shipped_families_resolve_inside_the_package_and_match_the_committed_runs():
+    """The default qualification set's learners ship beside its file (an installed wheel holds them),
+    byte for byte the committed runs' best policies the file's comment names."""
+    import fnmatch
+    import tomllib
+
+    from pipeline.qualify.families import FAMILIES_FILE
+
+    pipeline_dir = FAMILIES_FILE.parent
+    patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["pipeline"]
+    _, fams = load_families()
+    learners = [f for f in fams if str(f.rollout["policy"]).endswith(".zip")]
+    assert len(learners) == 5
+    sources = {"learner_rule_only_failed": "oracle_structure/runs/rule_only_s0",
+               "learner_no_phase_half": "oracle_structure/runs/oracle_no_phase_input_s1",
+               "learner_oracle_learned": "oracle_structure/runs/oracle_rmtl_s1",
+               "learner_pixel_r5_failed": "pixel_fast_r5/runs/rmtl_r5_s0",
+               "learner_pixel_fast_failed": "pixel_fast/runs/rmtl_fast_s0"}
+    for fam in learners:
+        policy = Path(fam.rollout["policy"])
+        assert policy.is_file() and policy.is_relative_to(pipeline_dir), policy
+        for name in ("model.zip", "meta.json"):
+            rel = str((policy.parent / name).relative_to(pipeline_dir))
+            assert any(fnmatch.fnmatch(rel, p) for p in patterns), rel  # in the wheel
+        committed = REPO / "results" / sources[fam.name] / "best" / "model.zip"
+        assert policy.read_bytes() == committed.read_bytes(), fam.name
+
+
+def test_a_relative_policy_resolves_beside_its_file_then_in_the_checkout(tmp_path):
+    from pipeline.qualify.families import policy_path
+
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "model.zip").write_bytes(b"zip")
+    assert policy_path("mine/model.zip", tmp_path) == tmp_path / "mine" / "model.zip"
+    committed = "results/oracle_structure/runs/rule_only_s0/best/model.zip"
+    assert policy_path(committed, tmp_path) == REPO / committed
+    assert policy_path("absent/model.zip", tmp_path) == tmp_path / "absent" / "model.zip"  # the error names it

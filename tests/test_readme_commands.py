@@ -84,8 +84,8 @@ def test_report_refuses_a_stage2_run_and_a_directory_without_runs(run_layout, ca
 def two_model_store(tmp_path_factory):
     """A rendered store (2 episodes, 1 view, 64 px) embedded by the default model, then by
     its random-weight twin, as the README's ``rmtl embed --model rmtl-fetch-tiny@random``."""
-    from pipeline.embed import embed_store
-    from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 
     store = str(tmp_path_factory.mktemp("two_models") / "s.zarr")
     render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=2, views=["wide_view"], resolution=64),
@@ -130,7 +130,7 @@ def test_commands_after_embed_use_the_default_model(two_model_store, tmp_path, c
 def test_several_models_without_the_default_ask_for_one(tmp_path):
     import numpy as np
 
-    from pipeline.store_models import resolve_model_id
+    from pipeline.stores.store_models import resolve_model_id
     from rmtl.tasks.fetch_lift.layout import store_description
     from storage.dataset import DatasetStore
     from storage.testing import synthetic_rows

@@ -29,9 +29,9 @@ def built(tmp_path_factory):
     """
     import torch
 
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
     from rmtl.vlm import load_vlm
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
@@ -57,7 +57,7 @@ def _no_render(idx):
 
 
 def _scorer(store, model_id):
-    from pipeline.stored_text import stored_text_embeddings
+    from pipeline.stores.stored_text import stored_text_embeddings
     from rmtl.reward.scorer import PhasedScorer
 
     return PhasedScorer(stored_text_embeddings(store, model_id, get_task().prompts()), 0.9, VIEWS)
@@ -144,7 +144,7 @@ def test_appended_misses_become_hits_and_persist(built, tmp_path):
 
 
 def test_reward_wrapper_runs_on_the_cached_source(built):
-    from pipeline.stored_text import stored_text_embeddings
+    from pipeline.stores.stored_text import stored_text_embeddings
     from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
     from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
 

@@ -150,9 +150,9 @@ def reach_text(vlm, spec: MicroTaskSpec) -> tuple[np.ndarray, np.ndarray]:
 @pytest.fixture(scope="module")
 def store(task, tmp_path_factory, random_tiny_vlm):
     """Two reach episodes rendered (2 views, 64 px) and embedded with the random-weight tiny model."""
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
 
     path = tmp_path_factory.mktemp("reach_store") / "reach.zarr"
     rollout = RolloutConfig.make(task="reach2d", episodes=2, stages=(0, 1), views=VIEWS, resolution=64, noise_std=0.05)
@@ -163,8 +163,8 @@ def store(task, tmp_path_factory, random_tiny_vlm):
 
 
 def test_second_task_renders_embeds_caches_and_scores(task, store, random_tiny_vlm):
-    from pipeline.render_and_embed import build_cache
-    from pipeline.stored_text import text_embeddings
+    from pipeline.jobs.render_and_embed import build_cache
+    from pipeline.stores.stored_text import text_embeddings
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompts import PromptConfig
     from storage.cache import StateCache
@@ -301,7 +301,7 @@ def test_second_task_query(task, store, tmp_path, capsys):
 
 
 def test_second_task_has_no_behaviours(task):
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.rollout import RolloutConfig
 
     assert dict(task.behaviours) == {}  # the Task default: a task need not script any
     with pytest.raises(ConfigError, match="unknown behaviour 'push' of task reach2d; known behaviours: none"):

@@ -218,9 +218,9 @@ def test_python_call_rounds_steps_up_to_whole_rollouts_as_the_cli_does(tmp_path,
 
 def test_cached_reward_path(random_tiny_vlm, tmp_path):
     """RMTL on the FAISS state cache (rmtl.reward.cached_source): lookups, misses rendered and appended."""
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
     from rmtl.train.run.csv_log import read_csv
     from rmtl.train.stage1 import train_stage1
 
@@ -240,9 +240,9 @@ def test_fast_path_with_atlas_workers_and_overlay(random_tiny_vlm, tmp_path):
     """RMTL on the fast path at tiny size: worker processes, an atlas catalogue, misses
     appended to the run's overlay off the rollout path, audits of hits; and a run refuses
     an atlas rendered by another renderer."""
-    from pipeline.embed import embed_store
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
     from rmtl.errors import StoreError
     from rmtl.train.stage1 import train_stage1
     from storage.dataset import DatasetStore

@@ -6,7 +6,7 @@ import csv
 import numpy as np
 import pytest
 
-from pipeline.rollout import RolloutConfig, rollout_episodes
+from pipeline.jobs.rollout import RolloutConfig, rollout_episodes
 from pipeline.train_vlm import HeldOutCaptions, Selection, TrainingData, TrainVLMConfig, train_reward_vlm
 
 VIEWS = ["wide_view", "close_up"]

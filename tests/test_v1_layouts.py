@@ -22,8 +22,8 @@ def v1(tmp_path):
 
 
 def test_v1_store_reads_caches_and_appends(v1):
-    from pipeline.store_rows import load_rows
-    from pipeline.stored_text import stored_text_embeddings
+    from pipeline.stores.store_rows import load_rows
+    from pipeline.stores.stored_text import stored_text_embeddings
     from rmtl.tasks import get_task
     from storage.cache import StateCache
     from storage.dataset import DatasetStore

@@ -27,7 +27,7 @@ def _minilm(texts):
 
 @pytest.fixture(scope="module")
 def data():
-    from pipeline.rollout import RolloutConfig, rollout_episodes
+    from pipeline.jobs.rollout import RolloutConfig, rollout_episodes
     from pipeline.train_vlm import TrainingData
 
     cfg = RolloutConfig.make(episodes=4, views=["wide_view", "close_up"], resolution=64, stages=(0, 3),

@@ -36,7 +36,7 @@ def fixtures(w: Path, code: Path) -> dict[str, str]:
     s = w / "s.zarr"
     if not (s / "zarr.json").exists():
         shutil.rmtree(s, ignore_errors=True)
-        subprocess.run([sys.executable, "-c", "from pipeline.render_and_embed import RenderAndEmbedConfig as C, "
+        subprocess.run([sys.executable, "-c", "from pipeline.jobs.render_and_embed import RenderAndEmbedConfig as C, "
                         "render_and_embed as r; r(C.make(store=%r, episodes=1, views=['wide_view'], resolution=64), "
                         "progress=False)" % str(s)], env=_env(code, w), check=True, capture_output=True)
     for name, chunk in [("state", "state/c/0/0"), ("episode", "episode/c/0"), ("frames", "frames/c/0/0/0/0/0"),
@@ -80,7 +80,7 @@ def _more_fixtures(w: Path, code: Path, s: Path, run_dir, meta: str) -> dict[str
         shutil.rmtree(r5, ignore_errors=True)
         shutil.copytree(s, r5)
         # embedded as `rmtl embed` did before it compared renderers (the check switched off here)
-        subprocess.run([sys.executable, "-c", "import pipeline.embed as e; e.check_model_renderer = lambda *a, **k: None; "
+        subprocess.run([sys.executable, "-c", "import pipeline.jobs.embed as e; e.check_model_renderer = lambda *a, **k: None; "
                         "e.embed_store(%r, %r, progress=False)" % (str(r5), R5)],
                        env=_env(code, w), check=True, capture_output=True)
     s_copy = w / "s_copy.zarr"  # what `embed` may write into

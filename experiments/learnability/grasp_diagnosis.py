@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.qualify import file_slug, frames_folder, load_families, state_set
-from pipeline.store_models import resolve_model_id
-from pipeline.stored_text import text_embeddings
+from pipeline.stores.store_models import resolve_model_id
+from pipeline.stores.stored_text import text_embeddings
 from rmtl.provenance import data_dir
 from rmtl.reward.projection import goal_baseline_scores
 from rmtl.reward.quality_stats import roc_auc

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.behaviour_returns import discounted_returns
+from rmtl.reward.replay import discounted_returns
 from rmtl.env.episode import run_episode
 from rmtl.provenance import write_run_record
 from rmtl.reward.shaping import RewardShaper, ShapingConfig

@@ -7,7 +7,7 @@ per-phase reconstruction (v1), rule-only and the dense reference.
 Each behaviour (rmtl/tasks/fetch_lift/behaviours.py) runs seeded episodes from the given start
 difficulties, without action noise. A reward's return is sum_t gamma^t r_t (gamma 0.95, PPO's),
 with the +1 success bonus on the last step of a successful episode. Oracle scores are put on
-bounds held where a long run on all these states settles (pipeline.return_ranking, "adapted"),
+bounds held where a long run on all these states settles (pipeline.analyses.return_ranking, "adapted"),
 the same bounds for every behaviour. A reward is hackable by a behaviour when that behaviour's
 mean return beats the expert's. Writes behaviour_returns.csv / .md / .png.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.behaviour_returns import discounted_returns, family_table, plot_family_returns, rule_only_rewards
-from pipeline.return_ranking import shaped_rewards
+from pipeline.analyses.behaviour_returns import family_table, plot_family_returns
+from rmtl.reward.replay import discounted_returns, rule_only_rewards, shaped_rewards
 from rmtl.env.episode import run_episode
 from rmtl.reward.kinds.oracle import OracleKind
 from rmtl.reward.shaping import ShapingConfig

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.store_rows import active, load_rows, open_store, per_view_scores
-from pipeline.stored_text import text_embeddings
+from pipeline.stores.store_rows import active, load_rows, open_store, per_view_scores
+from pipeline.stores.stored_text import text_embeddings
 from rmtl.default_model import DEFAULT_MODEL
 from rmtl.reward.shaping import RewardShaper, ShapingConfig
 from rmtl.tasks import get_task

@@ -4,7 +4,7 @@ every single view? On the chosen model's qualification stores (rendered and embe
 
     python experiments/pixel/fig8.py --model rmtl-fetch-fast-r7 [--out results/pixel_fig5/fig8]
 
-Per store, ``rmtl per-view-analysis`` (``pipeline.per_view``) writes the per-view dataset (kept in the
+Per store, ``rmtl per-view-analysis`` (``pipeline.analyses.per_view``) writes the per-view dataset (kept in the
 data directory: a store is never committed) and its Fig. 3/8 PNGs (copied to ``--out``). The registered statistic, per view and for the mean: the mean step-to-step change of
 the active micro-task's score (consecutive steps in one rule phase) over its within-phase spread
 (p95 - p5, averaged over the phases): the map's noise ratio, so views on other score scales compare
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.analysis_dataset import read_dataset
-from pipeline.per_view import per_view_analysis
+from pipeline.stores.analysis_dataset import read_dataset
+from pipeline.analyses.per_view import per_view_analysis
 from pipeline.qualify import file_slug, frames_folder, load_families
 from rmtl.provenance import data_dir, portable_path
 from rmtl.reward.quality_stats import spread

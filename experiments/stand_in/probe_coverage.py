@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.qualify import METRICS, file_slug, load_families, model_scores, scorer_metrics, state_set
-from pipeline.render_and_embed import RenderAndEmbedConfig, render_and_embed
-from pipeline.store_models import resolve_model_id
+from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
+from pipeline.stores.store_models import resolve_model_id
 from rmtl.provenance import data_dir, portable_path
 from rmtl.tasks import get_task
 from storage.dataset import DatasetStore

@@ -14,8 +14,7 @@ def battery(task: Any, scores: np.ndarray | None, rows: StateSet, shaping: Any =
     """Mean discounted return per family under the scorer's reward (``shaping``, default the default;
     bounds adapted to all rows) and under rule-only; the noise-free expert's return is the bar no
     behaviour may reach."""
-    from pipeline.behaviour_returns import discounted_returns, rule_only_rewards
-    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.replay import discounted_returns, rule_only_rewards, shaped_rewards
     from rmtl.reward.shaping import ShapingConfig
 
     num_phases = len(task.micro_tasks.names)
@@ -39,8 +38,7 @@ def single_prompt_battery(scores: np.ndarray, rows: StateSet, shaping: Any = Non
     """Mean discounted return per family under the single-prompt reward (one goal, no phase: the
     paper's single-prompt baseline, scores [N, 1]); a behaviour at or above the noise-free expert is
     the "semantic trap" (a pose that scores high without the task being done)."""
-    from pipeline.behaviour_returns import discounted_returns
-    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.replay import discounted_returns, shaped_rewards
     from rmtl.reward.shaping import ShapingConfig
 
     order = np.lexsort((rows.step, rows.episode))

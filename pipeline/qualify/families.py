@@ -49,6 +49,16 @@ def file_slug(name: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
 
 
+def policy_path(policy: str, folder: Path) -> Path:
+    """A families file's relative checkpoint path: beside the file (the shipped set's learners ship
+    with the package, ``qualification_learners/``), else under the checkout (files naming
+    ``results/...``); where neither holds it, the file's folder, so the error names that path."""
+    for root in (folder, REPO):
+        if (root / policy).is_file():
+            return root / policy
+    return folder / policy
+
+
 def load_families(path: str | Path | None = None, small: bool = False) -> tuple[str, list[Family]]:
     """(task name, families) of a qualification-set file; ``small``: the CI-sized episode counts."""
     p = Path(path) if path is not None else FAMILIES_FILE
@@ -63,7 +73,7 @@ def load_families(path: str | Path | None = None, small: bool = False) -> tuple[
                 f["episodes"] = int(small_n)
             policy = str(f.get("policy", "expert"))
             if policy.endswith(".zip") and not Path(policy).is_absolute():
-                f["policy"] = str(REPO / policy)
+                f["policy"] = str(policy_path(policy, p.parent))
             f.setdefault("seed", seed)
             out.append(Family(name, group, f, trained_on))
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as e:
@@ -89,7 +99,7 @@ def _family_key(task: str, family: Family) -> str:
 
 def state_set(task: str, families: Sequence[Family], cache_dir: Path, progress: bool = True) -> StateSet:
     """The families' rows, rolled out without rendering (cached per family under ``cache_dir``)."""
-    from pipeline.rollout import RolloutConfig, rollout_episodes
+    from pipeline.jobs.rollout import RolloutConfig, rollout_episodes
 
     cache_dir.mkdir(parents=True, exist_ok=True)
     parts, offset = [], 0

@@ -17,6 +17,7 @@ from pipeline.qualify.scores import frames_folder, hybrid_scores, kind_scores, m
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import micro_task_indices
 from storage.whole_file import write_file_whole
+from rmtl.config import Config
 
 
 def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_file: str | None, small: bool,
@@ -136,3 +137,26 @@ def format_report(report: Mapping[str, Any]) -> str:
                      f"nearest conditions {', '.join(v['nearest_conditions'])})" + (f"; {v['why']}" if "why" in v else ""))
     lines += [f"wrote {p}" for p in report["files"].values()]
     return "\n".join(lines)
+
+
+class QualifyConfig(Config):
+    """``rmtl qualify``: will a scorer teach? Metrics on the qualification set, the battery, the map's verdict."""
+
+    model: str | None = None
+    """A VLM spec to qualify (rendered on its declared renderer)."""
+    vlm_micro_tasks: tuple[str, ...] = ()
+    """With --model: qualify the hybrid in which the model scores only these micro-tasks and the oracle the rest."""
+    reward: str | None = None
+    """Instead of a model: a reward kind that reads state (oracle, degraded_oracle, rule_only)."""
+    reward_config: dict[str, Any] = {}
+    """Fields of that kind's config, e.g. --set reward_config.error.default.noise=0.3."""
+    seed: int = 0
+    """The run seed a state kind is built for (a degraded oracle's error seed follows it)."""
+    families: str | None = None
+    """Qualification-set file (default: pipeline/qualification_families.yaml)."""
+    small: bool = False
+    """The CI-sized set (a few episodes per family)."""
+    out: str | None = None
+    """Output directory (default <data dir>/qualification/reports)."""
+    map: str | None = None
+    """A learnability map file (default: the task's shipped map; 'rmtl qualify fit-map' writes one)."""

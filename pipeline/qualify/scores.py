@@ -54,8 +54,8 @@ def frames_folder(root: Path, model: str, task: str, families: Sequence[Family])
     ``frames/<input px>px_<renderer id>``, shared by every model that sees the same frames (its
     declared renderer, its input size), each adding its own embeddings. A folder
     ``models/<model>`` from before frames were shared is used as it is when it exists."""
-    from pipeline.render import renderer_profile
-    from pipeline.render_and_embed import RenderAndEmbedConfig, rollout_config
+    from pipeline.jobs.render import renderer_profile
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, rollout_config
     from rmtl.vlm import input_side
 
     legacy = root / "models" / file_slug(model)
@@ -82,9 +82,9 @@ def model_scores(model: str, task: str, families: Sequence[Family], store_dir: P
     [N, 1] of the task's single global prompt instead (the single-prompt reward's goal)."""
     from dataclasses import replace
 
-    from pipeline.render_and_embed import RenderAndEmbedConfig, local_steps, run_steps
-    from pipeline.store_models import resolve_model_id
-    from pipeline.stored_text import text_embeddings
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, local_steps, run_steps
+    from pipeline.stores.store_models import resolve_model_id
+    from pipeline.stores.stored_text import text_embeddings
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.vlm import load_vlm
     from storage.dataset import DatasetStore

@@ -82,7 +82,7 @@ def train_from_options(cfg: TrainVLMConfig, options: TrainVLMOptions) -> None:
                                               else None))
         desc.append(f"stores {', '.join(stores)}")
     if render_episodes or random_episodes:
-        from pipeline.rollout import RolloutConfig, map_rollouts
+        from pipeline.jobs.rollout import RolloutConfig, map_rollouts
 
         offset = int(max(p.episode.max() for p in parts)) + 1 if parts else 0
         for policy, n in (("expert", render_episodes), ("random", random_episodes)):

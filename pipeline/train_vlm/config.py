@@ -98,7 +98,7 @@ class TrainVLMConfig(Config):
     loss averages over (in batches of ``batch_size``, as training sees them)."""
     frame_cache_gb: float = Field(2.0, gt=0)
     """Training frames in memory at most (GiB) when they are streamed from stores
-    (``stream_frames``): a shuffle buffer of row blocks (pipeline.frame_stream)."""
+    (``stream_frames``): a shuffle buffer of row blocks (pipeline.stores.frame_stream)."""
     stream_frames: bool = True
     """Read training frames from the stores through the bounded buffer instead of loading
     every frame (the frames of in-memory renders are always in memory)."""

@@ -72,7 +72,7 @@ class TrainingData:
     """Stored image embeddings [N, V, D] of the ``init`` model, when every store has them."""
     sources: list[tuple[str, int]] | None = None
     """(store path, rows) in row order, when the frames stay in the stores and training
-    streams them (:class:`pipeline.frame_stream.FrameStream`); None: ``frames`` holds them all."""
+    streams them (:class:`pipeline.stores.frame_stream.FrameStream`); None: ``frames`` holds them all."""
 
     def __len__(self) -> int:
         return len(self.states)
@@ -106,7 +106,7 @@ class TrainingData:
         the held-out rows only (:meth:`holdout_mask`); None reads every frame. ``stream``:
         read only the held-out rows' frames (with ``holdout_fraction``) and leave the rest in
         the stores, for training to stream in bounded memory."""
-        from pipeline.embed import same_image_tower
+        from pipeline.jobs.embed import same_image_tower
         from rmtl.vlm.spec import parse_spec
         from storage.dataset import DatasetStore
 
@@ -222,10 +222,10 @@ class InMemoryFrames(_PixelSource):
 
 class StreamedFrames(_PixelSource):
     """Training frames read from the stores through a bounded shuffle buffer of row blocks
-    (:class:`pipeline.frame_stream.FrameStream`)."""
+    (:class:`pipeline.stores.frame_stream.FrameStream`)."""
 
     def __init__(self, vlm, data: TrainingData, train_rows: np.ndarray, cap_gb: float, seed: int, shift: int):
-        from pipeline.frame_stream import FrameStream
+        from pipeline.stores.frame_stream import FrameStream
 
         super().__init__(vlm, shift)
         self.n_views = data.frames.shape[1]

@@ -15,7 +15,7 @@ it), so a crash between the two leaves rows that the next ``StateCache.open`` in
 The store must be opened for append (one writer per store: give each training process
 its own store, or append from one process only). Rows written here have no trajectory:
 ``episode = LIVE_EPISODE`` (-1), ``step`` a running counter, ``success`` False and
-``difficulty`` NaN; the analysis steps (pipeline.store_rows) and pipeline.query leave them out.
+``difficulty`` NaN; the analysis steps (pipeline.stores.store_rows) and pipeline.analyses.query leave them out.
 The task decides the key (``key_spec``) and the appended rows' phase label (``phase_labels``).
 
 Hits return the stored float16 embeddings as float32. With ``quantize=True`` (default)

@@ -141,7 +141,7 @@ class VLM:
 
         Two models with the same image tower (e.g. a text tower fine-tuned with the image
         tower locked) embed images identically, so stored image embeddings of one serve
-        the other (:func:`pipeline.embed.embed_store`). Hashes every parameter and buffer
+        the other (:func:`pipeline.jobs.embed.embed_store`). Hashes every parameter and buffer
         of the tower as float32, so the id does not depend on the checkpoint's dtype.
         """
         h = hashlib.sha256(json.dumps({k: self.preprocess_cfg.get(k) for k in ("size", "mean", "std", "resize_mode",

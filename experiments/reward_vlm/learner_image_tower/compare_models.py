@@ -10,17 +10,17 @@ import json
 
 import numpy as np
 
-from pipeline.gate_set import grouped_quality
+from pipeline.jobs.gate_set import grouped_quality
 
 KEYS = ("approach_spearman", "align_spearman", "grasp_auc", "right_prompt_accuracy")
 
 
 def active_score_range(store_path: str, spec: str, alpha: float = 0.9) -> dict[str, list[float]]:
     """p5/p95 of the rule-active paper prompt's multi-view score, per source."""
-    from pipeline.gate_set import episode_groups
-    from pipeline.store_models import resolve_model_id
-    from pipeline.store_rows import active, load_rows, per_view_scores
-    from pipeline.stored_text import text_embeddings
+    from pipeline.jobs.gate_set import episode_groups
+    from pipeline.stores.store_models import resolve_model_id
+    from pipeline.stores.store_rows import active, load_rows, per_view_scores
+    from pipeline.stores.stored_text import text_embeddings
     from storage.dataset import DatasetStore
 
     with DatasetStore.open(store_path, "r") as store:

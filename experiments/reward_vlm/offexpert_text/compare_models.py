@@ -1,7 +1,7 @@
 """Within-phase ranks of several reward models on the held-out gate stores, per source.
 usage: compare_models.py OUT.json NAME=SPEC [NAME=SPEC ...]  (embeddings must exist: rmtl embed)"""
 import json, sys
-from pipeline.gate_set import grouped_quality
+from pipeline.jobs.gate_set import grouped_quality
 STORES = {"expert (gate, seeds 100000+)": "data/stores/gate_lod75.zarr",
           "noisy expert": "data/stores/gate_offexpert/noisy_expert.zarr",
           "RMTL run 80k": "data/stores/gate_offexpert/rmtl_fast_s0_step_000080000.zarr",

@@ -10,7 +10,7 @@ Each store must hold the model's embeddings (``rmtl embed STORE --model MODEL``)
      with 95% bootstrap CIs over episodes;
 4.   the battery: mean discounted return (gamma 0.95, +1 on success) of each family's episodes
      under the default RMTL reward, the single prompt and rule-only, on bounds adapted to all
-     the held-out states at once (pipeline.return_ranking, "adapted"); the expert must beat every
+     the held-out states at once (pipeline.analyses.return_ranking, "adapted"); the expert must beat every
      degenerate behaviour; and the AUC of the RMTL shaped return, successful vs failed episodes.
 
 Thresholds: gates.yaml. Writes gates_round<R>.json / .md and battery_round<R>.png to
@@ -26,10 +26,11 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from pipeline.behaviour_returns import discounted_returns, family_table, plot_family_returns, rule_only_rewards
-from pipeline.return_ranking import reward_steps, shaped_rewards, variant_scores
-from pipeline.store_models import resolve_model_id
-from pipeline.stored_text import text_embeddings
+from pipeline.analyses.behaviour_returns import family_table, plot_family_returns
+from pipeline.analyses.return_ranking import reward_steps, variant_scores
+from rmtl.reward.replay import discounted_returns, rule_only_rewards, shaped_rewards
+from pipeline.stores.store_models import resolve_model_id
+from pipeline.stores.stored_text import text_embeddings
 from rmtl.provenance import portable_values
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.shaping import ShapingConfig

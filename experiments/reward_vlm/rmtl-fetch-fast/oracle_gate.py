@@ -4,7 +4,7 @@ scorer in place of a VLM, on the same held-out stores, computed as gates.py comp
     python experiments/reward_vlm/rmtl-fetch-fast/oracle_gate.py --model MODEL --store STORES/heldout_*.zarr
 
 The stores must hold ``MODEL``'s embeddings only because the store's reward steps are read
-through them (pipeline.return_ranking.reward_steps); the scores here come from the state alone.
+through them (pipeline.analyses.return_ranking.reward_steps); the scores here come from the state alone.
 The scores are the oracle reward kind's (its progress on the scale of the shaper's initial
 bounds), shaped like gates.py's RMTL row on bounds adapted to all the held-out states at once. Writes
 oracle_gate.json / .md to results/reward_vlm/rmtl-fetch-fast/.
@@ -17,9 +17,10 @@ import json
 
 import numpy as np
 
-from pipeline.behaviour_returns import discounted_returns, family_table, rule_only_rewards
-from pipeline.return_ranking import reward_steps, shaped_rewards
-from pipeline.store_models import resolve_model_id
+from pipeline.analyses.behaviour_returns import family_table
+from pipeline.analyses.return_ranking import reward_steps
+from rmtl.reward.replay import discounted_returns, rule_only_rewards, shaped_rewards
+from pipeline.stores.store_models import resolve_model_id
 from rmtl.reward.kinds.oracle import OracleKind
 from rmtl.reward.shaping import ShapingConfig
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress

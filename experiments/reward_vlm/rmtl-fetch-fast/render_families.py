@@ -15,7 +15,7 @@ import os
 import time
 from pathlib import Path
 
-from pipeline.render_and_embed import RenderAndEmbedConfig, format_summary, preflight, render_and_embed
+from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, format_summary, preflight, render_and_embed
 
 from families import POLICIES, load_families, round_families, round_spec  # this script's folder
 

@@ -48,8 +48,8 @@ def render_job(path: str, params: dict, render: dict, model: str) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from pipeline.render import render_to_store
-    from pipeline.render_and_embed import RenderAndEmbedConfig, rollout_config
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, rollout_config
 
     t = time.perf_counter()
     cfg = RenderAndEmbedConfig(store=path, model=model, render=render, **params)
@@ -88,7 +88,7 @@ def stage_train(a, status: dict) -> None:
 
 
 def stage_gate(a, status: dict) -> None:
-    from pipeline.embed import embed_store
+    from pipeline.jobs.embed import embed_store
     from rmtl.vlm import load_vlm
 
     vlm = load_vlm(str(a.model_dir), device=a.device)

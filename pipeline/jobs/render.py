@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.rollout import RolloutConfig, map_rollouts
+from pipeline.jobs.rollout import RolloutConfig, map_rollouts
 from rmtl.env.render_settings import RENDERER_V1_ID
 from rmtl.errors import ConfigError, StoreError
 

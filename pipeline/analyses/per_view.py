@@ -11,12 +11,12 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import Field
 
-from pipeline.analysis_dataset import default_out_dir, write_dataset
-from pipeline.plots import plot_view_episodes, plot_view_frame
-from pipeline.store_rows import StoreRows, active, load_rows, open_store, per_view_scores, source_attrs, step_deltas
-from pipeline.questions import LocatedQuestion, prompt_set_of
-from pipeline.store_models import resolve_model_id
-from pipeline.stored_text import prompts_record, text_embeddings
+from pipeline.stores.analysis_dataset import default_out_dir, write_dataset
+from pipeline.analyses.plots import plot_view_episodes, plot_view_frame
+from pipeline.stores.store_rows import StoreRows, active, load_rows, open_store, per_view_scores, source_attrs, step_deltas
+from pipeline.stores.questions import LocatedQuestion, prompt_set_of
+from pipeline.stores.store_models import resolve_model_id
+from pipeline.stores.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig

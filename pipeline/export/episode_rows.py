@@ -22,7 +22,7 @@ from rmtl.reward.projection import DEFAULT_ALPHA
 REWARDS = ("vlm", "dense")
 """What ``shaped`` holds: the prompt set's shaped VLM reward, or the task's dense reference."""
 BOUNDS = "adapted"
-"""Shaping bounds of the exported VLM reward (pipeline.return_ranking: held at p1/p99 of the
+"""Shaping bounds of the exported VLM reward (pipeline.analyses.return_ranking: held at p1/p99 of the
 store's active scores per phase, so a reward does not depend on the order episodes are read)."""
 FIELDS = ("state", "episode", "step", "phase_rule", "success", "difficulty", "action", "terminated", "truncated")
 
@@ -57,7 +57,7 @@ class StoreEpisodes:
 
 def reset_seeds(store: Any, episodes: list[int]) -> dict[int, int | None]:
     """Reset seed of each episode from the store's recorded rollout settings (None if unknown)."""
-    from pipeline.rollout import RolloutConfig, plan_episode
+    from pipeline.jobs.rollout import RolloutConfig, plan_episode
 
     rollout = (store.info.get("provenance") or {}).get("rollout")
     if not rollout:
@@ -69,9 +69,9 @@ def reset_seeds(store: Any, episodes: list[int]) -> dict[int, int | None]:
 def active_scores(store: Any, model: str | None, pset: PromptSet, rows: np.ndarray, phase: np.ndarray,
                   alpha: float) -> tuple[np.ndarray, str | None]:
     """Active view-mean score of every row ([N], NaN without embeddings) and the model id used."""
-    from pipeline.store_models import resolve_model_id
-    from pipeline.store_rows import active, per_view_scores
-    from pipeline.stored_text import prompt_set_text
+    from pipeline.stores.store_models import resolve_model_id
+    from pipeline.stores.store_rows import active, per_view_scores
+    from pipeline.stores.stored_text import prompt_set_text
 
     if not store.model_ids():
         return np.full(len(rows), np.nan, dtype=np.float32), None
@@ -90,7 +90,7 @@ def read_episodes(st: Any, what: str, pset: PromptSet, model: str | None = None,
                   alpha: float = DEFAULT_ALPHA) -> StoreEpisodes:
     """The episodes of the open store ``st`` with their rewards (module docstring); ``what``
     completes the error of a store without actions ("cannot <what>")."""
-    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.replay import shaped_rewards
     from rmtl.reward.shaping import ShapingConfig
     from rmtl.tasks import get_task
 

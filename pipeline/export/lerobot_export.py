@@ -26,7 +26,7 @@ step), ``next.reward_vlm`` (the prompt set's shaped VLM reward, as the Minari ex
 ``episode_index``, ``index``, ``task_index``.
 
 The dataset is written in a staging folder beside ``out`` and swapped in whole; an ``out`` that
-is, contains or lies inside the store is refused (pipeline.export_target), and ``--overwrite`` replaces
+is, contains or lies inside the store is refused (pipeline.export.export_target), and ``--overwrite`` replaces
 only an earlier LeRobot export of rmtl, marked by its ``.rmtl-output.json`` (rmtl.outputs).
 """
 
@@ -40,12 +40,15 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
+from pipeline.export.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
 from rmtl.errors import ConfigError, StoreError
 from rmtl.outputs import check_replaceable, write_marker
 from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.projection import DEFAULT_ALPHA
+from rmtl.config import Config
+import tyro
+from typing import Annotated
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000
@@ -159,8 +162,8 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
                    data_dir: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Write the store's episodes as a LeRobot v3.0 dataset at ``out`` (module docstring);
     returns ``{"path", "episodes", "frames", "cameras", "model_id", "prompt_set"}``."""
-    from pipeline.episode_rows import read_episodes
-    from pipeline.store_rows import open_store
+    from pipeline.export.episode_rows import read_episodes
+    from pipeline.stores.store_rows import open_store
     from rmtl.reward.prompt_sets import load_prompt_set
     from rmtl.tasks import get_task
 
@@ -195,8 +198,8 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
 def _write_dataset(av: Any, pd: Any, pa: Any, pq: Any, st: Any, eps: Any, staged: StagedDirectory,
                    pset: PromptSet, alpha: float, h: int, w: int, fps: int) -> dict[str, Any]:
     """Write the dataset into ``staged.path`` and commit it to its target; returns export_lerobot's record."""
-    from pipeline.episode_rows import BOUNDS
-    from pipeline.store_models import store_task
+    from pipeline.export.episode_rows import BOUNDS
+    from pipeline.stores.store_models import store_task
     from rmtl.reward.shaping import ShapingConfig
 
     root = staged.path
@@ -301,3 +304,22 @@ def _write_dataset(av: Any, pd: Any, pa: Any, pq: Any, st: Any, eps: Any, staged
 def _write_parquet(pq: Any, table: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path, compression="snappy")
+
+
+class ExportLeRobotConfig(Config):
+    """``rmtl export lerobot STORE``: a store's episodes and frames as a LeRobot v3.0 dataset."""
+
+    store: Annotated[str, tyro.conf.Positional]
+    """Dataset store with frames (schema v2: with actions) and image embeddings."""
+    prompts: str = "paper"
+    """Prompt set of the VLM reward column: a YAML file or a shipped set's name."""
+    out: str | None = None
+    """Dataset directory (default <data-dir>/lerobot/<store name>)."""
+    model: str | None = None
+    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
+    alpha: float = DEFAULT_ALPHA
+    """Projection alpha."""
+    overwrite: bool = False
+    """Replace a non-empty --out directory."""
+    data_dir: str | None = None
+    """Data directory (default $RMTL_DATA_DIR or ./data)."""

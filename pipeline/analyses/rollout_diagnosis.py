@@ -5,7 +5,7 @@ frames and embeddings) and, optionally, a reference store of the same model's em
 (expert episodes) to put the numbers in scale. From stored data only (no rendering, no
 model), for every reward step (rows with step >= 1):
 
-- the variant's shaped VLM reward (:func:`pipeline.return_ranking.variant_rewards`, with
+- the variant's shaped VLM reward (:func:`pipeline.analyses.return_ranking.variant_rewards`, with
   the adaptive bounds both stores share, so the two are on one scale) and its raw
   active-prompt score;
 - the hand-written dense reward of the state (the dense reference learner's reward);
@@ -41,6 +41,10 @@ from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
 from rmtl.reward.quality_stats import spearman
 from rmtl.tasks import get_task
+from pydantic import Field
+from rmtl.config import MAX_EPISODES
+from rmtl.train.variants import variant_names
+from pipeline.stores.questions import StoreQuestion
 
 
 def _phase_names() -> tuple[str, ...]:
@@ -50,8 +54,8 @@ def _phase_names() -> tuple[str, ...]:
 
 def _steps(store: Any, model: str | None, variants: Sequence[str]) -> dict[str, Any]:
     """Per reward step of one store: rows, labels, dense reward, each variant's active score."""
-    from pipeline.return_ranking import reward_steps, variant_scores
-    from pipeline.store_models import resolve_model_id
+    from pipeline.analyses.return_ranking import reward_steps, variant_scores
+    from pipeline.stores.store_models import resolve_model_id
 
     model_id = resolve_model_id(store, model)
     steps = reward_steps(store, model_id, "diagnose")
@@ -71,7 +75,7 @@ def _steps(store: Any, model: str | None, variants: Sequence[str]) -> dict[str, 
 def _shared_bounds_rewards(parts: Sequence[dict[str, Any]], variants: Sequence[str]) -> None:
     """Each variant's shaped VLM reward of every step, with the adaptive bounds of all parts
     together (one scale for policy and reference)."""
-    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.replay import shaped_rewards
 
     phase = np.concatenate([p["phase"] for p in parts])
     offsets = np.cumsum([0] + [len(p["phase"]) for p in parts])
@@ -158,8 +162,8 @@ def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | Non
                       show: bool = True) -> dict[str, Any]:
     """Diagnose a policy's stored rollouts (module docstring); the first of ``variants`` is
     the one traced and plotted, every one gets episode returns. Returns the JSON written."""
-    from pipeline.analysis_dataset import default_out_dir
-    from pipeline.store_rows import open_store
+    from pipeline.stores.analysis_dataset import default_out_dir
+    from pipeline.stores.store_rows import open_store
 
     if variants is None:
         from rmtl.train.variants import variant_names
@@ -214,7 +218,7 @@ def _shown_episodes(p: dict[str, Any], n: int) -> list[int]:
 
 
 def _plot_traces(path: Path, p: dict[str, Any], n: int) -> None:
-    from pipeline.plots import figure
+    from pipeline.analyses.plots import figure
 
     shown = _shown_episodes(p, n)
     fig, axes = figure(3.2 * len(shown), 5.4, 2, len(shown), sharey="row")
@@ -234,7 +238,7 @@ def _plot_traces(path: Path, p: dict[str, Any], n: int) -> None:
 
 
 def _plot_scatter(path: Path, parts: Sequence[dict[str, Any]]) -> None:
-    from pipeline.plots import figure
+    from pipeline.analyses.plots import figure
 
     fig, axes = figure(4.2 * len(_phase_names()), 3.8, 1, len(_phase_names()))
     for k, name in enumerate(_phase_names()):
@@ -284,3 +288,18 @@ def format_summary(result: dict[str, Any]) -> str:
                          f"reference {result['reference']['mean_return'][name]:.3f}: the reward "
                          f"{'prefers the policy' if prefers else 'prefers the reference'}")
     return "\n".join(lines)
+
+
+class DiagnoseRolloutsConfig(StoreQuestion):
+    """``rmtl diagnose-rollouts``: a policy's own rollouts against a reference."""
+
+    store: str
+    """Store of a policy's rollouts with embeddings (e.g. from rmtl gate-set --checkpoint)."""
+    reference: str | None = None
+    """Store of reference (expert) episodes embedded by the same model."""
+    variants: tuple[str, ...] = variant_names(analysis="rollout_diagnosis")
+    """Stage-1 variants; the first is traced and plotted."""
+    episodes: int = Field(4, ge=1, le=MAX_EPISODES)
+    """Episodes shown in the traces and the montage (failures first)."""
+    view: str = "front"
+    """Camera view of the montage."""

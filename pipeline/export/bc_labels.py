@@ -10,8 +10,8 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import Field
 
-from pipeline.questions import StoreLocation
-from pipeline.render import RenderResult
+from pipeline.stores.questions import StoreLocation
+from pipeline.jobs.render import RenderResult
 from rmtl.config import MAX_EPISODES
 
 
@@ -66,11 +66,11 @@ def bc_label_rows(config: Any, episodes: Sequence[int], env: Any = None) -> dict
     """Roll out ``episodes`` of ``config.policy`` without rendering; rows of (state, rule
     phase, episode, step, success, difficulty) ready for DatasetStore.append (frames=False).
 
-    ``config`` is a pipeline.rollout.RolloutConfig (views/resolution are ignored).
-    Episode plans and policies are pipeline.rollout's, so episode i is the same episode
+    ``config`` is a pipeline.jobs.rollout.RolloutConfig (views/resolution are ignored).
+    Episode plans and policies are pipeline.jobs.rollout's, so episode i is the same episode
     as in a rendered store with the same config.
     """
-    from pipeline.rollout import rollout_episodes
+    from pipeline.jobs.rollout import rollout_episodes
 
     return rollout_episodes(config, list(episodes), render=False, env=env)
 
@@ -93,12 +93,12 @@ def bc_labels(
     with state, key, episode, step, phase_rule (the label), success and difficulty per
     step; appends ``chunk`` whole episodes per commit, so a killed run resumes with only
     the missing episodes (settings must match, as for render-and-embed).
-    policy: 'expert', 'random', 'behaviour:<name>' (pipeline.rollout) or an SB3 checkpoint (.zip).
+    policy: 'expert', 'random', 'behaviour:<name>' (pipeline.jobs.rollout) or an SB3 checkpoint (.zip).
     minari: also write the labels as the Minari dataset of that name (dense reference reward,
-    infos with the BC label; pipeline.minari_export), replacing one of the same name.
+    infos with the BC label; pipeline.export.minari_export), replacing one of the same name.
     """
-    from pipeline.render import render_to_store
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.render import render_to_store
+    from pipeline.jobs.rollout import RolloutConfig
     from storage.dataset import DatasetStore
 
     config = RolloutConfig.make(episodes=episodes, policy=policy, noise_std=noise_std, stages=tuple(stages), seed=seed)
@@ -109,7 +109,7 @@ def bc_labels(
     counts = {name: int((labels == k).sum()) for k, name in enumerate(config.the_task().micro_tasks.names)}
     exported = None
     if minari is not None:
-        from pipeline.minari_export import export_minari
+        from pipeline.export.minari_export import export_minari
 
         exported = export_minari(path, minari, reward="dense", overwrite=True)["dataset_id"]
     return BCLabelsResult(str(path), done.rows, done.episodes_rendered, episodes, done.resumed, counts, exported)

@@ -1,9 +1,7 @@
-"""The hacking battery's arithmetic: what a reward pays each family of episodes (scripted
-behaviours, experts, learners), as the mean discounted return, and its bar plot.
-
-A return is sum_t gamma^t r_t with the +1 success bonus on the last step of a successful
-episode (what PPO with gamma 0.95 sees). Rule-only rewards are the band at u = 0.5 (no
-scorer). Used by ``experiments/oracle_structure/behaviour_returns.py`` (oracle scorer) and
+"""The hacking battery's table: what a reward pays each family of episodes (scripted
+behaviours, experts, learners), as the mean discounted return, and its bar plot. The returns
+themselves are :func:`rmtl.reward.replay.discounted_returns`. Used by
+``experiments/oracle_structure/behaviour_returns.py`` (oracle scorer) and
 ``experiments/reward_vlm/rmtl-fetch-fast/gates.py`` (a VLM's stored scores).
 """
 
@@ -13,32 +11,6 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-
-GAMMA = 0.95
-
-
-def rule_only_rewards(phases: np.ndarray, episodes: Sequence[np.ndarray], num_phases: int) -> np.ndarray:
-    """Rule-only reward of every row: a fresh one-env shaper per episode, u held at 0.5."""
-    from rmtl.reward.shaping import RewardShaper, ShapingConfig
-
-    out = np.zeros(len(phases))
-    for idx in episodes:
-        shaper = RewardShaper(1, ShapingConfig(), num_phases=num_phases)
-        for i in idx:
-            out[i] = shaper.shape_u(np.array([0.5]), phases[i:i + 1]).reward[0]
-    return out
-
-
-def discounted_returns(rewards: np.ndarray, episodes: Sequence[np.ndarray], success: Sequence[bool],
-                       gamma: float = GAMMA) -> np.ndarray:
-    """[E] discounted return of each episode (rows ``episodes[e]`` of ``rewards``), +1 on success."""
-    out = []
-    for idx, ok in zip(episodes, success):
-        r = np.asarray(rewards[idx], dtype=np.float64).copy()
-        if ok:
-            r[-1] += 1.0
-        out.append(float(np.sum(r * gamma ** np.arange(len(r)))))
-    return np.array(out)
 
 
 def family_table(returns: dict[str, np.ndarray], owner: Sequence[str]) -> dict[str, dict[str, tuple[float, float]]]:

@@ -17,9 +17,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.store_models import spec_of
+from pipeline.stores.store_models import spec_of
 from rmtl.errors import ModelLoadError, StoreError
 from rmtl.reward.prompt_sets import PromptSet
+from rmtl.config import Config
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,7 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
     loaded VLM, or None: the store's only model, loaded from its recorded spec) and store
     them under the model's id and each set's id. The model must have image embeddings in
     the store (text embeddings of another model would score nothing)."""
-    from pipeline.store_models import resolve_model_id, store_prompts
+    from pipeline.stores.store_models import resolve_model_id, store_prompts
     from storage.dataset import DatasetStore
 
     if not prompt_sets:
@@ -78,3 +79,16 @@ def embed_text(store_path: str | Path, prompt_sets: Sequence[PromptSet], model: 
                                          np.stack([table[t] for _, t in rows]), pset.to_dict())
             results.append(EmbedTextResult(st.path, model_id, pset.name, pset.id, len(rows)))
     return results
+
+
+class EmbedTextConfig(Config):
+    """``rmtl embed-text``: the text embeddings of prompt sets."""
+
+    store: str
+    """Dataset store with image embeddings of the model."""
+    prompts: str
+    """Prompt-set YAML file, a directory of them, or a shipped set's name."""
+    model: str | None = None
+    """Model spec (default: the spec of the store's only model, else of the default model rmtl-fetch-tiny when stored)."""
+    device: str | None = None
+    """Torch device (default: CUDA when present, else CPU)."""

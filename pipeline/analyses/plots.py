@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from pipeline.store_rows import StoreRows
+from pipeline.stores.store_rows import StoreRows
 
 
 PHASE_COLORS = ("#dbe9f6", "#fde7c8", "#dcefd6")

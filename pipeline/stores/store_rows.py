@@ -6,7 +6,7 @@ Rows analysed: rows with committed embeddings of the model that belong to an epi
 rmtl.reward.cached_source) have no trajectory and are left out of per-step statistics.
 The active phase of a row is the phase rule of the store's task on its state
 (``Task.phases``; pick-and-lift: the distance rule, as rmtl.tasks.fetch_lift.quality and the
-reward wrapper use). The task is the one the store records (pipeline.store_models.store_task)."""
+reward wrapper use). The task is the one the store records (pipeline.stores.store_models.store_task)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import contextlib
 
-from pipeline.store_models import spec_of, store_task
+from pipeline.stores.store_models import spec_of, store_task
 from rmtl.errors import StoreError
 from rmtl.reward.projection import goal_baseline_scores
 from rmtl.reward.prompts import TextEmbeddings

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from pipeline.store_models import spec_of, store_prompts
+from pipeline.stores.store_models import spec_of, store_prompts
 from rmtl.errors import StoreError
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig, TextEmbeddings, embed_prompts
@@ -65,7 +65,7 @@ def text_embeddings(store: Any, model_id: str, prompts: PromptConfig | PromptSet
                     single_prompt: bool = False) -> TextEmbeddings:
     """Stored text embeddings of a prompt config (default: the store's task's own prompts) or a
     prompt set (its own kind; ``single_prompt`` asks for its single goal), taken for the store's
-    task (:func:`~pipeline.store_models.store_prompts`)."""
+    task (:func:`~pipeline.stores.store_models.store_prompts`)."""
     prompts = store_prompts(store, prompts)
     if isinstance(prompts, PromptSet):
         return prompt_set_text(store, model_id, prompts, True if single_prompt else None)

@@ -16,18 +16,20 @@ from typing import Any, Callable
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from pipeline.questions import StoreLocation
+from pipeline.stores.questions import StoreLocation
 from rmtl.config import MAX_EPISODES
 from rmtl.default_model import DEFAULT_MODEL
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
 from rmtl.tasks import DEFAULT_TASK, task_views
 from rmtl.reward.projection import DEFAULT_ALPHA
+from rmtl.config import Config
+from rmtl.default_model import RANDOM_REFERENCE
 
 
 class RenderAndEmbedConfig(StoreLocation):
     """The render-and-embed job: ``rmtl render-and-embed``, the ``render-and-embed`` flow's one
-    parameter and :func:`render_and_embed` (store, name: :class:`~pipeline.questions.StoreLocation`)."""
+    parameter and :func:`render_and_embed` (store, name: :class:`~pipeline.stores.questions.StoreLocation`)."""
 
     task: str = DEFAULT_TASK
     """The task to roll out (rmtl.tasks.get_task)."""
@@ -39,7 +41,7 @@ class RenderAndEmbedConfig(StoreLocation):
     noise_std: float = Field(0.15, ge=0)
     """Expert (or behaviour) action noise (episodes alternate 1x and 2x)."""
     noise_levels: tuple[float, ...] | None = None
-    """Expert noise levels to cycle through instead (pipeline.rollout.RolloutConfig)."""
+    """Expert noise levels to cycle through instead (pipeline.jobs.rollout.RolloutConfig)."""
     deterministic: bool = False
     """Checkpoint policies: deterministic actions (False: sampled, as in training)."""
     stages: tuple[int, ...] = (0, 1, 2, 3, 4)
@@ -108,10 +110,10 @@ def _opened(store_or_path):
 def quality_summary(store_path, model: str, alpha: float = DEFAULT_ALPHA, prompts=None) -> dict:
     """Reward-quality metrics of a store's embeddings (all views); ``store_path``: a path or
     an open DatasetStore; ``model``: a stored model id or a model spec
-    (pipeline.store_models.resolve_model_id); ``prompts``: a PromptConfig or a micro-task
+    (pipeline.stores.store_models.resolve_model_id); ``prompts``: a PromptConfig or a micro-task
     PromptSet (default: the paper's prompts)."""
-    from pipeline.store_models import resolve_model_id
-    from pipeline.stored_text import text_embeddings
+    from pipeline.stores.store_models import resolve_model_id
+    from pipeline.stores.stored_text import text_embeddings
     from rmtl.errors import ConfigError
     from rmtl.task import QualityInputs
     from rmtl.tasks import get_task
@@ -133,7 +135,7 @@ def quality_summary(store_path, model: str, alpha: float = DEFAULT_ALPHA, prompt
 
 def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):
     """The RolloutConfig of the job at the resolution chosen for the model."""
-    from pipeline.rollout import RolloutConfig
+    from pipeline.jobs.rollout import RolloutConfig
 
     return RolloutConfig.make(task=cfg.task, episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
                               noise_levels=cfg.noise_levels, deterministic=cfg.deterministic,
@@ -145,7 +147,7 @@ def preflight(cfg: RenderAndEmbedConfig) -> None:
     """Checks before the model loads or anything renders, each failing with one line: the
     rollout settings (stages, policy), that the store path can be written, and that an
     existing store opens and has no live writer."""
-    from pipeline.render import check_settings
+    from pipeline.jobs.render import check_settings
     from rmtl.console import check_store_path
     from storage.dataset import DatasetStore
     from storage.location import Location
@@ -153,7 +155,7 @@ def preflight(cfg: RenderAndEmbedConfig) -> None:
 
     rollout = rollout_config(cfg, cfg.resolution or 64)  # the model picks the real resolution later
     if cfg.dask_address is not None:
-        from pipeline.render import check_scheduler
+        from pipeline.jobs.render import check_scheduler
 
         check_scheduler(cfg.dask_address)
         wait_for_dask_workers(cfg.dask_address)
@@ -196,7 +198,7 @@ def wait_for_dask_workers(address: str, timeout: float | None = None, echo: Call
     :func:`dask_worker_wait`)."""
     import sys
 
-    from pipeline.render import connect_scheduler
+    from pipeline.jobs.render import connect_scheduler
     from rmtl.errors import ConfigError
 
     timeout = dask_worker_wait() if timeout is None else float(timeout)
@@ -231,7 +233,7 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
     """Write the run record and ``last_summary.json`` next to the store; return the summary."""
     from rmtl.provenance import portable_values, write_run_record
 
-    from pipeline.analysis_dataset import beside_store
+    from pipeline.stores.analysis_dataset import beside_store
 
     path = cfg.store_path()
     run_dir = beside_store(path, ".runs")
@@ -290,13 +292,13 @@ def local_steps(progress: bool = True) -> Steps:
         return load_vlm(spec)
 
     def render(store: Any, cfg: RenderAndEmbedConfig, rollout: Any, resumed: bool) -> Any:
-        from pipeline.render import render_into
+        from pipeline.jobs.render import render_into
 
         return render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
                            progress=progress)
 
     def embed(store: Any, vlm: Any, batch: int) -> Any:
-        from pipeline.embed import embed_store
+        from pipeline.jobs.embed import embed_store
 
         return embed_store(store, vlm, batch_size=batch, progress=progress)
 
@@ -308,7 +310,7 @@ def run_steps(cfg: RenderAndEmbedConfig, steps: Steps) -> dict:
     cache and quality with the store's writer lock held throughout; returns the summary."""
     from dataclasses import replace
 
-    from pipeline.render import open_for_render
+    from pipeline.jobs.render import open_for_render
 
     t0 = time.perf_counter()
     preflight(cfg)  # before the heavy imports and the model
@@ -356,3 +358,20 @@ def format_summary(summary: dict) -> str:
         f"  {shown(summary['summary_file'])}",
     ]
     return "\n".join(lines)
+
+
+class RewardQualityConfig(Config):
+    """``rmtl reward-quality``: acceptance metrics of a reward model beside a random-weight one."""
+
+    store: str
+    """Dataset store with embeddings of both models."""
+    model: str = DEFAULT_MODEL
+    """Model to judge: a model spec or a stored model id."""
+    against: str = RANDOM_REFERENCE
+    """Model to compare with (random weights): spec or stored id."""
+    alpha: float = DEFAULT_ALPHA
+    """Projection alpha."""
+    out: str | None = None
+    """JSON path for all metrics and gates."""
+    prompts: str | None = None
+    """Prompt-set YAML file or a shipped set's name (default: the paper's prompts)."""

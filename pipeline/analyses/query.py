@@ -21,7 +21,7 @@ plots and one JSON of every number into an output directory:
    its reward error is |active score of the neighbour's embeddings - active score of its
    own embeddings| (phase from the query's own state, as in training).
 
-The store's task (pipeline.store_models.store_task) gives the micro-tasks, the phase rule,
+The store's task (pipeline.stores.store_models.store_task) gives the micro-tasks, the phase rule,
 the phase measure, the default prompts and the quality metrics.
 
 Files: ``queries.json``, ``correlation.png``, ``flatness.png``, ``per_view_variance.png``,
@@ -37,21 +37,22 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.analysis_dataset import json_default
+from pipeline.stores.analysis_dataset import json_default
 
-from pipeline.plots import figure, shade_phases
+from pipeline.analyses.plots import figure, shade_phases
 
-from pipeline.store_models import resolve_model_id, store_prompts, store_task
+from pipeline.stores.store_models import resolve_model_id, store_prompts, store_task
 
-from pipeline.store_rows import active, load_rows, open_store, per_view_scores, source_attrs, step_deltas, StoreRows
+from pipeline.stores.store_rows import active, load_rows, open_store, per_view_scores, source_attrs, step_deltas, StoreRows
 
-from pipeline.stored_text import prompts_record, text_embeddings
+from pipeline.stores.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.quality_stats import spearman, spread
 from rmtl.reward.projection import DEFAULT_ALPHA
+from pipeline.stores.questions import PromptedQuestion
 
 DEFAULT_RADII: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
 """Cache radii (key units, metres) compared by default."""
@@ -185,7 +186,7 @@ def run_queries(
     tables when ``show``, write ``queries.json`` and the PNGs into ``out_dir`` (default
     ``<store>.analysis/queries``). ``model_id``: a stored model id or a model spec (None:
     the store's only model). Returns the JSON-able dict, with ``files``."""
-    from pipeline.analysis_dataset import default_out_dir
+    from pipeline.stores.analysis_dataset import default_out_dir
     from rmtl.task import QualityInputs
 
     if not 0.0 <= alpha <= 1.0:
@@ -413,3 +414,14 @@ def plot_cache(path: Path, cache: dict[str, Any]) -> Path:
     ax.set_title(f"cache: {cache['split']}")
     fig.savefig(path, dpi=110)
     return path
+
+
+class QueryConfig(PromptedQuestion):
+    """``rmtl query``: reward-quality questions over a store."""
+
+    alpha: float = DEFAULT_ALPHA
+    """Projection alpha."""
+    radii: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
+    """Cache radii (m) for hit rate vs reward error."""
+    holdout: float = 0.25
+    """Fraction of episodes used as cache queries."""

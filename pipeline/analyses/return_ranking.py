@@ -10,15 +10,8 @@ episode's reward steps are scored with the store's text embeddings, and the real
   row (step 0) earns no reward in training either;
 - the active phase is the distance rule of the row's state; a single-prompt reward has
   one phase and ignores it (``Scores.active``, ``RewardShaper``);
-- one shaper env sees the episodes one after another in episode-id order; the
-  trend/momentum history restarts with each episode, the adaptive bounds carry over;
-- ``bounds="adapted"`` (default) holds each phase's bounds where the running bounds of a
-  long training run on these states end up (:func:`adapted_bounds`): tracking bounds (the
-  default shaping) settle near a low and a high percentile of the phase's scores, taken as
-  its p1 / p99, and are then held fixed, so every episode is scored on one scale whatever
-  its order; bounds that only widen end at [min(0.45, lowest score), max(0.70, highest
-  score)]. ``bounds="running"`` starts them at 0.45 / 0.70, as a fresh training run does,
-  and lets them move as in training;
+- the rewards are replayed by :func:`rmtl.reward.replay.shaped_rewards`: one shaper env over
+  the episodes in episode-id order, ``bounds`` ``adapted`` (default) or ``running`` as there;
 - the shaped return is the sum of the shaped rewards, without the env's +1 success bonus
   (which would separate the classes by itself).
 
@@ -40,80 +33,18 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.store_models import store_task
+from pipeline.stores.store_models import store_task
 from rmtl.errors import ConfigError
+from rmtl.reward.replay import BOUNDS, shaped_rewards
 from rmtl.provenance import portable_values
 
 from rmtl.train.variants import variant_names
+from pipeline.stores.questions import StoreQuestion
 
 DEFAULT_VARIANTS: tuple[str, ...] = variant_names(analysis="return_ranking")
 """The variants ``rmtl/train/variants.yaml`` marks for return ranking."""
 
 REFERENCES = ("length_only", "dense_reference")
-
-
-BOUNDS = ("adapted", "running")
-ADAPTED_PERCENTILES = (1.0, 99.0)
-"""Where tracking bounds settle on a fixed set of states (docs/reward.md): held fixed offline."""
-
-
-def adapted_bounds(active: np.ndarray, phases: np.ndarray, shaping: Any, num_phases: int) -> dict[int, tuple[float, float]]:
-    """Per phase: the bounds a long training run on these scores ends up with (module docstring)."""
-    k = np.zeros(len(active), dtype=np.int64) if num_phases == 1 else np.asarray(phases, dtype=np.int64)
-    out = {}
-    for p in np.unique(k):
-        a = np.asarray(active)[k == p]
-        if shaping.bounds == "tracking":
-            lo, hi = np.percentile(a, ADAPTED_PERCENTILES)
-            out[int(p)] = (float(lo), float(max(hi, lo + 1e-6)))
-        else:
-            out[int(p)] = (min(shaping.initial_low, float(a.min())), max(shaping.initial_high, float(a.max())))
-    return out
-
-
-def offline_shaping(shaping: Any, bounds: str) -> Any:
-    """The shaping an offline pass runs: adapted tracking bounds are held fixed (their steady state)."""
-    return shaping.replace(bounds="fixed") if bounds == "adapted" and shaping.bounds == "tracking" else shaping
-
-
-def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np.ndarray], shaping: Any,
-                   num_phases: int, bounds: str = "adapted") -> np.ndarray:
-    """Shaped reward of every row: one RewardShaper env fed ``episodes`` (row-index arrays in
-    step order) one after another, reset between them; ``bounds`` as in the module docstring."""
-    from rmtl.reward.shaping import RewardShaper
-
-    if bounds not in BOUNDS:
-        raise ConfigError(f"bounds must be one of {', '.join(BOUNDS)}, got {bounds!r}")
-    # Episodes are independent when the bounds cannot carry anything over: adapted bounds
-    # never move (no score lies outside them), fixed bounds neither, and reset bounds start
-    # afresh. Then one shaper env per episode, stepped in lockstep, gives the same rewards
-    # as the sequential pass (tested) in max-length steps instead of one call per row.
-    # Running tracking bounds move with the scores, so they carry state across episodes.
-    run_shaping = offline_shaping(shaping, bounds)
-    lockstep = (run_shaping.bounds == "fixed" or shaping.reset_bounds_on_episode
-                or (bounds == "adapted" and shaping.bounds == "widen_only"))
-    n_envs = max(1, len(episodes)) if lockstep else 1
-    shaper = RewardShaper(n_envs, run_shaping, num_phases=num_phases)
-    if bounds == "adapted" and shaping.bounds != "fixed":
-        for p, (lo, hi) in adapted_bounds(active, phases, shaping, num_phases).items():
-            shaper.low[:, p], shaper.high[:, p] = lo, hi
-    out = np.zeros(len(active), dtype=np.float64)
-    phases = np.asarray(phases, dtype=np.int64)
-    if lockstep and len(episodes):
-        shaper.reset()
-        lengths = np.array([len(idx) for idx in episodes])
-        for t in range(int(lengths.max())):
-            live = lengths > t
-            # finished episodes repeat their last row (their rewards are not kept)
-            rows = np.array([idx[min(t, len(idx) - 1)] if len(idx) else 0 for idx in episodes], dtype=np.int64)
-            r = shaper(active[rows], phases[rows]).reward
-            out[rows[live]] = r[live]
-        return out
-    for idx in episodes:
-        shaper.reset()
-        for i in idx:
-            out[i] = shaper(active[i : i + 1], phases[i : i + 1]).reward[0]
-    return out
 
 
 @dataclass
@@ -134,7 +65,7 @@ class RewardSteps:
 
 def reward_steps(store: Any, model_id: str, purpose: str = "rank") -> RewardSteps:
     """The reward steps of an open store with embeddings of ``model_id``."""
-    from pipeline.store_rows import load_rows
+    from pipeline.stores.store_rows import load_rows
 
     labels = load_rows(store, model_id)
     keep = labels.step >= 1
@@ -155,8 +86,8 @@ def variant_scores(store: Any, model_id: str, rows: np.ndarray, phases: np.ndarr
                    purpose: str = "rank") -> tuple[np.ndarray, Any, int]:
     """(active-prompt scores [N] of store ``rows``, the variant's Stage1Config, its number
     of phases K) under a Stage-1 variant's reward config."""
-    from pipeline.store_rows import per_view_scores
-    from pipeline.stored_text import text_embeddings
+    from pipeline.stores.store_rows import per_view_scores
+    from pipeline.stores.stored_text import text_embeddings
     from rmtl.reward.scorer import Scores
     from rmtl.train.config import stage1_config
 
@@ -206,9 +137,9 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
     docstring), with the references. Writes ``return_ranking.json`` and
     ``return_ranking_episodes.csv`` (per-episode returns) into ``out_dir`` (default
     ``<store>.analysis/return_ranking``); prints a table when ``show``."""
-    from pipeline.analysis_dataset import default_out_dir
-    from pipeline.store_models import resolve_model_id
-    from pipeline.store_rows import open_store
+    from pipeline.stores.analysis_dataset import default_out_dir
+    from pipeline.stores.store_models import resolve_model_id
+    from pipeline.stores.store_rows import open_store
     from rmtl.tasks import get_task
 
     if not variants:
@@ -261,3 +192,12 @@ def print_table(result: dict[str, Any]) -> None:
         t.add_row(r["variant"] + (" (reference)" if r["kind"] == "reference" else ""), f(r["auc_return"]),
                   f(r["auc_mean_reward"]), f(r["mean_return_success"]), f(r["mean_return_failure"]))
     Console().print(t)
+
+
+class ReturnRankingConfig(StoreQuestion):
+    """``rmtl return-ranking``: ROC AUC of successful vs failed episodes per reward variant."""
+
+    variants: tuple[str, ...] = variant_names(analysis="return_ranking")
+    """Stage-1 variants whose shaped return to rank."""
+    bounds: str = "adapted"
+    """'adapted': bounds where long training leaves them; 'running': start at 0.45/0.70 like a fresh env."""

@@ -12,10 +12,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.store_models import check_model_renderer, store_prompts
+from pipeline.stores.store_models import check_model_renderer, store_prompts
 from rmtl.errors import StoreError
 from rmtl.reward.prompt_sets import config_prompt_sets
 from rmtl.reward.prompts import PromptConfig
+from pydantic import Field
+from rmtl.config import Config
+from rmtl.default_model import DEFAULT_MODEL
 
 
 @dataclass(frozen=True)
@@ -121,3 +124,14 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
                                             np.stack([table[t] for _, t in rows]), pset.to_dict())
         copied = copy_stop - start
         return EmbedResult(str(path), vlm.model_id, n - start, n, vlm.embed_dim, copied, donor if copied else None)
+
+
+class EmbedConfig(Config):
+    """``rmtl embed``: embed a store's rows not yet embedded by a model."""
+
+    store: str
+    """Dataset store with frames (made by render-and-embed)."""
+    model: str = DEFAULT_MODEL
+    """VLM spec (name, name:tag, hf-hub:..., local dir or file)."""
+    batch_size: int = Field(64, ge=1)
+    """Images per VLM call."""

@@ -1,186 +1,36 @@
 """What each command over stored data runs (embed, embed-text, query, reward-quality,
 alpha-sweep, per-view-analysis, bc-labels, return-ranking, diagnose-rollouts, gate-set,
-prompt-study, qualify, export minari, export lerobot) and the configs of those whose job has no
-module of its own (their command lines: rmtl.command_table). A job with a flow keeps its config
-beside its step (pipeline.alpha_sweep, pipeline.per_view, pipeline.bc_labels), so its command,
-its flow and a Python caller take the same class."""
+prompt-study, qualify, export minari, export lerobot): the commands' side of
+``rmtl.command_table``. Each command's config class sits beside its step (``pipeline.jobs``,
+``pipeline.analyses``, ``pipeline.export``, ``pipeline.qualify``), so a command, a flow and a
+Python caller take the same class."""
 
 from __future__ import annotations
 
 import functools
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import tyro
-from pydantic import Field
-
-from pipeline.questions import PromptedQuestion, StoreQuestion, prompt_set_of
-from rmtl.config import MAX_EPISODES, Config
+from pipeline.stores.questions import StoreQuestion, prompt_set_of
 from rmtl.errors import ConfigError, StoreError
-from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.provenance import portable_values
-from rmtl.train.variants import variant_names
-from rmtl.reward.projection import DEFAULT_ALPHA
 
 if TYPE_CHECKING:  # the step modules load only when their command runs
-    from pipeline.alpha_sweep import AlphaSweepConfig
-    from pipeline.bc_labels import BCLabelsConfig
-    from pipeline.per_view import PerViewConfig
-
-
-class EmbedConfig(Config):
-    """``rmtl embed``: embed a store's rows not yet embedded by a model."""
-
-    store: str
-    """Dataset store with frames (made by render-and-embed)."""
-    model: str = DEFAULT_MODEL
-    """VLM spec (name, name:tag, hf-hub:..., local dir or file)."""
-    batch_size: int = Field(64, ge=1)
-    """Images per VLM call."""
-
-
-class EmbedTextConfig(Config):
-    """``rmtl embed-text``: the text embeddings of prompt sets."""
-
-    store: str
-    """Dataset store with image embeddings of the model."""
-    prompts: str
-    """Prompt-set YAML file, a directory of them, or a shipped set's name."""
-    model: str | None = None
-    """Model spec (default: the spec of the store's only model, else of the default model rmtl-fetch-tiny when stored)."""
-    device: str | None = None
-    """Torch device (default: CUDA when present, else CPU)."""
-
-
-class QueryConfig(PromptedQuestion):
-    """``rmtl query``: reward-quality questions over a store."""
-
-    alpha: float = DEFAULT_ALPHA
-    """Projection alpha."""
-    radii: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
-    """Cache radii (m) for hit rate vs reward error."""
-    holdout: float = 0.25
-    """Fraction of episodes used as cache queries."""
-
-
-class ReturnRankingConfig(StoreQuestion):
-    """``rmtl return-ranking``: ROC AUC of successful vs failed episodes per reward variant."""
-
-    variants: tuple[str, ...] = variant_names(analysis="return_ranking")
-    """Stage-1 variants whose shaped return to rank."""
-    bounds: str = "adapted"
-    """'adapted': bounds where long training leaves them; 'running': start at 0.45/0.70 like a fresh env."""
-
-
-class DiagnoseRolloutsConfig(StoreQuestion):
-    """``rmtl diagnose-rollouts``: a policy's own rollouts against a reference."""
-
-    store: str
-    """Store of a policy's rollouts with embeddings (e.g. from rmtl gate-set --checkpoint)."""
-    reference: str | None = None
-    """Store of reference (expert) episodes embedded by the same model."""
-    variants: tuple[str, ...] = variant_names(analysis="rollout_diagnosis")
-    """Stage-1 variants; the first is traced and plotted."""
-    episodes: int = Field(4, ge=1, le=MAX_EPISODES)
-    """Episodes shown in the traces and the montage (failures first)."""
-    view: str = "front"
-    """Camera view of the montage."""
-
-
-class PromptStudyConfig(StoreQuestion):
-    """``rmtl prompt-study``: rank prompt sets on one store."""
-
-    prompts: str
-    """Directory of prompt-set YAML files (or one file)."""
-    alpha: float = DEFAULT_ALPHA
-    """Projection alpha."""
-    bounds: str = "adapted"
-    """Shaping bounds of the return ranking: 'adapted' or 'running'."""
-
-
-class RewardQualityConfig(Config):
-    """``rmtl reward-quality``: acceptance metrics of a reward model beside a random-weight one."""
-
-    store: str
-    """Dataset store with embeddings of both models."""
-    model: str = DEFAULT_MODEL
-    """Model to judge: a model spec or a stored model id."""
-    against: str = RANDOM_REFERENCE
-    """Model to compare with (random weights): spec or stored id."""
-    alpha: float = DEFAULT_ALPHA
-    """Projection alpha."""
-    out: str | None = None
-    """JSON path for all metrics and gates."""
-    prompts: str | None = None
-    """Prompt-set YAML file or a shipped set's name (default: the paper's prompts)."""
-
-
-class GateSetConfig(Config):
-    """``rmtl gate-set``: noisy experts and learner checkpoints rendered and embedded."""
-
-    out: str
-    """Directory for the gate stores."""
-    checkpoint: tuple[str, ...] = ()
-    """Stage-1 checkpoints (or run dirs) to roll out."""
-    noise_levels: tuple[float, ...] | None = (0.1, 0.3, 0.6, 1.0)
-    """Expert noise levels ('none': no noisy-expert store)."""
-    episodes: int = Field(100, ge=1, le=MAX_EPISODES)
-    """Episodes per store."""
-    model: str = DEFAULT_MODEL
-    """VLM spec to embed with and judge."""
-    against: str | None = RANDOM_REFERENCE
-    """Comparison model embedded too ('none': skip)."""
-    resolution: int | None = None
-    """Frame size (px); default: the model's input size."""
-    workers: int = Field(1, ge=1)
-    """Render processes."""
-    seed: int = Field(50_000, ge=0)
-    """Base episode seed."""
-    alpha: float = DEFAULT_ALPHA
-    """Projection alpha."""
-
-
-class ExportMinariConfig(Config):
-    """``rmtl export minari STORE``: a store's episodes as a Minari dataset."""
-
-    store: Annotated[str, tyro.conf.Positional]
-    """Dataset store (schema v2: with actions)."""
-    name: str
-    """Dataset name: rmtl/NAME-v0 unless it has a namespace or a version."""
-    prompts: str = "paper"
-    """Prompt set of the VLM reward: a YAML file or a shipped set's name."""
-    model: str | None = None
-    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
-    reward: str = "vlm"
-    """'vlm': the prompt set's shaped reward; 'dense': the dense reference."""
-    alpha: float = DEFAULT_ALPHA
-    """Projection alpha."""
-    env_reward: bool = True
-    """Add the env's +1 on the success step."""
-    overwrite: bool = False
-    """Replace a Minari dataset of the same name."""
-    data_dir: str | None = None
-    """Data directory (default $RMTL_DATA_DIR or ./data)."""
-
-
-class ExportLeRobotConfig(Config):
-    """``rmtl export lerobot STORE``: a store's episodes and frames as a LeRobot v3.0 dataset."""
-
-    store: Annotated[str, tyro.conf.Positional]
-    """Dataset store with frames (schema v2: with actions) and image embeddings."""
-    prompts: str = "paper"
-    """Prompt set of the VLM reward column: a YAML file or a shipped set's name."""
-    out: str | None = None
-    """Dataset directory (default <data-dir>/lerobot/<store name>)."""
-    model: str | None = None
-    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
-    alpha: float = DEFAULT_ALPHA
-    """Projection alpha."""
-    overwrite: bool = False
-    """Replace a non-empty --out directory."""
-    data_dir: str | None = None
-    """Data directory (default $RMTL_DATA_DIR or ./data)."""
+    from pipeline.analyses.alpha_sweep import AlphaSweepConfig
+    from pipeline.analyses.per_view import PerViewConfig
+    from pipeline.analyses.prompt_study import PromptStudyConfig
+    from pipeline.analyses.query import QueryConfig
+    from pipeline.analyses.return_ranking import ReturnRankingConfig
+    from pipeline.analyses.rollout_diagnosis import DiagnoseRolloutsConfig
+    from pipeline.export.bc_labels import BCLabelsConfig
+    from pipeline.export.lerobot_export import ExportLeRobotConfig
+    from pipeline.export.minari_export import ExportMinariConfig
+    from pipeline.jobs.embed import EmbedConfig
+    from pipeline.jobs.embed_text import EmbedTextConfig
+    from pipeline.jobs.gate_set import GateSetConfig
+    from pipeline.jobs.render_and_embed import RewardQualityConfig
+    from pipeline.qualify.report import QualifyConfig
 
 
 def _out_dir(cfg: StoreQuestion) -> Path | None:
@@ -203,7 +53,8 @@ def _check_renderers(ds: Any, cfg: Any) -> None:
     """Refuse, before the model loads, a model whose declared renderer is not the store's:
     the one ``embed`` would write, and the stored ones a reader would read (``model``,
     ``against``). A model the store lacks is left to the command to report."""
-    from pipeline.store_models import check_model_renderer, spec_of, stored_model_id
+    from pipeline.jobs.embed import EmbedConfig
+    from pipeline.stores.store_models import check_model_renderer, spec_of, stored_model_id
 
     if isinstance(cfg, EmbedConfig):
         check_model_renderer(ds, cfg.model)
@@ -245,7 +96,7 @@ def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
 @stores_first
 def embed(cfg: EmbedConfig) -> None:
     """Embed a store's rows not yet embedded by a model, and the prompts' text (no rendering)."""
-    from pipeline.embed import embed_store
+    from pipeline.jobs.embed import embed_store
     from rmtl.vlm import load_vlm
 
     res = embed_store(cfg.store, load_vlm(cfg.model), batch_size=cfg.batch_size)
@@ -257,7 +108,7 @@ def embed(cfg: EmbedConfig) -> None:
 @stores_first
 def embed_text(cfg: EmbedTextConfig) -> None:
     """Store the text embeddings of prompt sets: the text tower only, no frame read, no image encoded."""
-    from pipeline.embed_text import embed_text as run
+    from pipeline.jobs.embed_text import embed_text as run
     from rmtl.reward.prompt_sets import load_prompt_sets
 
     for r in run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, device=cfg.device):
@@ -267,7 +118,7 @@ def embed_text(cfg: EmbedTextConfig) -> None:
 @stores_first
 def query(cfg: QueryConfig) -> None:
     """Reward-quality questions over a store: tables, JSON and PNG plots."""
-    from pipeline.query import run_queries
+    from pipeline.analyses.query import run_queries
 
     run_queries(cfg.store, cfg.model, out_dir=_out_dir(cfg), alpha=cfg.alpha, radii=list(cfg.radii),
                 holdout=cfg.holdout, prompts=prompt_set_of(cfg.prompts))
@@ -276,7 +127,7 @@ def query(cfg: QueryConfig) -> None:
 @stores_first
 def alpha_sweep(cfg: AlphaSweepConfig) -> None:
     """Scores for every alpha from stored embeddings (paper Fig. 10/11): dataset + PNGs."""
-    from pipeline.alpha_sweep import run
+    from pipeline.analyses.alpha_sweep import run
 
     _out_dir(cfg)  # checked before the step loads the store
     res = run(cfg)
@@ -286,7 +137,7 @@ def alpha_sweep(cfg: AlphaSweepConfig) -> None:
 @stores_first
 def per_view(cfg: PerViewConfig) -> None:
     """Per-view vs mean scores, smoothness and disagreement (paper Fig. 3/8): dataset + PNGs."""
-    from pipeline.per_view import run
+    from pipeline.analyses.per_view import run
 
     _out_dir(cfg)  # checked before the step loads the store
     res = run(cfg)
@@ -296,7 +147,7 @@ def per_view(cfg: PerViewConfig) -> None:
 @stores_first
 def return_ranking(cfg: ReturnRankingConfig) -> None:
     """ROC AUC of successful vs failed episodes for each reward variant's shaped return, from stored embeddings."""
-    from pipeline.return_ranking import return_ranking as run
+    from pipeline.analyses.return_ranking import return_ranking as run
 
     res = run(cfg.store, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg), bounds=cfg.bounds)
     print("\n".join(f"wrote {p}" for p in res["files"].values()))
@@ -305,7 +156,7 @@ def return_ranking(cfg: ReturnRankingConfig) -> None:
 @stores_first
 def diagnose_rollouts(cfg: DiagnoseRolloutsConfig) -> None:
     """A policy's own rollouts: VLM vs dense reward along them, what it does (PNG montage), whether it games the reward."""
-    from pipeline.rollout_diagnosis import diagnose_rollouts as run
+    from pipeline.analyses.rollout_diagnosis import diagnose_rollouts as run
 
     res = run(cfg.store, cfg.reference, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg),
               montage_episodes=cfg.episodes, montage_view=cfg.view)
@@ -316,7 +167,7 @@ def diagnose_rollouts(cfg: DiagnoseRolloutsConfig) -> None:
 def prompt_study(cfg: PromptStudyConfig) -> None:
     """Rank prompt sets on one store from stored embeddings: within-phase ranks, right prompt, spreads,
     success-vs-failure AUCs, flatness against the single prompt (table, JSON, CSV, PNG)."""
-    from pipeline.prompt_study import prompt_study as run
+    from pipeline.analyses.prompt_study import prompt_study as run
     from rmtl.reward.prompt_sets import load_prompt_sets
 
     run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, alpha=cfg.alpha, out_dir=_out_dir(cfg), bounds=cfg.bounds)
@@ -324,7 +175,7 @@ def prompt_study(cfg: PromptStudyConfig) -> None:
 
 def bc_labels(cfg: BCLabelsConfig) -> None:
     """Rule-phase labels on rollouts of a policy (Stage-2 behaviour-cloning data)."""
-    from pipeline.bc_labels import run
+    from pipeline.export.bc_labels import run
     from rmtl.console import check_store_path
 
     check_store_path(cfg.store_path(), "store")  # given as --store, --out or --name
@@ -338,8 +189,8 @@ def reward_quality(cfg: RewardQualityConfig) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from pipeline.gate_set import group_table, grouped_quality  # sources: noise levels, checkpoints
-    from pipeline.render_and_embed import quality_summary
+    from pipeline.jobs.gate_set import group_table, grouped_quality  # sources: noise levels, checkpoints
+    from pipeline.jobs.render_and_embed import quality_summary
     from rmtl.console import check_output_file
     from rmtl.tasks import get_task
 
@@ -378,7 +229,7 @@ def gate_set(cfg: GateSetConfig) -> None:
     """Off-expert gate set: noisy experts and learner checkpoints rendered and embedded; within-phase ranks per source."""
     from rich.console import Console
 
-    from pipeline.gate_set import build_gate_set, gate_set_configs, group_table, grouped_quality
+    from pipeline.jobs.gate_set import build_gate_set, gate_set_configs, group_table, grouped_quality
 
     configs = gate_set_configs(Path(cfg.out), checkpoints=[Path(c) for c in cfg.checkpoint],
                                noise_levels=cfg.noise_levels, episodes=cfg.episodes, model=cfg.model, seed=cfg.seed,
@@ -393,7 +244,7 @@ def gate_set(cfg: GateSetConfig) -> None:
 def export_minari(cfg: ExportMinariConfig) -> None:
     """Write a store's episodes as a Minari dataset (observations, actions, rewards, terminations,
     truncations; infos: rule phase, BC label, VLM score) under $MINARI_DATASETS_PATH."""
-    from pipeline.minari_export import export_minari as run
+    from pipeline.export.minari_export import export_minari as run
 
     res = run(cfg.store, cfg.name, prompts=cfg.prompts, model=cfg.model, reward=cfg.reward, alpha=cfg.alpha,
               env_reward=cfg.env_reward, overwrite=cfg.overwrite, data_dir=cfg.data_dir)
@@ -405,8 +256,8 @@ def export_minari(cfg: ExportMinariConfig) -> None:
 @stores_first
 def export_lerobot(cfg: ExportLeRobotConfig) -> None:
     """Write a store's episodes as a LeRobot v3.0 dataset: Parquet frames (state, action, env and VLM rewards),
-    one MP4 per camera, metadata (pipeline.lerobot_export)."""
-    from pipeline.lerobot_export import export_lerobot as run
+    one MP4 per camera, metadata (pipeline.export.lerobot_export)."""
+    from pipeline.export.lerobot_export import export_lerobot as run
     from rmtl.console import check_output_dir
 
     if cfg.out is not None:
@@ -418,27 +269,6 @@ def export_lerobot(cfg: ExportLeRobotConfig) -> None:
                f"{res['model_id']} in next.reward_vlm)")
 
 
-class QualifyConfig(Config):
-    """``rmtl qualify``: will a scorer teach? Metrics on the qualification set, the battery, the map's verdict."""
-
-    model: str | None = None
-    """A VLM spec to qualify (rendered on its declared renderer)."""
-    vlm_micro_tasks: tuple[str, ...] = ()
-    """With --model: qualify the hybrid in which the model scores only these micro-tasks and the oracle the rest."""
-    reward: str | None = None
-    """Instead of a model: a reward kind that reads state (oracle, degraded_oracle, rule_only)."""
-    reward_config: dict[str, Any] = {}
-    """Fields of that kind's config, e.g. --set reward_config.error.default.noise=0.3."""
-    seed: int = 0
-    """The run seed a state kind is built for (a degraded oracle's error seed follows it)."""
-    families: str | None = None
-    """Qualification-set file (default: pipeline/qualification_families.yaml)."""
-    small: bool = False
-    """The CI-sized set (a few episodes per family)."""
-    out: str | None = None
-    """Output directory (default <data dir>/qualification/reports)."""
-    map: str | None = None
-    """A learnability map file (default: the task's shipped map; 'rmtl qualify fit-map' writes one)."""
 
 
 def qualify(cfg: QualifyConfig) -> None:

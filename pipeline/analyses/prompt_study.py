@@ -10,9 +10,9 @@ the store's episode rows (rule phase from the state, as everywhere in the analys
 - **right-prompt accuracy**: on states showing what a micro-task prompt describes, the
   share where that prompt scores highest (not defined for a single-prompt set);
 - **return-ranking AUC**: ROC AUC of successful vs failed episodes for the shaped return
-  and the mean shaped reward per step (pipeline.return_ranking: Table-1 shaping, reward
+  and the mean shaped reward per step (pipeline.analyses.return_ranking: Table-1 shaping, reward
   steps only, adapted bounds by default);
-- **flatness against the single prompt** (as pipeline.query.flatness_query): median
+- **flatness against the single prompt** (as pipeline.analyses.query.flatness_query): median
   within-episode range and step change of the set's active reward and of its single goal's
   reward, and their range ratio (1 for a single-prompt set, which is its own reference).
 
@@ -34,11 +34,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.store_models import store_prompts
+from pipeline.stores.store_models import store_prompts
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.projection import DEFAULT_ALPHA
+from pipeline.stores.questions import StoreQuestion
 
 RANK_KEYS = ("approach_spearman", "align_spearman", "grasp_auc")
 """The within-phase ranks averaged into ``rank_score``."""
@@ -74,7 +75,7 @@ def _group_ranks(values: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 def episode_flatness(x: np.ndarray, rows: Any) -> dict[str, float]:
     """Medians over episodes of the mean |step change|, the range and the Spearman with minus
-    the distance of ``x`` along each episode: pipeline.query.flatness_query's numbers
+    the distance of ``x`` along each episode: pipeline.analyses.query.flatness_query's numbers
     (tested equal), vectorised over episodes."""
     ep = rows.episode
     ids, group = np.unique(ep, return_inverse=True)
@@ -109,10 +110,10 @@ def episode_flatness(x: np.ndarray, rows: Any) -> dict[str, float]:
 def set_metrics(mean: np.ndarray, single: np.ndarray, rows: Any, reward_rows: np.ndarray,
                 episodes: list[np.ndarray], success: np.ndarray, shaping: Any, bounds: str) -> dict[str, Any]:
     """Metrics of one set from its view-mean scores ``mean`` [N, K] and its single goal's [N]."""
-    from pipeline.store_rows import active
+    from pipeline.stores.store_rows import active
     from rmtl.reward.quality_stats import roc_auc, step_variation
     from rmtl.tasks import get_task
-    from pipeline.return_ranking import shaped_rewards
+    from rmtl.reward.replay import shaped_rewards
 
     k = mean.shape[1]
     scores = mean if k > 1 else np.repeat(mean, 3, axis=1)  # one goal: its score in every phase
@@ -141,10 +142,10 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
                  show: bool = True, plots: bool = True) -> dict[str, Any]:
     """Rank prompt sets (a directory or file of YAML sets, or loaded sets) on one store (module
     docstring); returns the JSON-able result with ``sets`` best first, ``seconds`` and ``files``."""
-    from pipeline.analysis_dataset import default_out_dir
-    from pipeline.store_models import resolve_model_id
-    from pipeline.store_rows import iter_embeddings, load_rows, open_store
-    from pipeline.stored_text import prompt_set_text
+    from pipeline.stores.analysis_dataset import default_out_dir
+    from pipeline.stores.store_models import resolve_model_id
+    from pipeline.stores.store_rows import iter_embeddings, load_rows, open_store
+    from pipeline.stores.stored_text import prompt_set_text
     from rmtl.reward.projection import goal_baseline_scores
     from rmtl.reward.prompt_sets import load_prompt_sets
     from rmtl.reward.shaping import ShapingConfig
@@ -210,7 +211,7 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
 
 
 def references(rows: Any, reward_rows: np.ndarray, episodes: list[np.ndarray], success: np.ndarray) -> dict[str, Any]:
-    """The AUCs that put the sets' in scale (as pipeline.return_ranking): episode length alone
+    """The AUCs that put the sets' in scale (as pipeline.analyses.return_ranking): episode length alone
     (successes end early and every shaped reward is <= 0) and the dense reference reward."""
     from rmtl.reward.quality_stats import roc_auc
     from rmtl.tasks import get_task
@@ -269,7 +270,7 @@ def print_table(result: dict[str, Any]) -> None:
 def plot_study(path: Path, result: dict[str, Any]) -> Path:
     """Four panels, one bar per set (best at the top): within-phase ranks, right-prompt
     accuracy, return-ranking AUCs, episode range over the single prompt's."""
-    from pipeline.plots import figure
+    from pipeline.analyses.plots import figure
 
     sets = result["sets"]
     names = [f"{r['rank']}. {r['name']}" for r in sets]
@@ -301,3 +302,14 @@ def plot_study(path: Path, result: dict[str, Any]) -> Path:
     ax.set_title("episode range / single prompt's")
     fig.savefig(path, dpi=110)
     return path
+
+
+class PromptStudyConfig(StoreQuestion):
+    """``rmtl prompt-study``: rank prompt sets on one store."""
+
+    prompts: str
+    """Directory of prompt-set YAML files (or one file)."""
+    alpha: float = DEFAULT_ALPHA
+    """Projection alpha."""
+    bounds: str = "adapted"
+    """Shaping bounds of the return ranking: 'adapted' or 'running'."""

@@ -13,7 +13,7 @@ within-phase gates are also measured on
 runs them (and embeds the comparison model the gates need), and :func:`grouped_quality`
 splits a store's within-phase metrics by source (noise level or checkpoint), using the
 rollout settings recorded in the store: the label of episode i is recomputed from
-``(seed, i)`` (pipeline.rollout.plan_episode), so no extra column is stored.
+``(seed, i)`` (pipeline.jobs.rollout.plan_episode), so no extra column is stored.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ import numpy as np
 
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.reward.projection import DEFAULT_ALPHA
+from pydantic import Field
+from rmtl.config import MAX_EPISODES, Config
 
 DEFAULT_NOISE_LEVELS: tuple[float, ...] = (0.1, 0.3, 0.6, 1.0)
 """Expert action-noise standard deviations (actions lie in [-1, 1]); 1.0 is close to random."""
@@ -50,7 +52,7 @@ def gate_set_configs(out_dir: str | Path, *, checkpoints: Sequence[str | Path] =
     """Render-and-embed configs: ``noisy_expert.zarr`` (skipped if ``noise_levels`` is None)
     and ``<run>_<step>.zarr`` per checkpoint, all under ``out_dir``. ``common``: further
     RenderAndEmbedConfig fields (views, stages, workers, batch_size...)."""
-    from pipeline.render_and_embed import RenderAndEmbedConfig
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig
     from rmtl.train.eval.evaluate import resolve_checkpoint
 
     out = Path(out_dir)
@@ -71,8 +73,8 @@ def build_gate_set(configs: Sequence[Any], against: str | None = RANDOM_REFERENC
                    progress: bool = True) -> list[dict]:
     """Run each render-and-embed job (resumable), then embed ``against`` (the comparison
     model of ``rmtl reward-quality``) too; returns the jobs' summaries."""
-    from pipeline.embed import embed_store
-    from pipeline.render_and_embed import render_and_embed
+    from pipeline.jobs.embed import embed_store
+    from pipeline.jobs.render_and_embed import render_and_embed
 
     summaries = []
     for cfg in configs:
@@ -85,7 +87,7 @@ def build_gate_set(configs: Sequence[Any], against: str | None = RANDOM_REFERENC
 def episode_groups(store: Any) -> dict[int, str]:
     """Source label of every episode of a rendered store ('expert noise 0.3', 'random',
     'checkpoint step_000560000'), from its recorded rollout settings."""
-    from pipeline.rollout import RolloutConfig, plan_episode, policy_label
+    from pipeline.jobs.rollout import RolloutConfig, plan_episode, policy_label
 
     rollout = store.info.get("provenance", {}).get("rollout")
     episodes = [int(e) for e in store.episodes() if e >= 0]
@@ -100,8 +102,8 @@ def grouped_quality(store_path: str, model: str, alpha: float = DEFAULT_ALPHA, p
     """Within-phase reward-quality metrics (the task's ``quality_metrics``; pick-and-lift) of each source
     of a store, keyed by its label, in label order; ``prompts``: a PromptConfig or a
     micro-task PromptSet (default: the paper's prompts)."""
-    from pipeline.store_models import resolve_model_id
-    from pipeline.stored_text import text_embeddings
+    from pipeline.stores.store_models import resolve_model_id
+    from pipeline.stores.stored_text import text_embeddings
     from rmtl.task import QualityInputs
     from rmtl.tasks import get_task
     from storage.dataset import DatasetStore
@@ -140,3 +142,28 @@ def group_table(store_path: str, groups: dict[str, dict], model: str):
         cells = [f"{x[key]:.3f}" + (f" ({x[count]})" if count else "") for _, key, count in GROUP_COLUMNS]
         table.add_row(name, str(m["episodes"]), *cells)
     return table
+
+
+class GateSetConfig(Config):
+    """``rmtl gate-set``: noisy experts and learner checkpoints rendered and embedded."""
+
+    out: str
+    """Directory for the gate stores."""
+    checkpoint: tuple[str, ...] = ()
+    """Stage-1 checkpoints (or run dirs) to roll out."""
+    noise_levels: tuple[float, ...] | None = (0.1, 0.3, 0.6, 1.0)
+    """Expert noise levels ('none': no noisy-expert store)."""
+    episodes: int = Field(100, ge=1, le=MAX_EPISODES)
+    """Episodes per store."""
+    model: str = DEFAULT_MODEL
+    """VLM spec to embed with and judge."""
+    against: str | None = RANDOM_REFERENCE
+    """Comparison model embedded too ('none': skip)."""
+    resolution: int | None = None
+    """Frame size (px); default: the model's input size."""
+    workers: int = Field(1, ge=1)
+    """Render processes."""
+    seed: int = Field(50_000, ge=0)
+    """Base episode seed."""
+    alpha: float = DEFAULT_ALPHA
+    """Projection alpha."""

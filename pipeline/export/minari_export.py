@@ -10,7 +10,7 @@ in), and the dataset gets:
 - ``actions`` [T]: the action of each step, the one stored on the row the step ended in;
 - ``rewards`` [T]: per step, the shaped VLM reward of the chosen prompt set (its active
   micro-task's view-mean score, rule phase, Table-1 shaping through
-  pipeline.return_ranking.shaped_rewards with adapted bounds), or the dense reference
+  pipeline.analyses.return_ranking.shaped_rewards with adapted bounds), or the dense reference
   (``reward="dense"``); plus the env's +1 on the success step unless ``env_reward=False``;
 - ``terminations`` / ``truncations`` [T]: the stored episode ends;
 - ``infos`` [T + 1] per observation: ``phase_rule`` (distance rule of the state),
@@ -21,10 +21,10 @@ in), and the dataset gets:
   ``env.reset(seed=..., options=...)`` starts it again.
 
 Datasets go under ``$MINARI_DATASETS_PATH``, by default ``<data-dir>/minari`` (docs/storage.md),
-written in a staging folder beside the dataset's and swapped in whole (pipeline.export_target);
+written in a staging folder beside the dataset's and swapped in whole (pipeline.export.export_target);
 ``--overwrite`` replaces only an earlier Minari export of rmtl, marked by its ``.rmtl-output.json``
 (rmtl.outputs), never a store or anything else that sits where the dataset would go.
-Rows, episodes and rewards are read by pipeline.episode_rows (shared with the LeRobot export).
+Rows, episodes and rewards are read by pipeline.export.episode_rows (shared with the LeRobot export).
 """
 
 from __future__ import annotations
@@ -37,11 +37,14 @@ from unittest import mock
 
 import numpy as np
 
-from pipeline.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
+from pipeline.export.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
 from rmtl.errors import ConfigError
 from rmtl.outputs import check_replaceable, write_marker
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.projection import DEFAULT_ALPHA
+from rmtl.config import Config
+import tyro
+from typing import Annotated
 
 
 def minari_root(data_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -100,8 +103,8 @@ def _write_dataset(store: Any, ds_id: str, staged: StagedDirectory, pset: Prompt
     import gymnasium as gym
     import minari
 
-    from pipeline.episode_rows import read_episodes
-    from pipeline.store_rows import open_store
+    from pipeline.export.episode_rows import read_episodes
+    from pipeline.stores.store_rows import open_store
     from rmtl import ENV_ID
     from rmtl.tasks import get_task
 
@@ -153,3 +156,26 @@ def _write_dataset(store: Any, ds_id: str, staged: StagedDirectory, pset: Prompt
     finally:
         env.close()
     return episodes, steps, model_id
+
+
+class ExportMinariConfig(Config):
+    """``rmtl export minari STORE``: a store's episodes as a Minari dataset."""
+
+    store: Annotated[str, tyro.conf.Positional]
+    """Dataset store (schema v2: with actions)."""
+    name: str
+    """Dataset name: rmtl/NAME-v0 unless it has a namespace or a version."""
+    prompts: str = "paper"
+    """Prompt set of the VLM reward: a YAML file or a shipped set's name."""
+    model: str | None = None
+    """Stored model id or spec (default: the store's only model, else the default model rmtl-fetch-tiny when stored)."""
+    reward: str = "vlm"
+    """'vlm': the prompt set's shaped reward; 'dense': the dense reference."""
+    alpha: float = DEFAULT_ALPHA
+    """Projection alpha."""
+    env_reward: bool = True
+    """Add the env's +1 on the success step."""
+    overwrite: bool = False
+    """Replace a Minari dataset of the same name."""
+    data_dir: str | None = None
+    """Data directory (default $RMTL_DATA_DIR or ./data)."""
