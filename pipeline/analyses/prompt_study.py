@@ -34,12 +34,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pipeline.stores.questions import StoreQuestion
 from pipeline.stores.store_models import store_prompts
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
-from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.projection import DEFAULT_ALPHA
-from pipeline.stores.questions import StoreQuestion
+from rmtl.reward.prompt_sets import PromptSet
 
 RANK_KEYS = ("approach_spearman", "align_spearman", "grasp_auc")
 """The within-phase ranks averaged into ``rank_score``."""
@@ -112,8 +112,8 @@ def set_metrics(mean: np.ndarray, single: np.ndarray, rows: Any, reward_rows: np
     """Metrics of one set from its view-mean scores ``mean`` [N, K] and its single goal's [N]."""
     from pipeline.stores.store_rows import active
     from rmtl.reward.quality_stats import roc_auc, step_variation
-    from rmtl.tasks import get_task
     from rmtl.reward.replay import shaped_rewards
+    from rmtl.tasks import get_task
 
     k = mean.shape[1]
     scores = mean if k > 1 else np.repeat(mean, 3, axis=1)  # one goal: its score in every phase

@@ -37,22 +37,26 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.stores.analysis_dataset import json_default
-
 from pipeline.analyses.plots import figure, shade_phases
-
+from pipeline.stores.analysis_dataset import json_default
+from pipeline.stores.questions import PromptedQuestion
 from pipeline.stores.store_models import resolve_model_id, store_prompts, store_task
-
-from pipeline.stores.store_rows import active, load_rows, open_store, per_view_scores, source_attrs, step_deltas, StoreRows
-
+from pipeline.stores.store_rows import (
+    StoreRows,
+    active,
+    load_rows,
+    open_store,
+    per_view_scores,
+    source_attrs,
+    step_deltas,
+)
 from pipeline.stores.stored_text import prompts_record, text_embeddings
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
+from rmtl.reward.projection import DEFAULT_ALPHA
 from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.prompts import PromptConfig
 from rmtl.reward.quality_stats import spearman, spread
-from rmtl.reward.projection import DEFAULT_ALPHA
-from pipeline.stores.questions import PromptedQuestion
 
 DEFAULT_RADII: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
 """Cache radii (key units, metres) compared by default."""
@@ -421,7 +425,7 @@ class QueryConfig(PromptedQuestion):
 
     alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
-    radii: tuple[float, ...] = (0.0, 0.002, 0.005, 0.01, 0.02)
+    radii: tuple[float, ...] = DEFAULT_RADII
     """Cache radii (m) for hit rate vs reward error."""
     holdout: float = 0.25
     """Fraction of episodes used as cache queries."""

@@ -33,13 +33,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from pipeline.stores.questions import StoreQuestion
 from pipeline.stores.store_models import store_task
 from rmtl.errors import ConfigError
-from rmtl.reward.replay import BOUNDS, shaped_rewards
 from rmtl.provenance import portable_values
-
+from rmtl.reward.replay import BOUNDS, shaped_rewards
 from rmtl.train.variants import variant_names
-from pipeline.stores.questions import StoreQuestion
 
 DEFAULT_VARIANTS: tuple[str, ...] = variant_names(analysis="return_ranking")
 """The variants ``rmtl/train/variants.yaml`` marks for return ranking."""
@@ -197,7 +196,7 @@ def print_table(result: dict[str, Any]) -> None:
 class ReturnRankingConfig(StoreQuestion):
     """``rmtl return-ranking``: ROC AUC of successful vs failed episodes per reward variant."""
 
-    variants: tuple[str, ...] = variant_names(analysis="return_ranking")
+    variants: tuple[str, ...] = DEFAULT_VARIANTS
     """Stage-1 variants whose shaped return to rank."""
     bounds: str = "adapted"
     """'adapted': bounds where long training leaves them; 'running': start at 0.45/0.70 like a fresh env."""

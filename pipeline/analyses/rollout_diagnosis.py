@@ -36,15 +36,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
+from pipeline.stores.questions import StoreQuestion
+from rmtl.config import MAX_EPISODES
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_values
 from rmtl.reward.quality_stats import spearman
 from rmtl.tasks import get_task
-from pydantic import Field
-from rmtl.config import MAX_EPISODES
 from rmtl.train.variants import variant_names
-from pipeline.stores.questions import StoreQuestion
 
 
 def _phase_names() -> tuple[str, ...]:
@@ -166,8 +166,6 @@ def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | Non
     from pipeline.stores.store_rows import open_store
 
     if variants is None:
-        from rmtl.train.variants import variant_names
-
         variants = variant_names(analysis="rollout_diagnosis")
     parts = []
     with open_store(store) as st:

@@ -36,19 +36,18 @@ import json
 import os
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import tyro
 
 from pipeline.export.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
+from rmtl.config import Config
 from rmtl.errors import ConfigError, StoreError
 from rmtl.outputs import check_replaceable, write_marker
 from rmtl.provenance import portable_values
-from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.projection import DEFAULT_ALPHA
-from rmtl.config import Config
-import tyro
-from typing import Annotated
+from rmtl.reward.prompt_sets import PromptSet
 
 CODEBASE_VERSION = "v3.0"
 CHUNKS_SIZE = 1000

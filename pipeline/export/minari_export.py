@@ -32,19 +32,18 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 from unittest import mock
 
 import numpy as np
+import tyro
 
 from pipeline.export.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
+from rmtl.config import Config
 from rmtl.errors import ConfigError
 from rmtl.outputs import check_replaceable, write_marker
-from rmtl.reward.prompt_sets import PromptSet
 from rmtl.reward.projection import DEFAULT_ALPHA
-from rmtl.config import Config
-import tyro
-from typing import Annotated
+from rmtl.reward.prompt_sets import PromptSet
 
 
 def minari_root(data_dir: str | os.PathLike[str] | None = None) -> Path:

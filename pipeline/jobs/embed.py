@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydantic import Field
 
 from pipeline.stores.store_models import check_model_renderer, store_prompts
+from rmtl.config import Config
+from rmtl.default_model import DEFAULT_MODEL
 from rmtl.errors import StoreError
 from rmtl.reward.prompt_sets import config_prompt_sets
 from rmtl.reward.prompts import PromptConfig
-from pydantic import Field
-from rmtl.config import Config
-from rmtl.default_model import DEFAULT_MODEL
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,12 @@ def embed_store(path: str | Path | object, model: str | object, batch_size: int 
     stopped. Rows that a stored model with the same image tower already embedded (a text
     tower tuned with the image tower locked) are copied, not encoded again.
     """
+    import contextlib
+
     from rmtl.console import progress as progress_display
     from rmtl.vlm import VLM, load_vlm
     from storage.dataset import DatasetStore
     from storage.schema import Chunking
-
-    import contextlib
 
     vlm = model if isinstance(model, VLM) else load_vlm(str(model), device=device)
     if isinstance(path, DatasetStore):

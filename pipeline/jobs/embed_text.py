@@ -18,9 +18,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from pipeline.stores.store_models import spec_of
+from rmtl.config import Config
 from rmtl.errors import ModelLoadError, StoreError
 from rmtl.reward.prompt_sets import PromptSet
-from rmtl.config import Config
 
 
 @dataclass(frozen=True)

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from pydantic import Field
 
+from rmtl.config import MAX_EPISODES, Config
 from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.reward.projection import DEFAULT_ALPHA
-from pydantic import Field
-from rmtl.config import MAX_EPISODES, Config
 
 DEFAULT_NOISE_LEVELS: tuple[float, ...] = (0.1, 0.3, 0.6, 1.0)
 """Expert action-noise standard deviations (actions lie in [-1, 1]); 1.0 is close to random."""
@@ -151,7 +151,7 @@ class GateSetConfig(Config):
     """Directory for the gate stores."""
     checkpoint: tuple[str, ...] = ()
     """Stage-1 checkpoints (or run dirs) to roll out."""
-    noise_levels: tuple[float, ...] | None = (0.1, 0.3, 0.6, 1.0)
+    noise_levels: tuple[float, ...] | None = DEFAULT_NOISE_LEVELS
     """Expert noise levels ('none': no noisy-expert store)."""
     episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Episodes per store."""

@@ -17,14 +17,12 @@ from typing import Any, Callable
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from pipeline.stores.questions import StoreLocation
-from rmtl.config import MAX_EPISODES
-from rmtl.default_model import DEFAULT_MODEL
+from rmtl.config import MAX_EPISODES, Config
+from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
 from rmtl.env.cameras import Resolution, ViewNames
 from rmtl.env.render_settings import RenderSettings
-from rmtl.tasks import DEFAULT_TASK, task_views
 from rmtl.reward.projection import DEFAULT_ALPHA
-from rmtl.config import Config
-from rmtl.default_model import RANDOM_REFERENCE
+from rmtl.tasks import DEFAULT_TASK, task_views
 
 
 class RenderAndEmbedConfig(StoreLocation):
@@ -115,9 +113,9 @@ def quality_summary(store_path, model: str, alpha: float = DEFAULT_ALPHA, prompt
     from pipeline.stores.store_models import resolve_model_id
     from pipeline.stores.stored_text import text_embeddings
     from rmtl.errors import ConfigError
+    from rmtl.reward.prompt_sets import PromptSet
     from rmtl.task import QualityInputs
     from rmtl.tasks import get_task
-    from rmtl.reward.prompt_sets import PromptSet
 
     if isinstance(prompts, PromptSet) and prompts.single_prompt:
         raise ConfigError(f"prompt set {prompts.name} is single-prompt; the quality gates need one goal per "
@@ -231,9 +229,8 @@ def build_cache(path, model_id: str, kind: str) -> dict:
 
 def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, quality: dict, seconds: float) -> dict:
     """Write the run record and ``last_summary.json`` next to the store; return the summary."""
-    from rmtl.provenance import portable_values, write_run_record
-
     from pipeline.stores.analysis_dataset import beside_store
+    from rmtl.provenance import portable_values, write_run_record
 
     path = cfg.store_path()
     run_dir = beside_store(path, ".runs")

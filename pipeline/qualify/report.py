@@ -13,11 +13,18 @@ from pipeline.qualify.battery import battery, single_prompt_battery
 from pipeline.qualify.families import file_slug, load_families, state_set
 from pipeline.qualify.learnability_map import load_map, plot_map, scorer_verdict
 from pipeline.qualify.metrics import pooled_metrics, scorer_metrics
-from pipeline.qualify.scores import frames_folder, hybrid_scores, kind_scores, model_scores, state_scorer, windowed_scores
+from pipeline.qualify.scores import (
+    frames_folder,
+    hybrid_scores,
+    kind_scores,
+    model_scores,
+    state_scorer,
+    windowed_scores,
+)
+from rmtl.config import Config
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import micro_task_indices
 from storage.whole_file import write_file_whole
-from rmtl.config import Config
 
 
 def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_file: str | None, small: bool,
