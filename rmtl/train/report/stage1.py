@@ -14,7 +14,10 @@
   validation seeds, both on the test seeds, and the mean of the last 5 periodic
   evaluations, each with a 95% CI (rmtl.train.eval.selection; with ``select`` the selection
   is computed or brought up to date, else read from each run's ``selection.json``). A run
-  directory with no checkpoints (only its logs, as kept in results/) gets the last-5 mean only.
+  directory with no checkpoints (only its logs, as kept in results/) gets the last-5 mean only;
+- ``reward_trace.csv/.png`` for runs with a VLM reward: what the learner was paid over training
+  (the active phase's score, its tracking band, ``u``, the share of steps per phase;
+  rmtl.train.report.reward_trace).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import numpy as np
 
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_path
+from rmtl.train.report.reward_trace import reward_trace
 from rmtl.train.report.runs import load_run
 from rmtl.train.run.csv_log import write_csv
 
@@ -159,6 +163,7 @@ def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str 
     paths["final_success_md"].write_text("\n".join(md) + "\n")
     paths.update(success_table(runs, out, select=select, validation_episodes=validation_episodes,
                                test_episodes=test_episodes))
+    paths.update(reward_trace(runs, out))
     return paths
 
 
