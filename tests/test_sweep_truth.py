@@ -117,18 +117,21 @@ TRAIN = ["train", "stage1", "--variant", "rule_only", "--steps", "64", "--no-pro
          "--set", "env.max_episode_steps=16", "--set", "vec_env=dummy", "--set", "torch_threads=1"]
 
 
-def test_fresh_is_refused_while_a_live_process_holds_the_run(tmp_path):
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "start-or-resume"])
+def test_training_is_refused_while_a_live_process_holds_the_run(tmp_path, fresh):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "summary.json").write_text("{}")  # an earlier run's file: --fresh would move it aside
+    if fresh:
+        (run / "summary.json").write_text("{}")  # an earlier run's file: --fresh would move it aside
     env = _env(tmp_path, uuid.uuid4().hex)
     with RunLock(run, stale_seconds=60):  # this process is the live trainer
-        r = _rmtl(env, ROOT, *TRAIN, "--out", run, "--fresh", timeout=120)
+        r = _rmtl(env, ROOT, *TRAIN, "--out", run, *(["--fresh"] if fresh else []), timeout=120)
         err = r.stderr.strip()
         assert r.returncode == 2 and len(err.splitlines()) == 1, r.stderr[-2000:]
         assert _first(err).startswith(f"error: run {run} is being trained by {socket.gethostname()} pid {os.getpid()}")
         assert "not starting a second copy" in err and "Traceback" not in err
-        assert sorted(p.name for p in run.iterdir()) == ["summary.json", LOCK_FILE]  # nothing moved aside
+        # nothing moved aside, nothing trained
+        assert sorted(p.name for p in run.iterdir()) == sorted(["summary.json", LOCK_FILE] if fresh else [LOCK_FILE])
         assert json.loads((run / LOCK_FILE).read_text())["pid"] == os.getpid()  # the holder's lock untouched
 
 

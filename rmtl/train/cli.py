@@ -37,14 +37,10 @@ def build_stage1(file_values: dict, overrides: dict) -> Any:
     return stage1_config(str(variant), Stage1Config.make(**file_values) if file_values else None, **overrides)
 
 
-def fresh_lock(run_dir: Path, options: TrainOptions) -> Any:
-    """``--fresh`` moves a run's files aside, so it honours the run lock like every other writer
-    (:class:`rmtl.train.sweep.RunLock`): refused in one line while a live process (a sweep's trainer)
-    holds the run, and held while it trains. Without ``--fresh``: nothing."""
-    import contextlib
-
-    if not options.fresh:
-        return contextlib.nullcontext()
+def run_lock(run_dir: Path) -> Any:
+    """The run lock (:class:`rmtl.train.run.lock.RunLock`) that every writer of a run takes: a
+    training started, resumed or ``--fresh`` is refused in one line while another live process (a
+    sweep's trainer, a second terminal) trains the run, and holds it while it trains."""
     from rmtl.train.run.lock import RunLock
 
     return RunLock(run_dir)
@@ -56,7 +52,7 @@ def run_stage1(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
     from rmtl.train.stage1 import train_stage1
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
-    with fresh_lock(cfg.run_dir(), options):
+    with run_lock(cfg.run_dir()):
         run = train_stage1(cfg, resume=not options.fresh, verbose=int(options.verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev = summary.get("final_eval") or {}
@@ -228,7 +224,7 @@ def run_stage2(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
     from rmtl.train.stage2.trainer import train_stage2
 
     check_output_dir(cfg.run_dir(), "--out" if cfg.output_dir else "run directory")  # before the reward model loads
-    with fresh_lock(cfg.run_dir(), options):
+    with run_lock(cfg.run_dir()):
         run = train_stage2(cfg, resume=not options.fresh, verbose=int(options.verbose))
     summary = json.loads((run / "summary.json").read_text())
     ev, bc = summary.get("final_eval") or {}, summary.get("bc") or {}

@@ -1,5 +1,5 @@
 """A run's lock: ``<run>/sweep.lock`` says which process trains the run (host, pid, heartbeat), so a
-sweep, a work-pool worker, ``--local`` and ``rmtl train --fresh`` never train one run twice.
+sweep, a work-pool worker, ``--local`` and ``rmtl train`` never train one run twice.
 
 Lives beside the run folder's other files (not in :mod:`rmtl.train.sweep`) because every writer of a
 run takes it, the command line included; nothing here imports torch or Prefect.
@@ -77,7 +77,8 @@ def lock_info(run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS) -> Lo
 
 class RunLock:
     """``<run>/sweep.lock``: this process trains the run. Created exclusively; a stale lock
-    (:func:`lock_info`) is taken over; a heartbeat thread keeps its mtime fresh."""
+    (:func:`lock_info`) is taken over; a heartbeat thread keeps its mtime fresh. Re-entrant within a
+    process: a sweep holds the lock and calls the command's trainer, which takes it again (a no-op)."""
 
     def __init__(self, run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS, **record: Any):
         self.path = Path(run_dir) / LOCK_FILE
@@ -86,6 +87,7 @@ class RunLock:
                        "pid_started": _process_started(os.getpid()), "since": time.time(), **record}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._nested = False
 
     def _create(self) -> bool:
         try:
@@ -101,6 +103,9 @@ class RunLock:
         if self._create():
             return self._beat()
         info = lock_info(self.path.parent, self.stale_seconds)
+        if info.state == "live" and self._is_mine(info.holder):
+            self._nested = True  # the outer holder (this process) keeps the lock and its heartbeat
+            return None
         if info.state == "stale":
             self.path.unlink(missing_ok=True)
             if self._create():  # two takers of one stale lock: only one creates the new file
@@ -109,6 +114,10 @@ class RunLock:
         raise RunHeld(f"run {self.path.parent} is being trained by {info.holder_text} "
                         f"(heartbeat {info.age:.0f} s ago); not starting a second copy. If that process is gone, "
                         f"its lock goes stale after {self.stale_seconds:.0f} s, or delete {self.path}")
+
+    def _is_mine(self, holder: dict[str, Any]) -> bool:
+        return (holder.get("host"), holder.get("pid"), holder.get("pid_started")) == (
+            self.record["host"], self.record["pid"], self.record["pid_started"])
 
     def _beat(self) -> None:
         def beat() -> None:
@@ -120,6 +129,8 @@ class RunLock:
         self._thread.start()
 
     def release(self) -> None:
+        if self._nested:
+            return
         self._stop.set()
         try:
             if json.loads(self.path.read_text()).get("pid") == os.getpid():
