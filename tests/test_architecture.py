@@ -43,3 +43,18 @@ def test_python_m_rmtl_runs_the_cli():
     proc = subprocess.run([sys.executable, "-m", "rmtl", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "render-and-embed" in proc.stdout
+
+
+def test_no_lazily_exported_name_is_also_a_submodule():
+    """A package's public name loaded on first use (``rmtl.lazy.lazy_attributes``) must not be the
+    name of one of its submodules: importing that submodule sets the package attribute to the
+    module, and ``from package import name`` would then return the module, not the function."""
+    import importlib
+
+    clashes = []
+    for package in ("rmtl.train", "rmtl.reward", "rmtl.vlm", "pipeline.train_vlm"):
+        folder = ROOT / package.replace(".", "/")
+        submodules = {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if (p / "__init__.py").is_file()}
+        lazy = set(importlib.import_module(package)._LAZY)
+        clashes += [f"{package}.{name}" for name in sorted(lazy & submodules)]
+    assert not clashes, f"public names shadowed by submodules of the same name: {clashes}"

@@ -18,7 +18,7 @@ family (the prompt-free selection objective, ``select_by caption_loss``). Output
     checkpoint.pt                resume state (not shipped)
 
 Modules: config (the options), data (rows and the three frame sources), objective (losses and
-schedule), captions (the text side and the caption bank), evaluate (held-out metrics), selection
+schedule), captions (the text side and the caption bank), heldout (held-out metrics: ``evaluate``, ``gate_margin``), selection
 (what picks the kept weights: ``select_by``, early stopping), loop (the training loop), export (weights, renderer.json, model card), cli.
 Public names load on first use, so importing the package (or its config) loads no torch.
 """
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs (at run time: _L
     from pipeline.train_vlm.data import HOLDOUT_SALT, RowFrames, TrainingData, FrameSource, encode_rows
     from pipeline.train_vlm.objective import baseline_balance_penalty, soft_targets, task_geometry
     from pipeline.train_vlm.captions import caption_bank, text_tower_frozen
-    from pipeline.train_vlm.evaluate import evaluate, gate_margin
+    from pipeline.train_vlm.heldout import evaluate, gate_margin
     from pipeline.train_vlm.selection import HeldOutCaptions, Selection
     from pipeline.train_vlm.loop import train_reward_vlm, reset_text_tower, load_checkpoint
     from pipeline.train_vlm.export import save_model, write_model_card, invoking_command
@@ -52,8 +52,8 @@ _LAZY = {
     "task_geometry": "pipeline.train_vlm.objective",
     "caption_bank": "pipeline.train_vlm.captions",
     "text_tower_frozen": "pipeline.train_vlm.captions",
-    "evaluate": "pipeline.train_vlm.evaluate",
-    "gate_margin": "pipeline.train_vlm.evaluate",
+    "evaluate": "pipeline.train_vlm.heldout",
+    "gate_margin": "pipeline.train_vlm.heldout",
     "HeldOutCaptions": "pipeline.train_vlm.selection",
     "Selection": "pipeline.train_vlm.selection",
     "train_reward_vlm": "pipeline.train_vlm.loop",

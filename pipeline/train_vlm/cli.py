@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None, prog: str | None = None) -> int:
 def train_from_options(cfg: TrainVLMConfig, options: TrainVLMOptions) -> None:
     """Train the domain reward VLM from stores and/or freshly rendered episodes into ``--out``."""
     from pipeline.train_vlm.data import TrainingData
-    from pipeline.train_vlm.evaluate import summary
+    from pipeline.train_vlm.heldout import summary
     from pipeline.train_vlm.export import invoking_command, store_renderers, write_model_card, write_renderer
     from pipeline.train_vlm.loop import train_reward_vlm
     from rmtl.console import check_output_dir

@@ -15,7 +15,7 @@ from tqdm import tqdm
 from pipeline.train_vlm.captions import caption_source, text_tower_frozen
 from pipeline.train_vlm.config import TrainVLMConfig
 from pipeline.train_vlm.data import TrainingData, frame_source
-from pipeline.train_vlm.evaluate import evaluate, gate_margin, summary
+from pipeline.train_vlm.heldout import evaluate, gate_margin, summary
 from pipeline.train_vlm.export import save_run
 from pipeline.train_vlm.objective import (balance_prompts, baseline_balance_penalty, lr_at, param_groups,
                                           soft_contrastive_loss, soft_targets, task_geometry)

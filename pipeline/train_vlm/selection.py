@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from pipeline.train_vlm.data import TrainingData
-from pipeline.train_vlm.evaluate import gate_margin
+from pipeline.train_vlm.heldout import gate_margin
 from pipeline.train_vlm.objective import soft_contrastive_loss, soft_targets
 from rmtl.task import Task
 
