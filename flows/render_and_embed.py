@@ -133,7 +133,7 @@ def _run(cfg: RenderAndEmbedConfig) -> dict:
 def run_render_and_embed(cfg: RenderAndEmbedConfig | None = None, **params: Any) -> dict:
     """The flow as a plain command: validate first (one-line error, no Prefect start-up),
     then run it in this process against ``PREFECT_API_URL`` or a temporary server."""
-    from flows.server import local_settings
+    from flows.prefect_settings import local_settings
 
     cfg = cfg if cfg is not None else RenderAndEmbedConfig.make(**params)
     with local_settings():

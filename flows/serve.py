@@ -98,7 +98,7 @@ class ServeConfig(Config):
 def serve_from_config(cfg: ServeConfig) -> None:
     """Serve the rmtl flows as deployments."""
     # settings first, before Prefect is imported (it reads them once)
-    from flows.server import base_settings
+    from flows.prefect_settings import base_settings
 
     for k, v in base_settings(os.environ.get("PREFECT_HOME")).items():
         os.environ.setdefault(k, v)

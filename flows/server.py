@@ -37,8 +37,6 @@ from flows.prefect_settings import (
     prefect_home,
     remote_hint,
 )
-# Re-exported: flows.serve and flows.render_and_embed import them from here.
-from flows.prefect_settings import base_settings, local_settings  # noqa: F401
 from flows.process_group import group_alive, kill_group, kill_tree, process_group_of, term_with_parent
 from rmtl.config import Config
 from rmtl.config_cli import Command

@@ -253,7 +253,7 @@ def run_sweep(sweep: Sweep, poll: float = 5.0, echo: Callable[[str], Any] = prin
     except RmtlError:
         raise
     except Exception as e:  # the API's client errors come in many types: the server's health decides
-        from flows.server import is_healthy
+        from flows.prefect_settings import is_healthy
 
         if is_healthy(url, timeout=5):
             raise
