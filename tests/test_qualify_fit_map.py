@@ -151,3 +151,12 @@ def test_the_fit_reproduces_the_shipped_map_from_the_committed_runs():
     support = map_support([(m, o) for (m, o), r in zip(points, rows) if r["condition"] in names], shipped.teaches_at,
                           shipped.better)
     assert support == pytest.approx(shipped.support)
+
+
+def test_fit_map_outside_the_checkout_says_where_to_run_it(tmp_path, monkeypatch):
+    from pipeline.qualify.fit import FitMapConfig, fit_map_command
+
+    monkeypatch.chdir(tmp_path)  # a wheel's user in their own folder: the map's runs are not here
+    with pytest.raises(ConfigError, match="run it from the checkout's root, or pass --conditions"):
+        fit_map_command(FitMapConfig())
+    assert not any(tmp_path.iterdir())  # refused before writing anything

@@ -376,6 +376,10 @@ def fit_map_command(cfg: FitMapConfig) -> None:
     """Refit the learnability map from finished runs and print what it found."""
     from rmtl.provenance import data_dir
 
+    default = FitMapConfig.model_fields["conditions"].default
+    if cfg.conditions == default and not Path(default).is_file():
+        raise ConfigError(f"{default} is not here ({Path.cwd()}): fit-map refits the map from the runs kept in the "
+                          f"project's checkout; run it from the checkout's root, or pass --conditions and --runs")
     root = data_dir()
     result = fit_map(conditions=Path(cfg.conditions), checks=Path(cfg.checks) if cfg.checks else None,
                      out=Path(cfg.out) if cfg.out else root / "qualification" / "map", data_dir=root,
