@@ -47,6 +47,42 @@ def provenance(d: Path) -> tuple[str, str]:
     return (f"{wall / 3600:.2f}" if wall else "-"), str(run.get("git_commit", "-"))[:7]
 
 
+def write_tables(rows: dict[str, list[tuple[Path, dict]]], labels: dict[str, str], header: str,
+                 comparisons: list[tuple[str, str, str]], out: Path) -> tuple[list[str], list[str]]:
+    """``runs.md`` / ``runs.csv`` of every arm's seed runs and ``decision.txt``: each comparison
+    (claim, arm A, arm B) by the seed-pair rule on best-on-validation test success, open until every
+    seed of both arms has finished. Returns (table lines, decision lines)."""
+    lines = [header, "", "| arm | seed | env steps | best on validation | best step | final | last 5 evals | wall h | commit |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "runs.csv", "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["arm", "run", "seed", "steps", "finished", "best_test", "best_step", "final_test", "last5",
+                    "wall_hours", "commit"])
+        for arm, arm_rows in rows.items():
+            for d, r in arm_rows:
+                wall, commit = provenance(d)
+                state = "" if r["finished"] else " (running)"
+                last5 = "-" if r["last5"] is None else f"{r['last5']:.3f}"
+                lines.append(f"| {labels[arm]} | {r['seed']} | {r['steps']:,}{state} | {with_ci(d, 'best')} "
+                             f"| {r.get('best_step', '-')} | {with_ci(d, 'final')} | {last5} | {wall} | {commit} |")
+                w.writerow([arm, r["run"], r["seed"], r["steps"], r["finished"], r.get("best"), r.get("best_step"),
+                            r.get("final"), r["last5"], wall, commit])
+    (out / "runs.md").write_text("\n".join(lines) + "\n")
+    decided = []
+    for i, (claim, a, b) in enumerate(comparisons, 1):
+        sa, sb = ({r["seed"]: r["best"] for _, r in rows[arm] if r["finished"]} for arm in (a, b))
+        v = paired_seed_verdict(sa, sb, SEEDS)
+        if v["verdict"] == "open":
+            decided.append(f"{i}. {claim} ({labels[a]} vs {labels[b]}): open (seeds finished: {labels[a]} "
+                           f"{sorted(sa)}, {labels[b]} {sorted(sb)})")
+        else:
+            decided.append(f"{i}. {claim} ({labels[a]} vs {labels[b]}): {v['verdict']} (d = {v['d']:+.3f}; "
+                           f"{labels[a]} better on {v['a_wins']} of 3 seed pairs, {labels[b]} on {v['b_wins']})")
+    (out / "decision.txt").write_text("\n".join(decided) + "\n")
+    return lines, decided
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=Path, default=REPO / "results/pixel_structure/runs")
@@ -56,37 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     dirs = {"rmtl": seed_runs(a.reference, "rmtl"), **{arm: seed_runs(a.runs, arm) for arm in CLAIMS}}
     rows = {arm: [(d, run_row(d)) for d in ds] for arm, ds in dirs.items()}
-    lines = [f"Stage-1 arms on `{MODEL}` (labelled: trained with the evaluated prompts; these arms compare no "
-             "prompts). Test success over 200 episodes with 95% Wilson intervals.", "",
-             "| arm | seed | env steps | best on validation | best step | final | last 5 evals | wall h | commit |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    a.out.mkdir(parents=True, exist_ok=True)
-    with open(a.out / "runs.csv", "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["arm", "run", "seed", "steps", "finished", "best_test", "best_step", "final_test", "last5",
-                    "wall_hours", "commit"])
-        for arm, arm_rows in rows.items():
-            for d, r in arm_rows:
-                wall, commit = provenance(d)
-                state = "" if r["finished"] else " (running)"
-                last5 = "-" if r["last5"] is None else f"{r['last5']:.3f}"
-                lines.append(f"| {ARMS[arm]} | {r['seed']} | {r['steps']:,}{state} | {with_ci(d, 'best')} "
-                             f"| {r.get('best_step', '-')} | {with_ci(d, 'final')} | {last5} | {wall} | {commit} |")
-                w.writerow([arm, r["run"], r["seed"], r["steps"], r["finished"], r.get("best"), r.get("best_step"),
-                            r.get("final"), r["last5"], wall, commit])
-    (a.out / "runs.md").write_text("\n".join(lines) + "\n")
-    ref = {r["seed"]: r["best"] for _, r in rows["rmtl"] if r["finished"]}
-    decided = []
-    for i, (arm, claim) in enumerate(CLAIMS.items(), 1):
-        other = {r["seed"]: r["best"] for _, r in rows[arm] if r["finished"]}
-        v = paired_seed_verdict(ref, other, SEEDS)
-        if v["verdict"] == "open":
-            decided.append(f"{i}. {claim} (pixel RMTL vs {ARMS[arm]}): open (seeds finished: reference "
-                           f"{sorted(ref)}, {ARMS[arm]} {sorted(other)})")
-        else:
-            decided.append(f"{i}. {claim} (pixel RMTL vs {ARMS[arm]}): {v['verdict']} (d = {v['d']:+.3f}; RMTL better "
-                           f"on {v['a_wins']} of 3 seed pairs, {ARMS[arm]} on {v['b_wins']})")
-    (a.out / "decision.txt").write_text("\n".join(decided) + "\n")
+    header = (f"Stage-1 arms on `{MODEL}` (labelled: trained with the evaluated prompts; these arms compare no "
+              "prompts). Test success over 200 episodes with 95% Wilson intervals.")
+    lines, decided = write_tables(rows, ARMS, header, [(claim, "rmtl", arm) for arm, claim in CLAIMS.items()], a.out)
     named = [{**load_run(d), "variant": f"{arm} on {MODEL} (labelled)"} for arm, ds in dirs.items() for d in ds]
     rule_only = seed_runs(a.rule_only, "rule_only")
     if named:
