@@ -16,16 +16,15 @@ def main(argv=None) -> int:
     ap.add_argument("run", type=Path)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    rows = []
-    for f in sorted(args.run.glob("progress_*.csv")):
-        for r in csv.DictReader(f.open()):
-            def num(k):
-                v = r.get(k, "")  # noqa: B023 (called for this row only)
-                return float(v) if v not in ("", None) else float("nan")
-            rows.append({"env_steps": int(num("time/total_timesteps")), "rollout_env_steps_per_s": num("time/env_steps_per_s"),
-                         "total_env_steps_per_s": num("time/total_steps_per_s"), "cache_hit_rate": num("cache/rollout_hit_rate"),
-                         "train_success_rate": num("rollout/success_rate")})
-    rows.sort(key=lambda r: r["env_steps"])
+    from rmtl.train.report.reward_trace import progress_rows  # one row per step: a resumed run's later log wins
+
+    def num(r: dict, k: str) -> float:
+        v = r.get(k, "")
+        return float(v) if isinstance(v, (int, float)) else float("nan")
+
+    rows = [{"env_steps": int(r["time/total_timesteps"]), "rollout_env_steps_per_s": num(r, "time/env_steps_per_s"),
+             "total_env_steps_per_s": num(r, "time/total_steps_per_s"), "cache_hit_rate": num(r, "cache/rollout_hit_rate"),
+             "train_success_rate": num(r, "rollout/success_rate")} for r in progress_rows(args.run)]
     args.out.mkdir(parents=True, exist_ok=True)
     with (args.out / "throughput.csv").open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
