@@ -16,7 +16,7 @@ def main(argv=None) -> int:
     ap.add_argument("run", type=Path)
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    from rmtl.train.report.reward_trace import progress_rows  # one row per step: a resumed run's later log wins
+    from rmtl.train.run.csv_log import progress_rows  # one row per step: a resumed run's later log wins
 
     def num(r: dict, k: str) -> float:
         v = r.get(k, "")

@@ -27,12 +27,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rmtl.train.run.csv_log import read_csv, write_csv
+from rmtl.train.run.csv_log import PROGRESS_STEP, progress_rows, write_csv
 
 TERMS = {"score": "reward/score", "low": "reward/low", "high": "reward/high", "u": "reward/u",
          "reward": "reward/reward", "train_success": "rollout/success_rate", "level": "curriculum/stage"}
 """Columns of the trace and the progress-log key each is the mean of."""
-_STEP = "time/total_timesteps"
 _PHASE = "phase/frac_"
 
 
@@ -49,24 +48,13 @@ def _column(rows: Sequence[dict[str, Any]], name: str) -> np.ndarray:
     return np.array([r[name] if isinstance(r[name], float) else np.nan for r in rows])
 
 
-def progress_rows(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The run's logged rollouts in step order, one per env step count (the later log file wins)."""
-    by_step: dict[int, dict[str, Any]] = {}
-    for f in sorted(Path(run_dir).glob("progress_*.csv")):
-        for row in read_csv(f):
-            step = _number(row.get(_STEP))
-            if step is not None:
-                by_step[int(step)] = row
-    return [by_step[k] for k in sorted(by_step)]
-
-
 def trace_rows(run: dict[str, Any], window: int) -> list[dict[str, Any]]:
     """Window means of the reward terms of one run (``load_run``'s dict); no rows without a VLM score."""
     rows = [r for r in progress_rows(run["dir"]) if _number(r.get(TERMS["score"])) is not None]
     phases = sorted({k[len(_PHASE):] for r in rows for k in r if k.startswith(_PHASE)})
     bins: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        step = int(r[_STEP])
+        step = int(r[PROGRESS_STEP])
         bins[-(-step // window) * window].append(r)  # the window ending at or after the step
     out = []
     for end in sorted(bins):

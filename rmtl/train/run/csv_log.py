@@ -4,6 +4,7 @@ appended a row at a time while training, cut back to a checkpoint on resume, rea
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,22 @@ def read_csv(path: str | Path) -> list[dict[str, Any]]:
                     parsed[k] = v
         out.append(parsed)
     return out
+
+
+PROGRESS_STEP = "time/total_timesteps"
+"""The env-step column of a run's progress logs (``progress_<step>.csv``, one per training session)."""
+
+
+def progress_rows(run_dir: str | Path) -> list[dict[str, Any]]:
+    """A run's logged rollouts from all its ``progress_*.csv`` in step order, one per env step count:
+    a resumed run logs the steps after its checkpoint again in the next file, and the later file wins."""
+    by_step: dict[int, dict[str, Any]] = {}
+    for f in sorted(Path(run_dir).glob("progress_*.csv")):
+        for row in read_csv(f):
+            step = row.get(PROGRESS_STEP)
+            if isinstance(step, (int, float)) and math.isfinite(step):
+                by_step[int(step)] = row
+    return [by_step[k] for k in sorted(by_step)]
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
