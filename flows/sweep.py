@@ -14,7 +14,8 @@ from pydantic import Field
 
 from rmtl.config import Config
 from rmtl.errors import ConfigError, RmtlError
-from rmtl.train.sweep import load_sweep, plan, run_local
+from rmtl.train.sweep import plan, run_local
+from rmtl.train.sweep_file import load_sweep
 
 
 def prefect_settings(api_url: str | None) -> str:

@@ -24,14 +24,10 @@ from typing import Any, Callable
 from prefect import flow
 
 from rmtl.errors import RmtlError
+from rmtl.train.run.lock import DEFAULT_STALE_SECONDS, lock_info
 from rmtl.train.sweep import (
-    DEFAULT_POOL,
-    DEFAULT_STALE_SECONDS,
-    Sweep,
-    SweepRun,
     is_finished,
     last_start,
-    lock_info,
     plan,
     process_gone,
     run_path,
@@ -40,6 +36,7 @@ from rmtl.train.sweep import (
     train_stage2_run,
     write_report,
 )
+from rmtl.train.sweep_file import DEFAULT_POOL, Sweep, SweepRun
 
 FINAL_STATES = ("COMPLETED", "FAILED", "CRASHED", "CANCELLED")
 RUN_TAG = "rmtl-run:"

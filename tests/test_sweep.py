@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from rmtl.cli import run
-from rmtl.train.sweep import LOCK_FILE, RunLock, load_sweep, lock_info, plan, run_starts
+from rmtl.train.sweep import LOCK_FILE, RunLock, lock_info, plan, run_starts
+from rmtl.train.sweep_file import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = {"n_envs": 2, "n_steps": 16, "batch_size": 16, "n_epochs": 2, "checkpoint_every": 64, "eval_every": 64,
@@ -94,7 +95,7 @@ def test_learnability_sweeps_reproduce_the_map_runs():
     """The map's conditions and checks as sweeps: every run folder of results/learnability/runs under
     its name, with the steps, checkpoint spacing and reward error it ran with (a check's error from
     its committed replay fit, ``from:``); all finished, so running them trains nothing."""
-    from rmtl.train.sweep import nest
+    from rmtl.train.sweep_file import nest
 
     runs_dir = ROOT / "results" / "learnability" / "runs"
     sweeps = [load_sweep(ROOT / "experiments" / "learnability" / f) for f in ("conditions.yaml", "checks.yaml")]
@@ -242,7 +243,7 @@ def test_a_sweep_arm_is_recorded_in_the_run_config_and_names_the_run(tmp_path, t
     import shutil
 
     from rmtl.train.report.runs import load_runs
-    from rmtl.train.sweep import stage1_run_config
+    from rmtl.train.sweep_file import stage1_run_config
 
     sweep = load_sweep(ROOT / "experiments" / "learnability" / "hybrids.yaml")
     arms = {r.name: r.overrides.get("sweep_arm") for r in sweep.runs}

@@ -53,7 +53,7 @@ class Condition:
 def sweep_conditions(path: Path) -> tuple[list[Condition], str, int]:
     """The conditions of a sweep file (its groups' ``conditions``), its output root and its steps."""
     from rmtl.train.config import stage1_config
-    from rmtl.train.sweep import load_sweep, nest
+    from rmtl.train.sweep_file import load_sweep, nest
 
     sweep = load_sweep(path)
     found: dict[str, Condition] = {}
