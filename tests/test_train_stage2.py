@@ -195,3 +195,52 @@ def test_stage2_arms_compare_per_worker_and_pooled(runs):
     assert share == rule and abs(sum(share.values()) - 1.0) < 1e-9
     assert sign_test([True] * 9 + [False], [False] * 9 + [True]) == {"a_only": 9, "b_only": 1, "p": 0.021484375}
     assert sign_test([True, False], [True, False])["p"] == 1.0
+
+
+def test_report_of_several_stage2_runs_per_worker_and_pooled(runs, tmp_path, monkeypatch, capsys):
+    """``rmtl report --stage 2 RUN RUN``: every arm of each worker on the same episodes, per worker and
+    pooled with sign tests; a worker's arms measured on the same policies are kept, a changed one is
+    measured again; controls given for fewer runs than passed: one line, status 2, nothing written."""
+    import rmtl.train.report.stage2_workers as sw
+    from rmtl.cli import run
+    from rmtl.train.run.csv_log import read_csv
+
+    a, b = tmp_path / "manager_s0", tmp_path / "manager_s1"
+    shutil.copytree(runs["run"], a)
+    shutil.copytree(runs["run"], b)
+    out = tmp_path / "fig7"
+    argv = ["report", "--stage", "2", str(a), str(b), "--rule-continued", str(runs["worker"]), str(runs["worker"]),
+            "--episodes", "2", "--seed", "7", "--out", str(out)]
+    assert run(argv) == 0
+    rows = read_csv(out / "fig7.csv")
+    assert {r["worker"] for r in rows} == {"manager_s0", "manager_s1", "pooled"}
+    by = {(r["worker"], r["arm"]): r for r in rows}
+    assert by[("pooled", "worker_manager")]["episodes"] == 4 and by[("manager_s0", "worker_manager")]["episodes"] == 2
+    # both workers are the same policies on the same seeds: the pooled successes are twice one worker's
+    for arm in ("worker_rule", "worker_manager", "rule_continued"):
+        assert by[("pooled", arm)]["successes"] == 2 * by[("manager_s0", arm)]["successes"]
+    info = json.loads((out / "fig7.json").read_text())
+    c = info["comparisons_pooled"]["worker_manager_vs_rule_continued"]
+    assert c["a_only"] + c["b_only"] <= 4 and 0.0 <= c["p"] <= 1.0
+    assert abs(sum(info["manager_phase_share"].values()) - 1.0) < 1e-9
+    assert (out / "fig7.png").stat().st_size > 1000 and "pooled over 2 workers" in (out / "fig7.md").read_text()
+
+    measured = []
+    real = sw.evaluate_arms
+    monkeypatch.setattr(sw, "evaluate_arms", lambda arms, *x, **k: measured.append(arms.stage2.name) or real(arms, *x, **k))
+    assert run(argv) == 0 and measured == []  # kept: the same policies and episodes
+    (b / "manager_bc.pt").unlink()  # b's arms change: its BC-only manager is gone
+    assert run(argv) == 0 and measured == ["manager_s1"]
+    assert ("manager_s1", "worker_manager_bc") not in {(r["worker"], r["arm"]) for r in read_csv(out / "fig7.csv")}
+
+    one = tmp_path / "one"  # one run with its control: the same tables, one worker and the pool
+    assert run(["report", "--stage", "2", str(a), "--rule-continued", str(runs["worker"]), "--episodes", "2",
+                "--seed", "7", "--out", str(one)]) == 0
+    assert {r["worker"] for r in read_csv(one / "fig7.csv")} == {"manager_s0", "pooled"}
+
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    assert run(["report", "--stage", "2", str(a), str(b), "--rule-continued", str(runs["worker"]),
+                "--out", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--rule-continued gives 1 run(s) for 2 Stage-2 runs" in err[0] and not bad.exists()

@@ -119,9 +119,19 @@ class ReportConfig(Stage2ReportConfig):
     """``rmtl report RUN...`` (Stage 1) and ``rmtl report --stage 2 RUN``."""
 
     runs: Annotated[tuple[str, ...], tyro.conf.Positional]
-    """Stage-1 run directories or directories of them, e.g. data/runs/stage1 (--stage 2: one Stage-2 run or checkpoint)."""
+    """Stage-1 run directories or directories of them, e.g. data/runs/stage1 (--stage 2: one Stage-2 run or
+    checkpoint, or several Stage-2 run folders, one per worker)."""
     stage: int = Field(1, ge=1, le=2)
-    """1: Fig. 5/6 and the success table of Stage-1 runs; 2: Fig. 7, the behaviour of a Stage-2 run."""
+    """1: Fig. 5/6 and the success table of Stage-1 runs; 2: Fig. 7, the behaviour of a Stage-2 run (several
+    runs, or --rule-continued: every arm per worker and pooled, with paired sign tests)."""
+    no_phase: tuple[str, ...] = ()
+    """Stage 2: (a) Stage-1 no_phase_input run/checkpoint (several Stage-2 runs: one run per Stage-2 run, in order)."""
+    rule_continued: tuple[str, ...] = ()
+    """Stage 2: each worker's rule-continued control (a Stage-1 run trained on from the worker with the rule), one
+    per Stage-2 run, in order; given, even one run is reported as the per-worker and pooled Fig. 7."""
+    again: bool = False
+    """Stage 2, several runs: evaluate every worker again, even where --out keeps its arms measured on the same
+    policies and episodes."""
     out: str | None = None
     """Output directory (default <data-dir>/reports/stage1 or .../stage2)."""
     data_dir: str | None = None
@@ -137,16 +147,20 @@ class ReportConfig(Stage2ReportConfig):
 def report(cfg: ReportConfig) -> None:
     """Stage 1: paper Fig. 5 (success vs env steps), Fig. 6 (curriculum levels), final / best-on-validation /
     last-5 success. Stage 2 (--stage 2): Fig. 7, random-start success (95% CI) of PPO without phase input,
-    worker + rule, worker + manager, single prompt."""
+    worker + rule, worker + manager, single prompt; over several workers (several runs or --rule-continued):
+    every arm per worker and pooled on the same episodes, with paired sign tests."""
     from rmtl.errors import ConfigError
 
     # Not a path relative to the working directory: run from a checkout, that is the source tree.
     out = Path(cfg.out) if cfg.out else report_dir(cfg.stage, cfg.data_dir)
     check_output_dir(out, "--out")
     if cfg.stage == 2:
-        if len(cfg.runs) != 1:
-            raise ConfigError(f"--stage 2 reports one Stage-2 run, got {len(cfg.runs)}; pass one run directory")
-        _stage2_report(Path(cfg.runs[0]), out, cfg)
+        if len(cfg.runs) > 1 or cfg.rule_continued:
+            _stage2_workers_report(out, cfg)
+            return
+        if len(cfg.no_phase) > 1:
+            raise ConfigError(f"--no-phase gives {len(cfg.no_phase)} runs for one Stage-2 run; give one")
+        _stage2_report(Path(cfg.runs[0]), out, cfg, no_phase=cfg.no_phase[0] if cfg.no_phase else None)
         return
     from rmtl.console import report as error_line
     from rmtl.train.report.runs import load_runs, stage1_run_dirs
@@ -168,11 +182,11 @@ def report(cfg: ReportConfig) -> None:
         raise SystemExit(2)
 
 
-def _stage2_report(run: Path, out: Path, cfg: Stage2ReportConfig) -> None:
+def _stage2_report(run: Path, out: Path, cfg: Stage2ReportConfig, no_phase: str | None) -> None:
     from rmtl.train.report.stage2 import stage2_report
 
     _check_stage2_run(run)
-    paths = stage2_report(run, out, no_phase=cfg.no_phase and Path(cfg.no_phase),
+    paths = stage2_report(run, out, no_phase=no_phase and Path(no_phase),
                           single_prompt=cfg.single_prompt and Path(cfg.single_prompt), episodes=cfg.episodes,
                           seed=cfg.seed, traces=cfg.traces)
     print("\n".join(f"wrote {p}" for p in paths.values()))
@@ -257,7 +271,26 @@ def stage2_report_alias(cfg: Stage2ReportAliasConfig) -> None:
     """The earlier name of ``rmtl report --stage 2``."""
     out = Path(cfg.out) if cfg.out else report_dir(2, cfg.data_dir)
     check_output_dir(out, "--out")
-    _stage2_report(Path(cfg.run), out, cfg)
+    _stage2_report(Path(cfg.run), out, cfg, no_phase=cfg.no_phase)
+
+
+def _stage2_workers_report(out: Path, cfg: ReportConfig) -> None:
+    """Fig. 7 over several workers: each Stage-2 run's arms on the same episodes, per worker and pooled."""
+    if cfg.single_prompt:
+        raise ConfigError("--single-prompt is for the report of one Stage-2 run; leave it out with several")
+    for run in cfg.runs:
+        _check_stage2_run(Path(run))
+    for what, extra in (("--rule-continued", cfg.rule_continued), ("--no-phase", cfg.no_phase)):
+        missing = next((r for r in extra if not Path(r).is_dir()), None)
+        if missing:
+            raise ConfigError(f"{what} {missing} is not a run folder; pass the Stage-1 run folders, one per Stage-2 run")
+    from rmtl.train.report.stage2_workers import worker_arms, workers_report
+
+    arms = worker_arms([Path(r) for r in cfg.runs], [Path(r) for r in cfg.rule_continued],
+                       [Path(r) for r in cfg.no_phase])
+    paths = workers_report(arms, out, episodes=cfg.episodes, seed=cfg.seed, again=cfg.again)
+    print("\n".join(f"wrote {p}" for p in paths.values()))
+    print(paths["fig7_md"].read_text())
 
 
 def _check_stage2_run(run: Path) -> None:

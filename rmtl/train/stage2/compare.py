@@ -58,6 +58,23 @@ def _control_policy(run: Path) -> Path | None:
     return _final_or_latest(run) or ((run / "resume") if (run / "resume").is_dir() else None)
 
 
+def arm_policies(arms: WorkerArms) -> dict[str, Path]:
+    """The policy each source of a worker's arms is measured with (a missing or unfinished one left out):
+    the worker, the Stage-2 checkpoint, its BC-only manager, the control's policy, the no-phase run's best."""
+    out = {"worker": arms.worker}
+    s2 = _final_or_latest(arms.stage2)
+    if s2 is not None:
+        out["stage2"] = s2
+    if (arms.stage2 / "manager_bc.pt").is_file():
+        out["manager_bc"] = arms.stage2 / "manager_bc.pt"
+    rc = _control_policy(arms.rule_continued) if arms.rule_continued else None
+    if rc is not None:
+        out["rule_continued"] = rc
+    if arms.no_phase is not None and (arms.no_phase / "selection.json").is_file():
+        out["no_phase"] = arms.no_phase / "best"
+    return out
+
+
 def arm_record(path: Path, ev: Any) -> dict[str, Any]:
     """One arm's numbers: success with its Wilson CI, the per-episode outcomes, agreement and phase steps."""
     r = ev.result
@@ -82,7 +99,8 @@ def evaluate_arms(arms: WorkerArms, episodes: int, seed: int, echo: Any = print)
         out[name] = arm_record(path, ev)
         echo(f"{name}: {ev.result}")
 
-    s2 = _final_or_latest(arms.stage2)
+    policies = arm_policies(arms)
+    s2 = policies.get("stage2")
     if s2 is None:
         raise FileNotFoundError(f"{arms.stage2} has no Stage-2 checkpoint or final/; train it first")
     model, meta, norm = load_checkpoint(s2)
@@ -93,17 +111,17 @@ def evaluate_arms(arms: WorkerArms, episodes: int, seed: int, echo: Any = print)
     add("worker_manager", s2, evaluate_selector(model, env_cfg, selector="manager", manager=manager, horizon=horizon,
                                                 normalizer=norm, **kw))
     add("stage2_worker_rule", s2, evaluate_selector(model, env_cfg, selector="rule", normalizer=norm, **kw))
-    if (arms.stage2 / "manager_bc.pt").is_file():
-        bc, _ = load_manager(arms.stage2 / "manager_bc.pt")
-        add("worker_manager_bc", arms.stage2 / "manager_bc.pt",
+    if "manager_bc" in policies:
+        bc, _ = load_manager(policies["manager_bc"])
+        add("worker_manager_bc", policies["manager_bc"],
             evaluate_selector(model, env_cfg, selector="manager", manager=bc, horizon=horizon, normalizer=norm, **kw))
-    rc = _control_policy(arms.rule_continued) if arms.rule_continued else None
-    if rc is not None:
-        m, _, n = load_checkpoint(rc)
-        add("rule_continued", rc, evaluate_selector(m, env_cfg, selector="rule", normalizer=n, **kw))
-    if arms.no_phase is not None and (arms.no_phase / "selection.json").is_file():
-        m, mt, n = load_checkpoint(arms.no_phase / "best")
-        add("ppo_no_phase_input", arms.no_phase / "best",
+    if "rule_continued" in policies:
+        m, _, n = load_checkpoint(policies["rule_continued"])
+        add("rule_continued", policies["rule_continued"],
+            evaluate_selector(m, env_cfg, selector="rule", normalizer=n, **kw))
+    if "no_phase" in policies:
+        m, mt, n = load_checkpoint(policies["no_phase"])
+        add("ppo_no_phase_input", policies["no_phase"],
             evaluate_selector(m, EnvConfig.make(**mt["config"]["env"]), selector="none", normalizer=n, **kw))
     return out
 
