@@ -60,6 +60,15 @@ def test_stage2_trains_checkpoints_and_logs(runs):
     assert sorted(p.name for p in (d / "checkpoints").glob("step_*")) == [f"step_{k:09d}" for k in (32, 64, 96, 128)]
     for k in (32, 64, 96, 128):
         assert (_ck(d, k) / "model.zip").is_file() and (_ck(d, k) / "manager.pt").is_file()
+    # final/: the last checkpoint as policy only (what the results keep), loadable without checkpoints/
+    from rmtl.train.stage2.manager_callback import load_manager
+
+    final = torch.load(d / "final" / "manager.pt", weights_only=False)
+    assert set(final) == {"net", "hidden", "horizon"}  # no optimiser, no random state
+    last = torch.load(_ck(d, 128) / "manager.pt", weights_only=False)
+    assert all(torch.equal(final["net"][k], last["net"][k]) for k in last["net"])
+    assert load_manager(d / "final")[1] == last["horizon"] and (d / "final" / "meta.json").is_file()
+    assert (d / "final" / "model.zip").stat().st_size < (_ck(d, 128) / "model.zip").stat().st_size
     bc = json.loads((d / "bc.json").read_text())
     assert bc["episodes_total"] == 6 and 0.0 <= bc["heldout_accuracy"] <= 1.0 and bc["updates"] == 100
     m = read_csv(d / "manager.csv")

@@ -19,6 +19,8 @@ from rmtl.train.stage2.manager.vec_env_hooks import ManagerController
 
 MANAGER_FILE = "manager.pt"
 """The manager's file in a Stage-2 checkpoint directory."""
+FINAL = "final"
+"""A finished Stage-2 run's policy-only copy of its last checkpoint, kept with its results."""
 
 
 class ManagerCallback(BaseCallback):
@@ -113,3 +115,16 @@ def load_manager(path: str | Path) -> tuple[ManagerNet, int]:
     net = ManagerNet.from_state_dict(state["net"], state.get("hidden", (128, 128)))
     net.eval()
     return net, int(state.get("horizon", 3))
+
+
+def write_final_policy(ck: Path, dest: Path, device: str = "cpu") -> None:
+    """A Stage-2 checkpoint as policy only: the worker's weights and normaliser with a fresh optimiser
+    (:func:`rmtl.train.eval.committed.write_policy`) and the manager's network and horizon without its
+    optimiser or random state; small enough to commit, and what :func:`load_manager` reads."""
+    import torch
+
+    from rmtl.train.eval.committed import write_policy
+
+    state = load_torch_state(ck / MANAGER_FILE, "Stage-2 manager", "pass a checkpoint written by rmtl train stage2")
+    write_policy(ck, dest, device)
+    torch.save({k: state[k] for k in ("net", "hidden", "horizon") if k in state}, dest / MANAGER_FILE)

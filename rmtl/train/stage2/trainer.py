@@ -21,7 +21,8 @@ as in Stage 1.
 Run directory (docs/stage2.md): ``config.yaml``, ``run.json`` (+ ``run_resume_<N>.json``),
 ``bc_labels.npz``, ``bc.json``, ``manager_bc.pt``, ``progress_<start>.csv``, ``tb/``,
 ``manager.csv``, ``eval.csv``, ``curriculum.csv``, ``checkpoints/step_<N>/`` (``model.zip``,
-``manager.pt``, ``curriculum.json``, ``meta.json``), ``summary.json``.
+``manager.pt``, ``curriculum.json``, ``meta.json``), ``summary.json``, and at the end ``final/`` (the
+last checkpoint as policy only: worker and manager weights without optimiser state, under 1 MB).
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ from rmtl.train.run.csv_log import read_csv
 from rmtl.train.eval.evaluate import EvalResult, resolve_checkpoint
 from rmtl.train.stage2.manager.network import ManagerNet
 from rmtl.train.stage2.manager.vec_env_hooks import ManagerController
-from rmtl.train.stage2.manager_callback import MANAGER_FILE, ManagerCallback
-from rmtl.train.run.run_dir import open_run, saved_config
+from rmtl.train.stage2.manager_callback import FINAL, MANAGER_FILE, ManagerCallback, write_final_policy
+from rmtl.train.run.run_dir import latest_checkpoint, open_run, saved_config
 from rmtl.train.run.session import RunSession
 from rmtl.train.stage2.selector_eval import evaluate_selector
 from rmtl.train.stage2.manager_env import build_stage2_env
@@ -192,5 +193,9 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
             "actor_unfrozen_at": freeze_cb.unfrozen_at, "curriculum": curriculum_cb.state_dict(),
             "timings_seconds_this_session": {k: round(v, 3) for k, v in timings.snapshot().items()},
         }
+        # final/: the last checkpoint as policy only, so the results keep it without checkpoints/
+        last = latest_checkpoint(run_dir)
+        if last is not None:
+            write_final_policy(last, run_dir / FINAL)
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     return run_dir
