@@ -216,7 +216,8 @@ def test_report_of_several_stage2_runs_per_worker_and_pooled(runs, tmp_path, mon
 
     a, b = tmp_path / "manager_s0", tmp_path / "manager_s1"
     shutil.copytree(runs["run"], a)
-    shutil.copytree(runs["run"], b)
+    # b as results keep a finished run: final/ (policy only), no checkpoints/
+    shutil.copytree(runs["run"], b, ignore=shutil.ignore_patterns("checkpoints"))
     out = tmp_path / "fig7"
     argv = ["report", "--stage", "2", str(a), str(b), "--rule-continued", str(runs["worker"]), str(runs["worker"]),
             "--episodes", "2", "--seed", "7", "--out", str(out)]
@@ -225,7 +226,8 @@ def test_report_of_several_stage2_runs_per_worker_and_pooled(runs, tmp_path, mon
     assert {r["worker"] for r in rows} == {"manager_s0", "manager_s1", "pooled"}
     by = {(r["worker"], r["arm"]): r for r in rows}
     assert by[("pooled", "worker_manager")]["episodes"] == 4 and by[("manager_s0", "worker_manager")]["episodes"] == 2
-    # both workers are the same policies on the same seeds: the pooled successes are twice one worker's
+    # the same policies (b's final/ is a's last checkpoint) on the same seeds: the pool is twice one worker
+    assert by[("manager_s1", "worker_manager")]["checkpoint"].endswith("manager_s1/final")
     for arm in ("worker_rule", "worker_manager", "rule_continued"):
         assert by[("pooled", arm)]["successes"] == 2 * by[("manager_s0", arm)]["successes"]
     info = json.loads((out / "fig7.json").read_text())

@@ -237,8 +237,8 @@ def restore_reward_state(shaper: Any, checkpoint: Path) -> None:
 
 def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint directory from a checkpoint dir, its ``model.zip``, or a run dir (its latest
-    checkpoint, else the best policy it kept, ``best/``, else its resume state, ``resume/``:
-    a model.zip, meta.json and normaliser like a checkpoint's)."""
+    checkpoint, else the best policy it kept, ``best/``, else a Stage-2 run's last policy, ``final/``,
+    else its resume state, ``resume/``: a model.zip, meta.json and normaliser like a checkpoint's)."""
     p = Path(path).expanduser().resolve()
     if p.is_file() and p.name == "model.zip":
         p = p.parent
@@ -253,6 +253,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
             return ck
     if (p / "best" / "model.zip").is_file():  # a run kept with its results: its best policy on validation
         return p / "best"
+    if (p / "final" / "model.zip").is_file():  # a finished Stage-2 run kept with its results: its last policy
+        return p / "final"
     if (p / "resume" / "model.zip").is_file():  # a run stopped before its first checkpoint: its resume state
         return p / "resume"
     if named is not None:  # a run directory whose pointer is stale, not "no run directory"
@@ -262,7 +264,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
         raise ConfigError(f"run directory {p}: checkpoints/latest.txt names {named!r}, which has no model.zip "
                           f"(deleted or moved); {fix}")
     raise ConfigError(f"{p} is not a Stage-1 checkpoint (no model.zip) nor a run directory with checkpoints/latest.txt, "
-                      "best/ or resume/ (each holding a model.zip)")
+                      "best/, final/ or resume/ (each holding a model.zip)")
 
 
 def check_model_file(ck: Path) -> None:
