@@ -157,7 +157,7 @@ def _plot(brief: dict, path: Path, rewards: list[str]) -> None:
 
     groups = list(brief.items())
     arms = [k for k in ARM_LABELS if any(k in g for _, g in groups)]
-    fig = Figure(figsize=(9, 3.8))
+    fig = Figure(figsize=(9, 4.4))
     ax = fig.add_subplot()
     width = 0.8 / max(1, len(arms))
     for j, k in enumerate(arms):
@@ -170,6 +170,6 @@ def _plot(brief: dict, path: Path, rewards: list[str]) -> None:
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("success (95% CI)")
     ax.set_title(f"Fig. 7: Stage 2 over each worker and pooled (reward {', '.join(rewards)})", fontsize=10)
-    ax.legend(fontsize=7, ncol=3, loc="lower center")
+    ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.1))  # below: bars reach the top
     fig.tight_layout()
     fig.savefig(path, dpi=120)
