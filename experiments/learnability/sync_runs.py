@@ -1,6 +1,8 @@
 """Copies the learnability runs of the worktree that runs them into this checkout's results
 (never checkpoints/ or tb/; a running run's resume/ comes along, a finished run has none), with the
-machine's paths in their text files made portable (repository-relative, $RMTL_DATA_DIR/...).
+machine's paths in their text files made portable (repository-relative, $RMTL_DATA_DIR/...). Files are
+copied over this checkout's copy of a run: a file only this checkout has is kept and named (never a
+whole run folder removed), except a resume/ the worktree's run no longer has (it finished since).
 
     python experiments/learnability/sync_runs.py /path/to/worktree [--data-dir /path/to/data] [--root DIR ...]
     python experiments/learnability/sync_runs.py /path/to/worktree --runs results/learnability/hybrids   # the hybrids
@@ -33,10 +35,19 @@ def main(argv: list[str] | None = None) -> int:
         if not run.is_dir():
             continue
         dst = REPO / a.runs / run.name
-        shutil.rmtree(dst, ignore_errors=True)
-        shutil.copytree(run, dst, ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(".tmp")])
+        if (dst / "resume").is_dir() and not (run / "resume").is_dir():
+            shutil.rmtree(dst / "resume")  # the run finished since: its resume state is gone there too
+        # copied over what is here, never a whole folder removed: a file only this checkout has stays
+        # (a run's final/ written here, an analysis beside it), and is named
+        shutil.copytree(run, dst, dirs_exist_ok=True,
+                        ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(".tmp")])
+        only_here = sorted(str(f.relative_to(dst)) for f in dst.rglob("*")
+                           if f.is_file() and not (run / f.relative_to(dst)).exists())
+        if only_here:
+            print(f"{run.name}: kept {len(only_here)} file(s) the worktree does not have: {', '.join(only_here[:5])}"
+                  + (" ..." if len(only_here) > 5 else ""))
         for f in dst.rglob("*"):
-            if f.is_file() and f.suffix in TEXT:
+            if f.is_file() and f.suffix in TEXT and (run / f.relative_to(dst)).is_file():
                 text = f.read_text(errors="strict")
                 for root in roots:
                     text = text.replace(root, "")
