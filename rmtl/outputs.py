@@ -35,7 +35,7 @@ _BESIDE = {".cache": "the FAISS cache", ".runs": "the run records", ".analysis":
            ".lock": "the lock"}
 """Folders kept beside a store (``<store>.cache`` ...) and what they are."""
 _RUN_MARKERS = ("run.json", "summary.json", "selection.json", "eval.csv", "curriculum.csv", "validation.csv",
-                "manager.csv", "resume", "best", "checkpoints")
+                "manager.csv", "resume", "best", "final", "checkpoints")
 """What shows that a folder holds a learner run (rmtl.train.run.run_dir.RUN_MARKERS, besides config.yaml)."""
 _MODEL_FILES = ("open_clip_config.json", "open_clip_model.safetensors", "open_clip_pytorch_model.bin")
 _VLM_RUN_FILES = ("checkpoint.pt", "caption_bank.pt", "train_log.csv")

@@ -255,3 +255,15 @@ def test_report_of_several_stage2_runs_per_worker_and_pooled(runs, tmp_path, mon
                 "--out", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--rule-continued gives 1 run(s) for 2 Stage-2 runs" in err[0] and not bad.exists()
+
+
+def test_a_kept_final_policy_counts_as_a_run(runs, tmp_path):
+    """A folder holding only a Stage-2 run's final/ is a run: a fresh start moves it aside instead of
+    writing the new run's final/ over it; the output guard's twin of the marker list says the same."""
+    from rmtl import outputs
+    from rmtl.train.run.run_dir import RUN_MARKERS, run_files
+
+    kept = tmp_path / "kept"
+    shutil.copytree(runs["run"] / "final", kept / "final")
+    assert run_files(kept) == ["final"]
+    assert set(outputs._RUN_MARKERS) == set(RUN_MARKERS)

@@ -25,6 +25,8 @@ CHECKPOINTS = "checkpoints"
 LATEST = "latest.txt"
 RESUME = "resume"
 """A copy of the newest checkpoint kept with a run's results (rmtl.train.eval.committed)."""
+FINAL = "final"
+"""A finished Stage-2 run's last checkpoint as policy only, kept with its results (no checkpoints/)."""
 
 
 def saved_config(run_dir: Path) -> dict[str, Any] | None:
@@ -51,7 +53,7 @@ def resume_checkpoint(run_dir: str | Path) -> Path | None:
 PREVIOUS = "previous-"
 """Prefix of the folders (``previous-<UTC time>/``) a fresh start moves an earlier run's files into."""
 RUN_MARKERS = ("run.json", "summary.json", "selection.json", "eval.csv", "curriculum.csv", "validation.csv",
-               "manager.csv", RESUME, "best", CHECKPOINTS)
+               "manager.csv", RESUME, "best", FINAL, CHECKPOINTS)
 """Files and folders that mean a directory holds a run (besides ``progress_*.csv`` and ``run_resume_*.json``)."""
 _JSON_FILES = ("meta.json", "curriculum.json", "reward_state.json", "vecnormalize.json")
 
@@ -253,8 +255,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
             return ck
     if (p / "best" / "model.zip").is_file():  # a run kept with its results: its best policy on validation
         return p / "best"
-    if (p / "final" / "model.zip").is_file():  # a finished Stage-2 run kept with its results: its last policy
-        return p / "final"
+    if (p / FINAL / "model.zip").is_file():  # a finished Stage-2 run kept with its results: its last policy
+        return p / FINAL
     if (p / "resume" / "model.zip").is_file():  # a run stopped before its first checkpoint: its resume state
         return p / "resume"
     if named is not None:  # a run directory whose pointer is stale, not "no run directory"

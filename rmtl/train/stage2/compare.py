@@ -44,10 +44,10 @@ def sign_test(a: list[bool], b: list[bool]) -> dict[str, Any]:
 
 
 def _final_or_latest(run: Path) -> Path | None:
-    from rmtl.train.run.run_dir import latest_checkpoint
+    from rmtl.train.run.run_dir import FINAL, latest_checkpoint
 
     ck = latest_checkpoint(run) if run.is_dir() else None
-    return ck or (run / "final" if (run / "final").is_dir() else None)
+    return ck or (run / FINAL if (run / FINAL).is_dir() else None)
 
 
 def _control_policy(run: Path) -> Path | None:

@@ -19,8 +19,6 @@ from rmtl.train.stage2.manager.vec_env_hooks import ManagerController
 
 MANAGER_FILE = "manager.pt"
 """The manager's file in a Stage-2 checkpoint directory."""
-FINAL = "final"
-"""A finished Stage-2 run's policy-only copy of its last checkpoint, kept with its results."""
 
 
 class ManagerCallback(BaseCallback):

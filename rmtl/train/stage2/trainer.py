@@ -41,8 +41,8 @@ from rmtl.train.run.csv_log import read_csv
 from rmtl.train.eval.evaluate import EvalResult, resolve_checkpoint
 from rmtl.train.stage2.manager.network import ManagerNet
 from rmtl.train.stage2.manager.vec_env_hooks import ManagerController
-from rmtl.train.stage2.manager_callback import FINAL, MANAGER_FILE, ManagerCallback, write_final_policy
-from rmtl.train.run.run_dir import latest_checkpoint, open_run, saved_config
+from rmtl.train.stage2.manager_callback import MANAGER_FILE, ManagerCallback, write_final_policy
+from rmtl.train.run.run_dir import FINAL, latest_checkpoint, open_run, saved_config
 from rmtl.train.run.session import RunSession
 from rmtl.train.stage2.selector_eval import evaluate_selector
 from rmtl.train.stage2.manager_env import build_stage2_env
