@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from rmtl.cli import run
-from rmtl.train.sweep import LOCK_FILE, RunLock, lock_info, plan, run_starts
+from rmtl.train.sweep import LOCK_FILE, RunLock, lock_info, plan, run_starts, stage2_controls
 from rmtl.train.sweep_file import load_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -262,8 +262,9 @@ def test_a_sweep_arm_is_recorded_in_the_run_config_and_names_the_run(tmp_path, t
 
 def test_a_sweep_runs_stage2_groups_and_gives_each_run_its_seed(tmp_path, capsys, tiny_dense_run):
     """A Stage-2 group trains the manager over each seed's worker (``{seed}`` in its path) with its
-    own Stage2Config keys; a Stage-1 arm's ``{seed}`` value is its run's seed; the report covers the
-    Stage-1 runs only; a second pass skips both finished runs."""
+    own Stage2Config keys; a Stage-1 arm's ``{seed}`` value is its run's seed; the Stage-1 run warm-started
+    from the worker is its rule-continued control, and the report is Fig. 7 with both, not a Stage-1
+    report; a second pass skips both finished runs."""
     import shutil
 
     for seed in (0, 1):
@@ -282,14 +283,20 @@ def test_a_sweep_runs_stage2_groups_and_gives_each_run_its_seed(tmp_path, capsys
     assert by_name["manager_s1"].stage == 2 and by_name["manager_s1"].worker == str(tmp_path / "w_s1")
     assert by_name["rule_only_warm_s1"].overrides["init_policy"] == str(tmp_path / "w_s1")
     assert by_name["rule_only_warm_s0"].overrides["init_policy"] == str(tmp_path / "w_s0")
-    spec["runs"] = spec["runs"][:1]  # train the Stage-2 run alone (the Stage-1 arms are checked above)
+    assert [r.name for r in stage2_controls(sweep)] == ["rule_only_warm_s1"]  # seed 0 has no Stage-2 run
+    spec["runs"][1]["seeds"] = [1]  # train the Stage-2 run and its control
     _write(path, spec)
     assert run(["sweep", str(path), "--local"]) == 0
-    assert "starting: manager_s1" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "starting: manager_s1" in out and "starting: rule_only_warm_s1" in out
     run_dir = root / "manager_s1"
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] >= 64 and summary["seed"] == 1 and "/w_s1/" in summary["worker"]
     assert run_starts(run_dir)[0]["stage"] == 2 and not (run_dir / LOCK_FILE).exists()
-    assert not (root / "report").exists()  # no Stage-1 run: no Stage-1 report
+    fig7 = json.loads((root / "report" / "fig7.json").read_text())
+    assert list(fig7["workers"]) == ["manager_s1"]
+    arms = fig7["workers"]["manager_s1"]
+    assert arms["rule_continued"]["episodes"] == TINY["test_episodes"] == arms["worker_manager"]["episodes"]
+    assert not (root / "report" / "stage1").exists()  # the only Stage-1 run is the control, in Fig. 7
     assert run(["sweep", str(path), "--local"]) == 0
     assert "done: manager_s1" in capsys.readouterr().out

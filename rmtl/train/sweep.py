@@ -171,19 +171,48 @@ def plan(sweep: Sweep) -> list[tuple[SweepRun, str]]:
     return [(r, run_state(run_path(r.output_dir), r.steps)) for r in sweep.runs]
 
 
+def stage2_controls(sweep: Sweep) -> list[SweepRun]:
+    """Each Stage-2 run's rule-continued control, in the Stage-2 runs' order: the first Stage-1 run
+    warm-started (``init_policy``) from that run's worker. Empty unless every Stage-2 run has one (Fig. 7
+    pairs them one to one)."""
+    stage1 = [r for r in sweep.runs if r.stage == 1 and r.overrides.get("init_policy")]
+    controls = []
+    for s2 in (r for r in sweep.runs if r.stage == 2):
+        worker = run_path(str(s2.worker))
+        match = next((r for r in stage1 if r not in controls and run_path(str(r.overrides["init_policy"])) == worker),
+                     None)
+        if match is None:
+            return []
+        controls.append(match)
+    return controls
+
+
 def write_report(sweep: Sweep) -> Path:
-    """``rmtl report`` over the sweep's Stage-1 runs into its report directory; returns the directory
-    (a sweep of Stage-2 runs only: the directory, unwritten; each has ``rmtl report --stage 2 RUN``)."""
+    """The sweep's report in its report directory; returns the directory. Stage-2 runs: ``rmtl report
+    --stage 2`` over them (Fig. 7 per worker and pooled, each with its rule-continued control where every
+    run has one, on the test seeds); the other Stage-1 runs: ``rmtl report`` (Fig. 5/6 and the success
+    table), in ``stage1/`` of it when the sweep also has Stage-2 runs."""
     from rmtl.train.cli import ReportConfig, report
+    from rmtl.train.eval.selection import TEST_SEED
 
     out = run_path(sweep.report_dir)
-    stage1 = [r for r in sweep.runs if r.stage == 1]
-    if not stage1:
-        return out
-    kept = [stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps) for r in stage1]
-    report(ReportConfig.make(runs=tuple(str(run_path(r.output_dir)) for r in stage1), out=str(out),
-                             validation_episodes=min(c.validation_episodes for c in kept),
-                             test_episodes=min(c.test_episodes for c in kept)))
+    stage2 = [r for r in sweep.runs if r.stage == 2]
+    controls = stage2_controls(sweep)
+    stage1 = [r for r in sweep.runs if r.stage == 1 and r not in controls]
+    test_episodes = {r.name: stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps).test_episodes
+                     for r in controls}
+    if stage2:
+        # Every arm on the episodes a Stage-1 run is tested on (its controls' count, else the default).
+        episodes = min(test_episodes.values(), default=ReportConfig.model_fields["test_episodes"].default)
+        report(ReportConfig.make(runs=tuple(str(run_path(r.output_dir)) for r in stage2), stage=2,
+                                 rule_continued=tuple(str(run_path(r.output_dir)) for r in controls),
+                                 episodes=episodes, seed=TEST_SEED, out=str(out)))
+    if stage1:
+        kept = [stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps) for r in stage1]
+        report(ReportConfig.make(runs=tuple(str(run_path(r.output_dir)) for r in stage1),
+                                 out=str(out / "stage1" if stage2 else out),
+                                 validation_episodes=min(c.validation_episodes for c in kept),
+                                 test_episodes=min(c.test_episodes for c in kept)))
     return out
 
 
