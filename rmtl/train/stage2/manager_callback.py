@@ -118,11 +118,19 @@ def load_manager(path: str | Path) -> tuple[ManagerNet, int]:
 def write_final_policy(ck: Path, dest: Path, device: str = "cpu") -> None:
     """A Stage-2 checkpoint as policy only: the worker's weights and normaliser with a fresh optimiser
     (:func:`rmtl.train.eval.committed.write_policy`) and the manager's network and horizon without its
-    optimiser or random state; small enough to commit, and what :func:`load_manager` reads."""
+    optimiser or random state; small enough to commit, and what :func:`load_manager` reads. Both are
+    written beside ``dest`` and renamed into place together, so ``dest`` never holds a worker without
+    its manager."""
+    import shutil
+
     import torch
 
     from rmtl.train.eval.committed import write_policy
 
     state = load_torch_state(ck / MANAGER_FILE, "Stage-2 manager", "pass a checkpoint written by rmtl train stage2")
-    write_policy(ck, dest, device)
-    torch.save({k: state[k] for k in ("net", "hidden", "horizon") if k in state}, dest / MANAGER_FILE)
+    staged = dest.with_name(dest.name + ".writing")
+    shutil.rmtree(staged, ignore_errors=True)
+    write_policy(ck, staged, device)
+    torch.save({k: state[k] for k in ("net", "hidden", "horizon") if k in state}, staged / MANAGER_FILE)
+    shutil.rmtree(dest, ignore_errors=True)
+    staged.rename(dest)
