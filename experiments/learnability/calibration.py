@@ -9,6 +9,9 @@ Outcome: taught = best-on-validation test success >= the map's ``teaches_at`` (0
 read from each scorer's qualify report (``qualify_*.json``, verdicts re-read from the committed map
 by ``qualify_table.py``); a run stopped before its steps is listed and left out of the score. The map
 was fitted on 300k-step runs; the pixel runs are 600k (or 300k for the hybrids): said beside the score.
+The map predicts an ``rmtl`` learner trained from scratch; the other runs on a scored model (ablations
+such as ``no_curriculum``, controls warm-started from a taught policy) are listed beside it with their
+learner and scored in a second Brier score over every run, not in the map's own.
 """
 
 from __future__ import annotations
@@ -27,26 +30,29 @@ BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
 def points(reports: Path, runs_root: Path, fitted: LearnabilityMap) -> list[dict]:
-    """One row per pixel run and per replay seed: scorer, run, P(teaches), outcome, taught, counted."""
+    """One row per pixel run and per replay seed: scorer, run, learner, P(teaches), outcome, taught, counted
+    (finished and given a P), predicted (the map's learner: ``rmtl`` from scratch)."""
     runs = pixel_runs(runs_root)
     out = []
     for path in sorted(reports.glob("qualify_*.json")):
         r = json.loads(path.read_text())
         p = r["map"].get("p_teaches")
-        for name, best, _ in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), []):
+        for name, best, _, learner in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), []):
             finished = "stopped at" not in name
-            out.append({"scorer": r["scorer"], "run": name, "p": p, "outcome": best,
-                        "taught": best >= fitted.teaches_at, "counted": finished and p is not None})
+            out.append({"scorer": r["scorer"], "run": name, "learner": learner, "p": p, "outcome": best,
+                        "taught": best >= fitted.teaches_at, "counted": finished and p is not None,
+                        "predicted": learner == "rmtl"})
     for check in fitted.checks:
         for seed, best in enumerate(check.outcomes):
-            out.append({"scorer": f"{check.name} (replayed degraded oracle)", "run": f"seed {seed}",
+            out.append({"scorer": f"{check.name} (replayed degraded oracle)", "run": f"seed {seed}", "learner": "rmtl",
                         "p": (check.verdict or {})["p_teaches"], "outcome": best, "taught": best >= fitted.teaches_at,
-                        "counted": True})
+                        "counted": True, "predicted": True})
     return out
 
 
-def brier(rows: list[dict]) -> float:
-    c = [r for r in rows if r["counted"]]
+def brier(rows: list[dict], every_learner: bool = False) -> float:
+    """Over the counted rows of the map's learner (``every_learner``: of every learner)."""
+    c = [r for r in rows if r["counted"] and (every_learner or r["predicted"])]
     return float(np.mean([(r["p"] - r["taught"]) ** 2 for r in c])) if c else float("nan")
 
 
@@ -56,13 +62,17 @@ def reliability_plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    c = [r for r in rows if r["counted"]]
+    c = [r for r in rows if r["counted"] and r["predicted"]]
     p = np.array([r["p"] for r in c])
     y = np.array([float(r["taught"]) for r in c])
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=1, label="perfect calibration")
     jitter = np.random.default_rng(0).uniform(-0.03, 0.03, len(y))
-    ax.scatter(p, y + jitter, s=18, alpha=0.6, label="runs (taught 1 / not 0)")
+    ax.scatter(p, y + jitter, s=18, alpha=0.6, label="rmtl runs from scratch (taught 1 / not 0)")
+    other = [r for r in rows if r["counted"] and not r["predicted"]]
+    if other:  # ablations and warm-started controls: shown, not in the bins or the score
+        ax.scatter([r["p"] for r in other], [float(r["taught"]) for r in other], s=30, marker="x", c="grey",
+                   label="other learners (ablations, controls)")
     for lo, hi in zip(BINS[:-1], BINS[1:]):
         m = (p >= lo) & ((p < hi) if hi < 1 else (p <= hi))
         if m.any():
@@ -88,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     if not fitted:
         raise SystemExit(f"error: no fitted map at {a.map}: run 'rmtl qualify fit-map' first")
     rows = points(a.reports, a.runs, fitted)
-    counted = [r for r in rows if r["counted"]]
+    counted = [r for r in rows if r["counted"] and r["predicted"]]
+    every = [r for r in rows if r["counted"]]
     png = a.out.with_suffix(".png")
     reliability_plot(rows, png)
     lines = ["# Calibration: P(teaches) before each pixel-level run, and what the run did", "",
@@ -99,12 +110,15 @@ def main(argv: list[str] | None = None) -> int:
              f"**Brier score {brier(rows):.3f}** over {len(counted)} runs (a constant 0.5 scores 0.250; "
              f"the base rate {np.mean([r['taught'] for r in counted]):.2f} as a constant scores "
              f"{np.mean([(np.mean([q['taught'] for q in counted]) - r['taught']) ** 2 for r in counted]):.3f}). "
-             f"Reliability plot: `{png.name}`.", "",
-             "| scorer | run | P(teaches) | best test success | taught | scored |", "|---|---|---|---|---|---|"]
+             f"Reliability plot: `{png.name}`. These are the runs the map predicts: an `rmtl` learner from scratch. "
+             f"Over every listed run, ablations and warm-started controls too: Brier {brier(rows, every_learner=True):.3f} "
+             f"over {len(every)} runs.", "",
+             "| scorer | run | learner | P(teaches) | best test success | taught | scored |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         p = "n/a" if r["p"] is None else f"{r['p']:.2f}"
-        lines.append(f"| {r['scorer']} | {r['run']} | {p} | {r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} "
-                     f"| {'yes' if r['counted'] else 'no'} |")
+        scored = "no" if not r["counted"] else "yes" if r["predicted"] else "every-run score only"
+        lines.append(f"| {r['scorer']} | {r['run']} | {r['learner']} | {p} | {r['outcome']:.3f} | "
+                     f"{'yes' if r['taught'] else 'no'} | {scored} |")
     a.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -25,10 +25,12 @@ from storage.whole_file import write_file_whole
 REPO = Path(__file__).resolve().parents[2]
 
 
-def pixel_runs(root: Path) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, float, float]]]:
+def pixel_runs(root: Path) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, float, float, str]]]:
     """(model, micro-tasks it scores in a hybrid, () for all) -> [(run, best test success, final test
-    success)] of the kept VLM and hybrid runs under ``root`` with the micro-task prompts (a
-    single-prompt run is another reward); a run stopped before its steps says where it stopped."""
+    success, learner)] of the kept VLM and hybrid runs under ``root`` with the micro-task prompts (a
+    single-prompt run is another reward); a run stopped before its steps says where it stopped. The
+    learner is the run's variant, "warm-started" when it began from another run's policy: the map
+    predicts a ``rmtl`` learner from scratch, so the others are ablations or controls beside it."""
     out: dict[str, list] = {}
     for sel in sorted(root.glob("**/selection.json")):
         cfg_file = sel.parent / "config.yaml"
@@ -45,7 +47,9 @@ def pixel_runs(root: Path) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, 
         if reached < cfg.requested_timesteps:
             name += f" (stopped at {reached // 1000}k of {cfg.requested_timesteps // 1000}k)"
         key = (reward.model, tuple(reward.vlm_micro_tasks) if reward.kind == "hybrid" else ())
-        out.setdefault(key, []).append((name, d["best"]["test"]["success_rate"], d["final"]["test"]["success_rate"]))
+        learner = cfg.variant + (" warm-started" if cfg.init_policy else "")
+        out.setdefault(key, []).append((name, d["best"]["test"]["success_rate"], d["final"]["test"]["success_rate"],
+                                        learner))
     return out
 
 
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         m = r["map"]
         verdict = m["verdict"] + (f" (P {f(m['p_teaches'])}, 90% [{f(m['p_interval_90'][0])}, {f(m['p_interval_90'][1])}];"
                                   f" nearest {', '.join(m['nearest_conditions'])})" if "p_teaches" in m else "")
-        pix = "; ".join(f"{run} {b:.3f} / {fi:.3f}" for run, b, fi in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), [])) or "-"
+        pix = "; ".join(f"{run}{'' if lr == 'rmtl' else f' ({lr})'} {b:.3f} / {fi:.3f}" for run, b, fi, lr in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), [])) or "-"
         lines.append("| " + " | ".join([r["scorer"], *cells, ", ".join(r["behaviours_at_or_above_expert"]) or "none",
                                         verdict, pix]) + " |")
     a.out.write_text("\n".join(lines) + "\n")
