@@ -50,10 +50,13 @@ def points(reports: Path, runs_root: Path, fitted: LearnabilityMap) -> list[dict
     return out
 
 
-def brier(rows: list[dict], every_learner: bool = False) -> float:
-    """Over the counted rows of the map's learner (``every_learner``: of every learner)."""
-    c = [r for r in rows if r["counted"] and (every_learner or r["predicted"])]
-    return float(np.mean([(r["p"] - r["taught"]) ** 2 for r in c])) if c else float("nan")
+def scored(rows: list[dict], every_learner: bool = False) -> list[dict]:
+    """The counted rows of the map's learner (``every_learner``: of every learner)."""
+    return [r for r in rows if r["counted"] and (every_learner or r["predicted"])]
+
+
+def brier(rows: list[dict]) -> float:
+    return float(np.mean([(r["p"] - r["taught"]) ** 2 for r in rows])) if rows else float("nan")
 
 
 def reliability_plot(rows: list[dict], path: Path) -> None:
@@ -62,14 +65,14 @@ def reliability_plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    c = [r for r in rows if r["counted"] and r["predicted"]]
+    c = scored(rows)
     p = np.array([r["p"] for r in c])
     y = np.array([float(r["taught"]) for r in c])
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=1, label="perfect calibration")
     jitter = np.random.default_rng(0).uniform(-0.03, 0.03, len(y))
     ax.scatter(p, y + jitter, s=18, alpha=0.6, label="rmtl runs from scratch (taught 1 / not 0)")
-    other = [r for r in rows if r["counted"] and not r["predicted"]]
+    other = [r for r in scored(rows, every_learner=True) if not r["predicted"]]
     if other:  # ablations and warm-started controls: shown, not in the bins or the score
         ax.scatter([r["p"] for r in other], [float(r["taught"]) for r in other], s=30, marker="x", c="grey",
                    label="other learners (ablations, controls)")
@@ -80,7 +83,7 @@ def reliability_plot(rows: list[dict], path: Path) -> None:
                         fmt="s", c="C3", capsize=3)
             ax.annotate(f"n={m.sum()}", (p[m].mean(), y[m].mean()), textcoords="offset points", xytext=(6, -10), fontsize=8)
     ax.set(xlim=(-0.05, 1.05), ylim=(-0.1, 1.1), xlabel="P(teaches) from rmtl qualify (before the run)",
-           ylabel="share taught (best test success >= 0.5)", title=f"Calibration of the learnability map (Brier {brier(rows):.3f})")
+           ylabel="share taught (best test success >= 0.5)", title=f"Calibration of the learnability map (Brier {brier(c):.3f})")
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -98,8 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     if not fitted:
         raise SystemExit(f"error: no fitted map at {a.map}: run 'rmtl qualify fit-map' first")
     rows = points(a.reports, a.runs, fitted)
-    counted = [r for r in rows if r["counted"] and r["predicted"]]
-    every = [r for r in rows if r["counted"]]
+    counted, every = scored(rows), scored(rows, every_learner=True)
     png = a.out.with_suffix(".png")
     reliability_plot(rows, png)
     lines = ["# Calibration: P(teaches) before each pixel-level run, and what the run did", "",
@@ -107,18 +109,18 @@ def main(argv: list[str] | None = None) -> int:
              f"best-on-validation test success >= {fitted.teaches_at}. P(teaches): the scorer's `rmtl qualify` verdict "
              "from the committed map (fitted on 300k-step degraded-oracle runs; the pixel runs ran 600k, the hybrids "
              "300k). Runs stopped before their steps are listed, not scored.", "",
-             f"**Brier score {brier(rows):.3f}** over {len(counted)} runs (a constant 0.5 scores 0.250; "
+             f"**Brier score {brier(counted):.3f}** over {len(counted)} runs (a constant 0.5 scores 0.250; "
              f"the base rate {np.mean([r['taught'] for r in counted]):.2f} as a constant scores "
              f"{np.mean([(np.mean([q['taught'] for q in counted]) - r['taught']) ** 2 for r in counted]):.3f}). "
              f"Reliability plot: `{png.name}`. These are the runs the map predicts: an `rmtl` learner from scratch. "
-             f"Over every listed run, ablations and warm-started controls too: Brier {brier(rows, every_learner=True):.3f} "
+             f"Over every listed run, ablations and warm-started controls too: Brier {brier(every):.3f} "
              f"over {len(every)} runs.", "",
              "| scorer | run | learner | P(teaches) | best test success | taught | scored |", "|---|---|---|---|---|---|---|"]
     for r in rows:
         p = "n/a" if r["p"] is None else f"{r['p']:.2f}"
-        scored = "no" if not r["counted"] else "yes" if r["predicted"] else "every-run score only"
+        in_score = "no" if not r["counted"] else "yes" if r["predicted"] else "every-run score only"
         lines.append(f"| {r['scorer']} | {r['run']} | {r['learner']} | {p} | {r['outcome']:.3f} | "
-                     f"{'yes' if r['taught'] else 'no'} | {scored} |")
+                     f"{'yes' if r['taught'] else 'no'} | {in_score} |")
     a.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
