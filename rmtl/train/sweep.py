@@ -199,11 +199,10 @@ def write_report(sweep: Sweep) -> Path:
     stage2 = [r for r in sweep.runs if r.stage == 2]
     controls = stage2_controls(sweep)
     stage1 = [r for r in sweep.runs if r.stage == 1 and r not in controls]
-    test_episodes = {r.name: stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps).test_episodes
-                     for r in controls}
     if stage2:
         # Every arm on the episodes a Stage-1 run is tested on (its controls' count, else the default).
-        episodes = min(test_episodes.values(), default=ReportConfig.model_fields["test_episodes"].default)
+        episodes = min((stage1_run_config(r.variant, r.seed, r.overrides, r.output_dir, r.steps).test_episodes
+                        for r in controls), default=ReportConfig.model_fields["test_episodes"].default)
         report(ReportConfig.make(runs=tuple(str(run_path(r.output_dir)) for r in stage2), stage=2,
                                  rule_continued=tuple(str(run_path(r.output_dir)) for r in controls),
                                  episodes=episodes, seed=TEST_SEED, out=str(out)))
