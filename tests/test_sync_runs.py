@@ -1,5 +1,6 @@
-"""experiments/learnability/sync_runs.py copies a worktree's runs into the checkout without removing what
-only the checkout has, drops a resume/ the finished run no longer has, and makes machine paths portable."""
+"""experiments/learnability/sync_runs.py copies a worktree's runs into the checkout (never a folder being
+written) without removing what only the checkout has, drops a resume/ the finished run no longer has,
+and makes machine paths portable."""
 
 import json
 from pathlib import Path
@@ -18,6 +19,8 @@ def test_sync_keeps_files_only_the_checkout_has_and_drops_a_finished_runs_resume
     (src / "best").mkdir()
     (src / "best" / "meta.json").write_text(json.dumps({"out": f"{wt}/results/x/runs/r_s0", "data": f"{data}/s.zarr"}))
     (src / "summary.json").write_text("{}")
+    (src / ".best.writing").mkdir()  # a policy being written as the sync runs: half of one, never copied
+    (src / ".best.writing" / "model.zip").write_bytes(b"half")
     dst = repo / runs / "r_s0"
     (dst / "resume").mkdir(parents=True)  # committed while the run was going
     (dst / "resume" / "model.zip").write_bytes(b"old")
@@ -28,6 +31,7 @@ def test_sync_keeps_files_only_the_checkout_has_and_drops_a_finished_runs_resume
     assert sync_runs.main([str(wt), "--runs", str(runs), "--data-dir", str(data)]) == 0
     assert not (dst / "resume").exists() and (dst / "final" / "meta.json").read_text() == "{}"
     assert not (dst / "checkpoints").exists() and (dst / "summary.json").is_file()
+    assert not (dst / ".best.writing").exists()
     assert json.loads((dst / "best" / "meta.json").read_text()) == {"out": "results/x/runs/r_s0",
                                                                     "data": "$RMTL_DATA_DIR/s.zarr"}
     assert "kept 1 file(s) the worktree does not have: final/meta.json" in capsys.readouterr().out

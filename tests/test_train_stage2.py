@@ -69,7 +69,7 @@ def test_stage2_trains_checkpoints_and_logs(runs):
     assert all(torch.equal(final["net"][k], last["net"][k]) for k in last["net"])
     assert load_manager(d / "final")[1] == last["horizon"] and (d / "final" / "meta.json").is_file()
     assert (d / "final" / "model.zip").stat().st_size < (_ck(d, 128) / "model.zip").stat().st_size
-    assert sorted(p.name for p in d.glob("final*")) == ["final"]  # staged beside it and renamed: nothing left over
+    assert [p.name for p in d.iterdir() if "final" in p.name] == ["final"]  # staged beside it and renamed: nothing left over
     bc = json.loads((d / "bc.json").read_text())
     assert bc["episodes_total"] == 6 and 0.0 <= bc["heldout_accuracy"] <= 1.0 and bc["updates"] == 100
     m = read_csv(d / "manager.csv")

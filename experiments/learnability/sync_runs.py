@@ -21,6 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 RUNS = Path("results/learnability/runs")
 TEXT = {".json", ".yaml", ".csv", ".md", ".txt"}
 SKIP = {"checkpoints", "tb", "sweep.lock"}
+STAGED = (".tmp", ".writing", ".replaced")
+"""Ends of the names a run writes through before renaming into place (half-written, never copied)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         # copied over what is here, never a whole folder removed: a file only this checkout has stays
         # (a run's final/ written here, an analysis beside it), and is named
         shutil.copytree(run, dst, dirs_exist_ok=True,
-                        ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(".tmp")])
+                        ignore=lambda d, names: [n for n in names if n in SKIP or n.endswith(STAGED)])
         only_here = sorted(str(f.relative_to(dst)) for f in dst.rglob("*")
                            if f.is_file() and not (run / f.relative_to(dst)).exists())
         if only_here:

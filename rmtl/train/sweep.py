@@ -21,6 +21,7 @@ from typing import Any, Mapping
 
 from rmtl.errors import RmtlError
 from rmtl.train.run.lock import DEFAULT_STALE_SECONDS, RunHeld, RunLock, lock_info
+from rmtl.train.run.run_dir import CHECKPOINTS, LATEST, RESUME
 from rmtl.train.run.run_dir import LOCK_FILE  # noqa: F401  (callers and tests take it from here too)
 from rmtl.train.sweep_file import Sweep, SweepRun, stage1_run_config, stage2_run_config
 from storage.lock import pid_alive
@@ -40,7 +41,7 @@ def is_finished(run_dir: Path, steps: int) -> bool:
     """A kept run that trained ``steps`` env steps and was selected: ``summary.json`` and
     ``selection.json``, no ``resume/`` (a run without kept results: ``summary.json`` only)."""
     summary = run_dir / "summary.json"
-    if not summary.is_file() or (run_dir / "resume").exists():
+    if not summary.is_file() or (run_dir / RESUME).exists():
         return False
     try:
         done = int(json.loads(summary.read_text()).get("env_steps", 0)) >= steps
@@ -54,7 +55,7 @@ def run_state(run_dir: Path, steps: int) -> str:
     """'finished', 'resumable' (has ``resume/`` or a checkpoint) or 'new'."""
     if is_finished(run_dir, steps):
         return "finished"
-    if (run_dir / "resume").is_dir() or (run_dir / "checkpoints" / "latest.txt").is_file():
+    if (run_dir / RESUME).is_dir() or (run_dir / CHECKPOINTS / LATEST).is_file():
         return "resumable"
     return "new"
 

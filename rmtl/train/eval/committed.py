@@ -19,33 +19,29 @@ from typing import Any
 
 from rmtl.provenance import portable_path
 from rmtl.train.run.csv_log import append_csv, read_csv
-from rmtl.train.run.run_dir import RESUME, resume_checkpoint
+from rmtl.train.run.run_dir import BEST, RESUME, resume_checkpoint
 from rmtl.train.eval.selection import SELECTION_FILE, TEST_SEED, VALIDATION_SEED, last_evaluations
-from storage.whole_file import write_file_whole
+from storage.whole_file import dir_written_whole, write_file_whole
 
 __all__ = ["BEST", "RESUME", "VALIDATION_CSV", "drop_resume_state", "keep_resume_state", "resume_checkpoint",
-           "select_kept_run", "validate_and_keep_best"]
+           "select_kept_run", "validate_and_keep_best", "write_policy", "write_policy_into"]
 
-BEST = "best"
 VALIDATION_CSV = "validation.csv"
-_FILES = ("model.zip", "meta.json", "curriculum.json", "vecnormalize.json", "reward_state.json")
+_RESUME_FILES = ("model.zip", "meta.json", "curriculum.json", "vecnormalize.json", "reward_state.json")
+_POLICY_FILES = ("model.zip", "meta.json", "vecnormalize.json")
+"""A policy without the training state that only a resumed run needs (curriculum, reward shaping)."""
 
 
-def _copy_checkpoint(ck: Path, dest: Path) -> None:
-    """Replace ``dest`` with the checkpoint's files (written beside it, then renamed)."""
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    for name in _FILES:
+def _copy_files(ck: Path, into: Path, names: tuple[str, ...]) -> None:
+    for name in names:
         if (ck / name).is_file():
-            shutil.copy2(ck / name, tmp / name)
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
+            shutil.copy2(ck / name, into / name)
 
 
 def keep_resume_state(run_dir: Path, ck: Path) -> None:
-    """Copy the newest checkpoint to ``resume/``."""
-    _copy_checkpoint(ck, Path(run_dir) / RESUME)
+    """Copy the newest checkpoint to ``resume/`` (filled beside it, then renamed into place)."""
+    with dir_written_whole(Path(run_dir) / RESUME) as into:
+        _copy_files(ck, into, _RESUME_FILES)
 
 
 def drop_resume_state(run_dir: Path) -> None:
@@ -73,19 +69,24 @@ def validate_and_keep_best(run_dir: Path, ck: Path, episodes: int = 100, seed: i
 
 
 def write_policy(ck: Path, dest: Path, device: str) -> None:
-    """Write a policy-only copy of checkpoint ``ck`` to ``dest``: the weights and normaliser with a
-    fresh optimiser (no moment estimates) and no curriculum or reward state, small enough to commit
-    or to carry to another machine; ``device`` is where the model is loaded to rewrite it."""
+    """Replace ``dest`` with a policy-only copy of checkpoint ``ck`` (:func:`write_policy_into`), filled
+    beside it and renamed into place: a stop mid-write leaves the previous policy, never half of one."""
+    with dir_written_whole(dest) as into:
+        write_policy_into(ck, into, device)
+
+
+def write_policy_into(ck: Path, into: Path, device: str) -> None:
+    """Write a policy-only copy of checkpoint ``ck`` into the folder ``into``: the weights and normaliser
+    with a fresh optimiser (no moment estimates) and no curriculum or reward state, small enough to
+    commit or to carry to another machine; ``device`` is where the model is loaded to rewrite it."""
     from stable_baselines3 import PPO
 
-    _copy_checkpoint(ck, dest)
-    (dest / "curriculum.json").unlink(missing_ok=True)
-    (dest / "reward_state.json").unlink(missing_ok=True)
-    model = PPO.load(dest / "model.zip", device=device)
+    _copy_files(ck, into, _POLICY_FILES)
+    model = PPO.load(into / "model.zip", device=device)
     model.policy.optimizer = type(model.policy.optimizer)(model.policy.parameters(),
                                                           **model.policy.optimizer_kwargs,
                                                           lr=model.policy.optimizer.param_groups[0]["lr"])
-    model.save(dest / "model.zip")
+    model.save(into / "model.zip")
 
 
 def select_kept_run(run_dir: Path, final_ck: Path, test_episodes: int = 200, test_seed: int = TEST_SEED,

@@ -27,6 +27,8 @@ RESUME = "resume"
 """A copy of the newest checkpoint kept with a run's results (rmtl.train.eval.committed)."""
 FINAL = "final"
 """A finished Stage-2 run's last checkpoint as policy only, kept with its results (no checkpoints/)."""
+BEST = "best"
+"""The checkpoint best on the validation seeds as policy only, kept with a run's results (rmtl.train.eval.committed)."""
 
 
 def saved_config(run_dir: Path) -> dict[str, Any] | None:
@@ -53,7 +55,7 @@ def resume_checkpoint(run_dir: str | Path) -> Path | None:
 PREVIOUS = "previous-"
 """Prefix of the folders (``previous-<UTC time>/``) a fresh start moves an earlier run's files into."""
 RUN_MARKERS = ("run.json", "summary.json", "selection.json", "eval.csv", "curriculum.csv", "validation.csv",
-               "manager.csv", RESUME, "best", FINAL, CHECKPOINTS)
+               "manager.csv", RESUME, BEST, FINAL, CHECKPOINTS)
 """Files and folders that mean a directory holds a run (besides ``progress_*.csv`` and ``run_resume_*.json``)."""
 _JSON_FILES = ("meta.json", "curriculum.json", "reward_state.json", "vecnormalize.json")
 
@@ -246,22 +248,21 @@ def resolve_checkpoint(path: str | Path) -> Path:
         p = p.parent
     if (p / "model.zip").is_file():
         return p
-    latest = p / "checkpoints" / "latest.txt"
+    latest = p / CHECKPOINTS / LATEST
     named = None
     if latest.is_file():
         named = latest.read_text(errors="replace").strip()
-        ck = p / "checkpoints" / named
+        ck = p / CHECKPOINTS / named
         if named and (ck / "model.zip").is_file():
             return ck
-    if (p / "best" / "model.zip").is_file():  # a run kept with its results: its best policy on validation
-        return p / "best"
-    if (p / FINAL / "model.zip").is_file():  # a finished Stage-2 run kept with its results: its last policy
-        return p / FINAL
-    if (p / "resume" / "model.zip").is_file():  # a run stopped before its first checkpoint: its resume state
-        return p / "resume"
+    # a run kept with its results: its best policy on validation, else a finished Stage-2 run's last
+    # policy, else (a run stopped before its first checkpoint) its resume state
+    for kept in (BEST, FINAL, RESUME):
+        if (p / kept / "model.zip").is_file():
+            return p / kept
     if named is not None:  # a run directory whose pointer is stale, not "no run directory"
-        have = sorted(c.name for c in (p / "checkpoints").glob("step_*") if (c / "model.zip").is_file())
-        fix = f"pass one of its checkpoints ({', '.join(str(p / 'checkpoints' / h) for h in have[-3:])})" if have \
+        have = sorted(c.name for c in (p / CHECKPOINTS).glob("step_*") if (c / "model.zip").is_file())
+        fix = f"pass one of its checkpoints ({', '.join(str(p / CHECKPOINTS / h) for h in have[-3:])})" if have \
             else "the run has no checkpoint with a model.zip: retrain it"
         raise ConfigError(f"run directory {p}: checkpoints/latest.txt names {named!r}, which has no model.zip "
                           f"(deleted or moved); {fix}")

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rmtl.train.run.run_dir import BEST, FINAL, RESUME, latest_checkpoint
+
 ARM_LABELS = {"worker_rule": "worker + rule", "worker_manager": "Stage-2 worker + manager",
               "stage2_worker_rule": "Stage-2 worker + rule", "worker_manager_bc": "Stage-2 worker + BC-only manager",
               "rule_continued": "rule-continued + rule", "ppo_no_phase_input": "PPO without phase input"}
@@ -44,8 +46,6 @@ def sign_test(a: list[bool], b: list[bool]) -> dict[str, Any]:
 
 
 def _final_or_latest(run: Path) -> Path | None:
-    from rmtl.train.run.run_dir import FINAL, latest_checkpoint
-
     ck = latest_checkpoint(run) if run.is_dir() else None
     return ck or (run / FINAL if (run / FINAL).is_dir() else None)
 
@@ -53,9 +53,9 @@ def _final_or_latest(run: Path) -> Path | None:
 def _control_policy(run: Path) -> Path | None:
     """The control's policy: the checkpoint best on validation once the run is selected (as every Stage-1
     arm is measured), else its latest checkpoint or resume state (an unfinished control: reported as such)."""
-    if (run / "selection.json").is_file() and (run / "best").is_dir():
-        return run / "best"
-    return _final_or_latest(run) or ((run / "resume") if (run / "resume").is_dir() else None)
+    if (run / "selection.json").is_file() and (run / BEST).is_dir():
+        return run / BEST
+    return _final_or_latest(run) or ((run / RESUME) if (run / RESUME).is_dir() else None)
 
 
 def arm_policies(arms: WorkerArms) -> dict[str, Path]:
@@ -71,7 +71,7 @@ def arm_policies(arms: WorkerArms) -> dict[str, Path]:
     if rc is not None:
         out["rule_continued"] = rc
     if arms.no_phase is not None and (arms.no_phase / "selection.json").is_file():
-        out["no_phase"] = arms.no_phase / "best"
+        out["no_phase"] = arms.no_phase / BEST
     return out
 
 

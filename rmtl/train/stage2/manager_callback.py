@@ -117,20 +117,16 @@ def load_manager(path: str | Path) -> tuple[ManagerNet, int]:
 
 def write_final_policy(ck: Path, dest: Path, device: str = "cpu") -> None:
     """A Stage-2 checkpoint as policy only: the worker's weights and normaliser with a fresh optimiser
-    (:func:`rmtl.train.eval.committed.write_policy`) and the manager's network and horizon without its
-    optimiser or random state; small enough to commit, and what :func:`load_manager` reads. Both are
-    written beside ``dest`` and renamed into place together, so ``dest`` never holds a worker without
-    its manager."""
-    import shutil
-
+    (:func:`rmtl.train.eval.committed.write_policy_into`) and the manager's network and horizon without
+    its optimiser or random state; small enough to commit, and what :func:`load_manager` reads. Both
+    are written beside ``dest`` and renamed into place together, so ``dest`` never holds a worker
+    without its manager."""
     import torch
 
-    from rmtl.train.eval.committed import write_policy
+    from rmtl.train.eval.committed import write_policy_into
+    from storage.whole_file import dir_written_whole
 
     state = load_torch_state(ck / MANAGER_FILE, "Stage-2 manager", "pass a checkpoint written by rmtl train stage2")
-    staged = dest.with_name(dest.name + ".writing")
-    shutil.rmtree(staged, ignore_errors=True)
-    write_policy(ck, staged, device)
-    torch.save({k: state[k] for k in ("net", "hidden", "horizon") if k in state}, staged / MANAGER_FILE)
-    shutil.rmtree(dest, ignore_errors=True)
-    staged.rename(dest)
+    with dir_written_whole(dest) as into:
+        write_policy_into(ck, into, device)
+        torch.save({k: state[k] for k in ("net", "hidden", "horizon") if k in state}, into / MANAGER_FILE)
