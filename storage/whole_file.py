@@ -43,12 +43,12 @@ def dir_written_whole(path: str | os.PathLike[str]) -> Iterator[Path]:
     staged.mkdir(parents=True)
     try:
         yield staged
-        if p.exists():  # a folder cannot be renamed over a non-empty one: move it aside first
-            os.replace(p, aside)
         try:
+            if p.exists():  # a folder cannot be renamed over a non-empty one: move it aside first
+                os.replace(p, aside)
             os.replace(staged, p)
-        except OSError:
-            if aside.exists():
+        except BaseException:  # a failed rename or a Ctrl-C between the two: the old folder goes back
+            if aside.is_dir() and not p.exists():
                 os.replace(aside, p)
             raise
         shutil.rmtree(aside, ignore_errors=True)
