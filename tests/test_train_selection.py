@@ -90,12 +90,16 @@ def test_best_is_the_highest_validation_rate_ties_to_the_later(run, monkeypatch)
     sel = select_checkpoint(run, validation_episodes=10, test_episodes=20)
     assert sel["best"]["checkpoint"] == "step_000000096" and sel["final"]["checkpoint"] == "step_000000128"
     assert sorted(c for c in calls if c[1] == TEST_SEED) == [("step_000000096", TEST_SEED), ("step_000000128", TEST_SEED)]
-    # Up to date: nothing is evaluated again; new weights under a step name are.
+    # Up to date: nothing is evaluated again, not after a copy or a clone gives the files new times;
+    # new weights under a step name are.
     calls.clear()
     select_checkpoint(run, validation_episodes=10, test_episodes=20)
     assert calls == []
     ck = run / "checkpoints" / "step_000000064" / "model.zip"
     os.utime(ck, ns=(ck.stat().st_atime_ns, ck.stat().st_mtime_ns + 10**9))
+    select_checkpoint(run, validation_episodes=10, test_episodes=20)
+    assert calls == []
+    ck.write_bytes((run / "checkpoints" / "step_000000032" / "model.zip").read_bytes())
     select_checkpoint(run, validation_episodes=10, test_episodes=20)
     assert calls == [("step_000000064", VALIDATION_SEED)]
     # Other episode counts: everything again.

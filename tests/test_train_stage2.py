@@ -5,6 +5,7 @@ its rule rollouts, 128 Stage-2 steps with the actor frozen for the first 64, che
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import numpy as np
@@ -241,6 +242,9 @@ def test_report_of_several_stage2_runs_per_worker_and_pooled(runs, tmp_path, mon
     real = sw.evaluate_arms
     monkeypatch.setattr(sw, "evaluate_arms", lambda arms, *x, **k: measured.append(arms.stage2.name) or real(arms, *x, **k))
     assert run(argv) == 0 and measured == []  # kept: the same policies and episodes
+    for f in (a / "final" / "model.zip", b / "final" / "model.zip"):  # a clone or a copy: new times, the same bytes
+        os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))
+    assert run(argv) == 0 and measured == []
     (b / "manager_bc.pt").unlink()  # b's arms change: its BC-only manager is gone
     assert run(argv) == 0 and measured == ["manager_s1"]
     assert ("manager_s1", "worker_manager_bc") not in {(r["worker"], r["arm"]) for r in read_csv(out / "fig7.csv")}

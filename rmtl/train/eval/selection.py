@@ -31,6 +31,7 @@ import yaml
 from rmtl.env.check import SuccessRate
 from rmtl.errors import ConfigError
 from rmtl.provenance import portable_path
+from storage.digest import file_sha256
 from storage.whole_file import write_file_whole
 
 VALIDATION_SEED = 2_000_000
@@ -93,10 +94,10 @@ def last_evaluations(eval_rows: Sequence[dict[str, Any]], n: int = LAST_N) -> di
 
 
 def _stamp(ck: Path) -> str:
-    """Size and mtime of a checkpoint's model.zip: a run started over in the same directory
-    writes new weights under the same step names, and their old results must not be reused."""
-    st = (ck / "model.zip").stat()
-    return f"{st.st_size}-{st.st_mtime_ns}"
+    """The content digest of a checkpoint's model.zip: a run started over in the same directory
+    writes new weights under the same step names, and their old results must not be reused; the
+    same weights copied elsewhere (a sync, a clone) keep theirs."""
+    return file_sha256(ck / "model.zip")
 
 
 def _params(validation_episodes: int, test_episodes: int, validation_seed: int, test_seed: int) -> dict[str, int]:

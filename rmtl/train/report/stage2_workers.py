@@ -23,6 +23,7 @@ from rmtl.train.stage2.compare import (
     phase_shares,
     pooled,
 )
+from storage.digest import file_sha256
 
 PAIRS = (("worker_manager", "worker_rule"), ("worker_manager", "rule_continued"),
          ("worker_manager", "stage2_worker_rule"))
@@ -60,11 +61,11 @@ def worker_arms(runs: Sequence[Path], rule_continued: Sequence[Path] = (),
 
 
 def _measured_on(arms: WorkerArms, episodes: int, seed: int) -> dict[str, Any]:
-    """What a kept evaluation must match: the episodes, and each arm's policy file with its size and time."""
+    """What a kept evaluation must match: the episodes, and each arm's policy file with its size and content
+    digest (not its time: a clone of the results must find the evaluations committed beside them)."""
     def stamp(p: Path) -> list[Any]:
         f = p / "model.zip" if p.is_dir() else p
-        st = f.stat() if f.exists() else None
-        return [portable_path(p), st.st_size if st else None, st.st_mtime_ns if st else None]
+        return [portable_path(p), f.stat().st_size, file_sha256(f)] if f.is_file() else [portable_path(p), None, None]
 
     return {"episodes": episodes, "seed": seed, "policies": {k: stamp(p) for k, p in arm_policies(arms).items()}}
 
