@@ -122,3 +122,48 @@ def test_score_window_averages_within_a_micro_task_and_restarts_at_a_switch():
     np.testing.assert_allclose(us, [0.9, 0.6, 0.6, 0.3, 0.8])
     shaper.reset()
     assert float(shaper(np.array([0.1]), np.array([1])).u[0]) == pytest.approx(0.1)
+
+
+def test_a_dead_zone_pays_nothing_below_it_and_keeps_progress_above():
+    s = _states(2000, seed=5)
+    exact = np.asarray(TASK.oracle_progress(s))
+    grasp = TASK.micro_tasks.names.index("grasp")
+    p = _kind({"micro_tasks": {"grasp": {"dead_zone": 0.5}}}).degraded_progress(s)
+    low = (exact[:, grasp] > 0) & (exact[:, grasp] < 0.5)
+    assert low.sum() >= 10  # the states include the first centimetre of a lift
+    assert np.all(p[low, grasp] == 0.0)
+    high = exact[:, grasp] >= 0.5
+    np.testing.assert_array_equal(p[high, grasp], exact[high, grasp])
+    others = [k for k in range(exact.shape[1]) if k != grasp]
+    np.testing.assert_array_equal(p[:, others], exact[:, others])
+
+
+def test_a_power_compresses_early_progress_and_keeps_the_ends():
+    s = _states(2000, seed=6)
+    exact = np.asarray(TASK.oracle_progress(s))
+    p = _kind({"default": {"power": 3.0}}).degraded_progress(s)
+    np.testing.assert_allclose(p, exact ** 3)
+    mid = (exact > 0.1) & (exact < 0.9)
+    assert mid.sum() > 100 and np.all(p[mid] < exact[mid])
+
+
+def test_a_single_score_is_the_mean_progress_with_one_phase_whatever_the_rule_says():
+    s = _states(300, seed=7)
+    kind = DegradedOracleKind(TASK.oracle_progress, tuple(TASK.micro_tasks.names), ScorerErrorConfig(), 0,
+                              TASK.visible_state, TASK.scorer_confusions, single_score=True)
+    assert kind.num_phases == 1
+    exact = np.asarray(TASK.oracle_progress(s))
+    np.testing.assert_allclose(kind.degraded_progress(s)[:, 0], exact.mean(axis=1))
+    out = []
+    for phase in range(3):
+        shaper = RewardShaper(len(s), ShapingConfig(), num_phases=1)
+        out.append(kind.step(s, np.full(len(s), phase), shaper, render=None).reward)
+    np.testing.assert_array_equal(out[0], out[1])
+    np.testing.assert_array_equal(out[0], out[2])
+
+
+def test_the_single_score_variant_trains_through_the_config():
+    from rmtl.train import stage1_config
+
+    cfg = stage1_config("single_score_oracle", total_timesteps=640)
+    assert cfg.reward.kind == "degraded_oracle" and cfg.reward.single_score

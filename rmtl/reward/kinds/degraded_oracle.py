@@ -4,6 +4,8 @@ scorer get right for the reward to teach? (docs/reward_quality.md)
 Per micro-task k, the score is the oracle's progress p_k (the ``oracle`` kind's, on the same
 scale) changed in this order:
 
+0. early progress: p -> 0 below ``dead_zone`` (the first steps of progress pay nothing), then
+   p -> p ** ``power`` (``power`` > 1 compresses early progress: half-way pays 0.5 ** power);
 1. confusions: in a task-defined region (``Task.scorer_confusions``, e.g. a cube resting at the
    gripper for grasp) p moves toward the goal's progress 1 by ``strength``: 1 pays the confused
    state as much as the goal, 0.5 half-way (half as much for a state of no progress);
@@ -16,6 +18,8 @@ scale) changed in this order:
 4. noise: + i.i.d. Gaussian noise of std ``noise`` per step.
 
 Nothing is clipped: the shaping's bounds see the scores a scorer with these errors would give.
+With ``single_score`` the K degraded progresses are averaged into one whole-task score and the
+reward has one phase (no phase index), as a single-prompt VLM reward has.
 The error's randomness comes from ``error.seed`` (default: derived from the run's seed, so
 every training seed meets another error landscape). With every error zero it is the oracle.
 """
@@ -51,6 +55,11 @@ class ScoreError(Config):
     """Std of the i.i.d. per-step noise (0: none)."""
     inverted_share: float = Field(0.0, ge=0, le=1)
     """Share of the visible-state space where progress is reversed (1: everywhere)."""
+    dead_zone: float = Field(0.0, ge=0, le=1)
+    """Progress below this is paid as none (0: none). Pick-and-lift's grasp progress is lift / 2 cm,
+    so 0.5 pays nothing below 1 cm of lift."""
+    power: float = Field(1.0, ge=1)
+    """Progress is raised to this power (1: unchanged; 3 pays a quarter of the way 0.016)."""
 
 
 class ScorerErrorConfig(Config):
@@ -79,6 +88,9 @@ class DegradedOracleRewardConfig(OracleRewardConfig):
     kind: Literal["degraded_oracle"] = "degraded_oracle"  # type: ignore[assignment]
     error: ScorerErrorConfig = ScorerErrorConfig()
     """What is wrong with the scorer."""
+    single_score: bool = False
+    """One whole-task score, the mean of the K degraded progresses, and one phase: the oracle
+    counterpart of a single-prompt reward (no phase index in the reward)."""
 
 
 class SmoothField:
@@ -102,8 +114,10 @@ class DegradedOracleKind(OracleKind):
 
     def __init__(self, progress: Progress, micro_tasks: tuple[str, ...], error: ScorerErrorConfig, seed: int,
                  visible: Callable[[np.ndarray], np.ndarray] | None, confusions: Mapping[str, Any],
-                 initial_low: float = 0.45, initial_high: float = 0.70, add_env_reward: bool = True):
-        super().__init__(progress, len(micro_tasks), initial_low, initial_high, add_env_reward)
+                 initial_low: float = 0.45, initial_high: float = 0.70, add_env_reward: bool = True,
+                 single_score: bool = False):
+        super().__init__(progress, 1 if single_score else len(micro_tasks), initial_low, initial_high, add_env_reward)
+        self.single_score = bool(single_score)
         micro_task_indices(micro_tasks, sorted(error.micro_tasks), "reward.error.micro_tasks")
         missing = set(error.confusions) - set(confusions)
         if missing:
@@ -116,6 +130,8 @@ class DegradedOracleKind(OracleKind):
         self._systematic = np.array([e.systematic for e in self.errors])
         self._noise = np.array([e.noise for e in self.errors])
         self._share = np.array([e.inverted_share for e in self.errors])
+        self._dead_zone = np.array([e.dead_zone for e in self.errors])
+        self._power = np.array([e.power for e in self.errors])
         if self._needs_fields() and visible is None:
             raise ConfigError("this task defines no visible state (Task.visible_state); its degraded oracle can "
                               "take noise, confusions and full inversion but no smooth error")
@@ -148,13 +164,17 @@ class DegradedOracleKind(OracleKind):
         seed = reward.error.seed if reward.error.seed is not None else int(facts.seed)
         return cls(functools.partial(task.oracle_progress, config=reward.progress), tuple(task.micro_tasks.names),
                    reward.error, seed, task.visible_state, task.scorer_confusions, reward.shaping.initial_low,
-                   reward.shaping.initial_high, reward.add_env_reward)
+                   reward.shaping.initial_high, reward.add_env_reward, reward.single_score)
 
     def degraded_progress(self, states: np.ndarray, noise: bool = True) -> np.ndarray:
-        """The degraded progress [N, K] (no clipping); ``noise=False`` leaves out the i.i.d. noise
-        (the part of the error a fixed state always gets)."""
+        """The degraded progress [N, K], or [N, 1] with ``single_score`` (no clipping);
+        ``noise=False`` leaves out the i.i.d. noise (the part of the error a fixed state always gets)."""
         s = np.atleast_2d(np.asarray(states, dtype=np.float64))
         p = np.asarray(self.progress(s), dtype=np.float64).copy()
+        if self._dead_zone.any():
+            p = np.where(p < self._dead_zone, 0.0, p)
+        if (self._power != 1.0).any():
+            p = np.clip(p, 0.0, None) ** self._power
         for k, region, strength in self.confusions:
             m = np.asarray(region(s), dtype=bool)
             p[m, k] += strength * (1.0 - p[m, k])
@@ -174,10 +194,11 @@ class DegradedOracleKind(OracleKind):
             p = p + self._systematic * systematic
         if noise and self._noise.any():
             p = p + self._noise * self._noise_rng.standard_normal(p.shape)
-        return p
+        return p.mean(axis=1, keepdims=True) if self.single_score else p
 
     def scores(self, states: np.ndarray) -> np.ndarray:
         return self.low + (self.high - self.low) * self.degraded_progress(states)
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "error_seed": self.seed, "error": self.error.model_dump(mode="json")}
+        return {**super().describe(), "error_seed": self.seed, "error": self.error.model_dump(mode="json"),
+                "single_score": self.single_score}

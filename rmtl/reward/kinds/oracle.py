@@ -84,7 +84,8 @@ class OracleKind(RewardKind):
 
     def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render) -> KindStep:
         scores = self.scores(states)
-        active = scores[np.arange(states.shape[0]), phases]
+        # One whole-task score (a single-score kind) is active whatever the rule's phase says.
+        active = scores[:, 0] if scores.shape[1] == 1 else scores[np.arange(states.shape[0]), phases]
         out = shaper(active, phases)
         terms = shaped_terms(out, active)
         terms["scores"] = scores.astype(np.float32)
