@@ -22,3 +22,8 @@ def test_the_oracle_and_rule_only_paths_are_timed_and_reported(tmp_path):
     # Nothing to compare the pixel path with when it was not run; never a made-up ratio.
     assert d["new_over_oracle"] is None and d["speedup_uncached"] is None
     assert d["ms_per_env_step_median"]["oracle"]["embedding"] == 0
+    # a whole run's wall time is predicted by part from the measured step rate and overheads
+    pred = d["predicted_run_seconds"]["rule_only"]
+    assert d["overheads"]["rule_only"]["eval_episode_seconds"] > 0
+    assert pred["parts"]["evaluations"] > 0 and pred["parts"]["validations"] > 0
+    assert pred["seconds"] > pred["parts"]["training_steps"] > 600_000 / d["env_steps_per_s_median"]["rule_only"] * 0.99

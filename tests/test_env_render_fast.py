@@ -175,3 +175,25 @@ def test_culling_stops_above_the_probe_resolution(small_env):
         model.geom_group[cube] = group  # the session env's model is shared
         plain.close()
         culled.close()
+
+
+def test_the_skybox_off_is_another_renderer_and_the_default_ids_stand():
+    """Turning the skybox off changes pixels, so it changes the renderer id; the default's id,
+    and so every store rendered before the option, stays as it was."""
+    from rmtl.env.render_settings import RenderSettings
+    from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
+
+    on = EnvConfig(render={"msaa_samples": 0, "mesh_reduction": 0.9})
+    off = EnvConfig(render={"msaa_samples": 0, "mesh_reduction": 0.9, "skybox": False})
+    assert on.render_profile()["renderer_id"] == "mj-005e7c3029"  # the r5-r7 models' renderer, as stored
+    assert "skybox" not in RenderSettings().profile(True, False, False)
+    assert off.render_profile()["renderer_id"] != on.render_profile()["renderer_id"]
+    frames = []
+    for cfg in (on, off):
+        env = FetchPickAndLiftEnv(cfg)
+        try:
+            env.reset(seed=4)
+            frames.append(env.render_views(["wide_view"], 64))
+        finally:
+            env.close()
+    assert not np.array_equal(frames[0], frames[1])

@@ -106,6 +106,10 @@ def test_variant_trains_checkpoints_and_evaluates(runs, variant):
     progress = read_csv(d / "progress_000000000.csv")
     keys = set().union(*progress)
     assert {"time/env_steps_per_s", "curriculum/stage", "rollout/success_rate", "time/ms_per_step_simulation"} <= keys
+    # evaluations and checkpoints are timed apart from the rollout's own parts
+    assert any(float(r.get("time/ms_per_step_evaluation") or 0) > 0 for r in progress)
+    if n > 64:  # a checkpoint before the last rollout (the final one is saved after the log)
+        assert any(float(r.get("time/ms_per_step_checkpoints") or 0) > 0 for r in progress)
     kind = stage1_config(variant).reward.kind
     assert json.loads((d / "checkpoints" / f"step_{n:09d}" / "meta.json").read_text())["reward"]["kind"] == kind
     if kind == "dense":

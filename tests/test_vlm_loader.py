@@ -194,3 +194,23 @@ def test_random_weights_are_the_same_model_in_every_load():
     torch.manual_seed(123)  # the global RNG state must not matter
     b = load_vlm("rmtl-fetch-tiny@random").encode_images(frames)
     assert np.array_equal(a, b)
+
+
+def test_bf16_is_chosen_only_for_cpus_with_bf16_instructions(tmp_path, monkeypatch):
+    """An AVX-512 CPU without AVX512-BF16 emulates bf16 in oneDNN (slower than fp32): fp32 there."""
+    from rmtl.vlm import device
+
+    def cpuinfo(flags: str):
+        f = tmp_path / "cpuinfo"
+        f.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 avx2 {flags}\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+        real = device.cpu_flags
+        monkeypatch.setattr(device, "cpu_flags", lambda path=str(f): real(path))
+
+    cpuinfo("avx512f avx512bw avx512vl avx512dq")  # Skylake/Cascade/Ice Lake: no bf16 instructions
+    assert not device.cpu_has_bf16()
+    assert select_precision(torch.device("cpu")) == "fp32"
+    cpuinfo("avx512f avx512_bf16")  # Cooper Lake, AMD Zen 4/5
+    assert device.cpu_has_bf16()
+    cpuinfo("avx512f amx_bf16 amx_tile")  # Sapphire Rapids
+    assert device.cpu_has_bf16()
+    assert device.cpu_flags(str(tmp_path / "absent")) is None

@@ -5,7 +5,8 @@ paper (App. A) are in ``rmtl.tasks.fetch_lift.cameras``."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Iterable, Mapping, Sequence
+from typing import Annotated
+from collections.abc import Iterable, Mapping, Sequence
 
 from pydantic import AfterValidator, BeforeValidator
 
@@ -128,7 +129,7 @@ class CameraBankRenderer:
 
     def __init__(self, model, data, bank: Mapping[str, CameraSpec], shadows: bool = True, reflections: bool = True,
                  culled: Sequence[int] = (), cull_max_resolution: int = MAX_RESOLUTION,
-                 mesh_reduction: float = 0.0):
+                 mesh_reduction: float = 0.0, skybox: bool = True):
         import mujoco
 
         from rmtl.env.culling import CULL_GROUP
@@ -136,6 +137,7 @@ class CameraBankRenderer:
         self._mujoco = mujoco
         self.shadows = shadows
         self.reflections = reflections
+        self.skybox = bool(skybox)
         self._lod = None
         if mesh_reduction > 0:
             from rmtl.env.mesh_lod import RenderModel
@@ -171,6 +173,7 @@ class CameraBankRenderer:
             flags = r.scene.flags
             flags[self._mujoco.mjtRndFlag.mjRND_SHADOW] = self.shadows
             flags[self._mujoco.mjtRndFlag.mjRND_REFLECTION] = self.reflections
+            flags[self._mujoco.mjtRndFlag.mjRND_SKYBOX] = self.skybox
             self._renderers[resolution] = r
         return r
 

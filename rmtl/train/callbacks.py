@@ -10,7 +10,8 @@ import dataclasses
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
@@ -121,6 +122,11 @@ class CurriculumCallback(BaseCallback):
         self.advances = list(state.get("advances", []))
 
 
+TIMED_PARTS = ("simulation", "rendering", "embedding", "cache_lookup", "evaluation", "checkpoints")
+"""Parts of a rollout's wall time timed where they happen (rmtl.train.run.timing, the periodic
+evaluation, a checkpoint's save and validation); ``policy_and_other`` is the rest."""
+
+
 class TrainStatsCallback(BaseCallback):
     """TensorBoard/CSV scalars per rollout: success rate, reward components, phases, speed, cache, timings.
 
@@ -131,7 +137,8 @@ class TrainStatsCallback(BaseCallback):
     - ``time/env_steps_per_s`` (rollout collection only) and ``time/total_steps_per_s``
       (collection + PPO update, since the previous rollout), ``time/update_s``.
     - ``time/ms_per_step_<part>``: per env step, from :class:`Timings` (simulation,
-      rendering, embedding, cache_lookup, ppo_update, policy_and_other).
+      rendering, embedding, cache_lookup, evaluation, checkpoints, policy_and_other; the
+      update's as ``time/update_s``).
     - ``cache/<stat>``: whatever ``stats_fn()`` returns (e.g. the cache source's hit rate).
     """
 
@@ -200,8 +207,7 @@ class TrainStatsCallback(BaseCallback):
             # Since the previous rollout ended: its PPO update plus this rollout.
             log("time/total_steps_per_s", (self.num_timesteps - self._steps_at_end) / (now - self._t_end))
         snap = self.timings.snapshot()
-        parts = {k: snap.get(k, 0.0) - self._t0_snapshot.get(k, 0.0)
-                 for k in ("simulation", "rendering", "embedding", "cache_lookup")}
+        parts = {k: snap.get(k, 0.0) - self._t0_snapshot.get(k, 0.0) for k in TIMED_PARTS}
         parts["policy_and_other"] = max(0.0, collect - sum(parts.values()))
         self.timings.add("policy_and_other", parts["policy_and_other"])
         for k, v in parts.items():

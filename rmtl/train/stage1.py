@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -114,9 +115,13 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         session.begin(model, variant=config.variant)
 
         def evaluate(m: Any):
-            return evaluate_policy_success(m, config.env, config.eval_episodes, config.eval_seed,
-                                           normalizer=env.normalizer, env=session.eval_env(lambda: task.make_env(config.env)),
-                                           task=task)
+            t0 = time.perf_counter()  # timed apart, so the rollout's own parts keep their meaning
+            try:
+                return evaluate_policy_success(m, config.env, config.eval_episodes, config.eval_seed,
+                                               normalizer=env.normalizer,
+                                               env=session.eval_env(lambda: task.make_env(config.env)), task=task)
+            finally:
+                timings.add("evaluation", time.perf_counter() - t0)
 
         stats_fn = env.source.stats if env.source is not None else None
         stats_cb = TrainStatsCallback(timings, stats_fn, phase_names=task.micro_tasks.names)
@@ -127,7 +132,10 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         if isinstance(config.reward, RewardConfig):  # the prompts its reward scores (its task's micro-tasks)
             meta["reward_prompts"] = config.reward.prompts.model_dump(mode="json")  # resolved above
 
+        save_started = [0.0]
+
         def before_save(_: Path) -> None:
+            save_started[0] = time.perf_counter()
             meta["wall_seconds"] = session.wall_seconds()
             meta["timings_seconds"] = timings.snapshot()
             if (config.cache.grow or config.cache.atlas) and env.source is not None and hasattr(env.source.inner, "save"):
@@ -139,6 +147,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
 
                 keep_resume_state(run_dir, ck)
                 validate_and_keep_best(run_dir, ck, config.validation_episodes, device=config.device)
+            timings.add("checkpoints", time.perf_counter() - save_started[0])  # the save and the validation
 
         ckpt_cb = session.checkpoint_callback(curriculum_cb, meta, before_save=before_save, after_save=after_save)
         steps, final = session.learn(model, [curriculum_cb, stats_cb, eval_cb, ckpt_cb, *callbacks], eval_cb=eval_cb)

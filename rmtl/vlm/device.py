@@ -21,8 +21,32 @@ def select_device(device: str | torch.device | None = None) -> torch.device:
     return d
 
 
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+"""x86 CPU flags (Linux ``/proc/cpuinfo``) of bf16 matrix instructions."""
+
+
+def cpu_flags(path: str = "/proc/cpuinfo") -> set[str] | None:
+    """The CPU's flags as Linux lists them, or None where that file is not there (not Linux)."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return set()
+
+
 def cpu_has_bf16() -> bool:
-    """Whether this CPU runs bf16 matrix products natively (AVX512-BF16 or AMX), as oneDNN reports."""
+    """Whether this CPU runs bf16 matrix products in hardware (AVX512-BF16 or AMX).
+
+    oneDNN alone is not asked: it reports bf16 on every AVX-512 CPU, where it emulates bf16
+    (an Intel Xeon without AVX512-BF16 embedded 3.4x slower in bf16 than an AMD EPYC with it,
+    results/bench/run_account.md). On x86 Linux the CPU flags decide; elsewhere oneDNN's answer.
+    """
+    flags = cpu_flags()
+    if flags and any(f in flags for f in ("avx512f", "avx2", "sse2")):  # an x86 CPU: its flags tell
+        return any(f in flags for f in NATIVE_BF16_FLAGS)
     try:
         return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
     except (AttributeError, RuntimeError):

@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -78,7 +79,7 @@ class EnvConfig(Config):
             raise ValueError(str(err)) from None
 
     @model_validator(mode="after")
-    def _box(self) -> "EnvConfig":
+    def _box(self) -> EnvConfig:
         if any(lo >= hi for lo, hi in zip(self.workspace_low, self.workspace_high)):
             raise ValueError("workspace_low must be below workspace_high on every axis")
         return self
@@ -222,6 +223,7 @@ class FetchPickAndLiftEnv(gym.Env):
             self._cameras = CameraBankRenderer(
                 self.model, self.data, CAMERA_BANK, shadows=self.config.shadows, reflections=self.config.reflections,
                 culled=culled, cull_max_resolution=max_res, mesh_reduction=settings.mesh_reduction,
+                skybox=settings.skybox,
             )
         return self._cameras.render(names, res)
 
@@ -365,7 +367,7 @@ class _ObservationIds:
     finger_qvel: tuple[int, int]
 
     @classmethod
-    def of(cls, model: Any, joint_names: Sequence[str]) -> "_ObservationIds":
+    def of(cls, model: Any, joint_names: Sequence[str]) -> _ObservationIds:
         import mujoco
 
         site = lambda name: mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, name)  # noqa: E731
