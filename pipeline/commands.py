@@ -10,7 +10,8 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 from pipeline.stores.questions import StoreQuestion, prompt_set_of
 from rmtl.errors import ConfigError, StoreError
@@ -285,7 +286,17 @@ def qualify(cfg: QualifyConfig) -> None:
         parse_spec(cfg.model)
     root = data_dir()
     out = Path(cfg.out) if cfg.out else root / "qualification" / "reports"
+    if cfg.compare:
+        from pipeline.qualify import compare, format_compare
+
+        if cfg.model is None or cfg.vlm_micro_tasks:
+            raise ConfigError("--compare ranks reward configurations of one VLM: give --model M (and no --vlm-micro-tasks)")
+        ranked = compare(cfg.model, list(cfg.variants), out, families_file=cfg.families, small=cfg.small,
+                         data_dir=root, seed=cfg.seed, map_file=Path(cfg.map) if cfg.map else None)
+        print(format_compare(ranked))
+        print("\n".join(f"wrote {p}" for p in ranked["files"].values()))
+        return
     report = run(model=cfg.model, reward=reward, families_file=cfg.families, small=cfg.small, out_dir=out,
                  data_dir=root, seed=cfg.seed, vlm_micro_tasks=cfg.vlm_micro_tasks,
-                 map_file=Path(cfg.map) if cfg.map else None)
+                 map_file=Path(cfg.map) if cfg.map else None, variant=cfg.variant)
     print(format_report(report))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -136,6 +137,9 @@ class Task:
     """(scores [N, K], states, episode ids, steps) -> the learnability map's metrics (``rmtl qualify``)."""
     map_axes: Mapping[str, MapAxis] = field(default_factory=dict)
     """The learnability map's axes in order: the metrics ``scorer_metrics`` reports."""
+    early_progress_metrics: Callable[..., dict[str, float]] | None = None
+    """(scores [N, K or 1], states, replay=(scores, states, episodes, steps), shaping=...) -> what the
+    reward pays for the first steps of progress in each phase (``rmtl qualify``; None: not measured)."""
     map_plane: MapPlane | None = None
     """The map's 2-D view in plots (None: no plot of the map)."""
     learnability_map: Path | None = None

@@ -198,7 +198,7 @@ def test_a_score_window_averages_along_each_episode(rows):
     noisy, _ = state_scorer(TASK, {"kind": "degraded_oracle", "error": {"default": {"noise": 0.5}}})
     raw = noisy.scores(rows.states)
     avg = windowed_scores(raw, rows, 3)
-    first = np.flatnonzero((rows.episode == rows.episode[0]))
+    first = np.flatnonzero(rows.episode == rows.episode[0])
     first = first[np.argsort(rows.step[first])]
     np.testing.assert_allclose(avg[first[0]], raw[first[0]])
     np.testing.assert_allclose(avg[first[4]], raw[first[2:5]].mean(axis=0))
@@ -291,8 +291,10 @@ def test_the_shipped_families_resolve_inside_the_package_and_match_the_committed
 
     from pipeline.qualify.families import FAMILIES_FILE
 
-    pipeline_dir = FAMILIES_FILE.parent
+    pipeline_dir, qualify_dir = REPO / "pipeline", FAMILIES_FILE.parent
+    assert qualify_dir == pipeline_dir / "qualify"  # qualify's data lives in its package
     patterns = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["pipeline"]
+    assert any(fnmatch.fnmatch(str(FAMILIES_FILE.relative_to(pipeline_dir)), p) for p in patterns)  # in the wheel
     _, fams = load_families()
     learners = [f for f in fams if str(f.rollout["policy"]).endswith(".zip")]
     assert len(learners) == 5
@@ -303,12 +305,21 @@ def test_the_shipped_families_resolve_inside_the_package_and_match_the_committed
                "learner_pixel_fast_failed": "pixel_fast/runs/rmtl_fast_s0"}
     for fam in learners:
         policy = Path(fam.rollout["policy"])
-        assert policy.is_file() and policy.is_relative_to(pipeline_dir), policy
+        assert policy.is_file() and policy.is_relative_to(qualify_dir), policy
         for name in ("model.zip", "meta.json"):
             rel = str((policy.parent / name).relative_to(pipeline_dir))
             assert any(fnmatch.fnmatch(rel, p) for p in patterns), rel  # in the wheel
         committed = REPO / "results" / sources[fam.name] / "best" / "model.zip"
         assert policy.read_bytes() == committed.read_bytes(), fam.name
+
+
+def test_the_qualify_api_names_no_path_outside_its_package():
+    """The public names of pipeline.qualify hold no repository path: its data files are its own."""
+    import pipeline.qualify as q
+
+    package = Path(q.__file__).resolve().parent
+    paths = {n: getattr(q, n) for n in q.__all__ if isinstance(getattr(q, n), Path)}
+    assert paths and all(p.is_relative_to(package) for p in paths.values()), paths
 
 
 def test_a_relative_policy_resolves_beside_its_file_then_in_the_checkout(tmp_path):
@@ -320,3 +331,63 @@ def test_a_relative_policy_resolves_beside_its_file_then_in_the_checkout(tmp_pat
     committed = "results/oracle_structure/runs/rule_only_s0/best/model.zip"
     assert policy_path(committed, tmp_path) == REPO / committed
     assert policy_path("absent/model.zip", tmp_path) == tmp_path / "absent" / "model.zip"  # the error names it
+
+
+def test_a_one_score_configuration_with_a_trap_pose_is_flagged_and_unmapped(tmp_path):
+    """A one-score reward that pays a cube resting at the gripper like a lift: sitting at the cube
+    returns more than the expert (the semantic trap), and the map, which holds no one-score runs,
+    does not give it a verdict."""
+    families_file = tmp_path / "families.yaml"
+    families_file.write_text(yaml.safe_dump({"task": "fetch_lift", "seed": 123, "families": {
+        "expert": {"group": "expert", "policy": "expert", "noise_levels": [0.0], "episodes": 2, "stages": [2, 4]},
+        "sit": {"group": "behaviour", "policy": "behaviour:sit_at_cube", "noise_std": 0.0, "episodes": 2, "stages": [0]}}}))
+    trap = {"kind": "degraded_oracle", "single_score": True, "error": {"confusions": {"grasp_resting": 1.0}}}
+    report = qualify(model=None, reward=trap, families_file=str(families_file), small=False, out_dir=tmp_path / "out",
+                     data_dir=tmp_path, progress=False)
+    assert "sit" in report["behaviours_at_or_above_expert"]
+    assert report["map"]["verdict"] == "unmapped" and "one-score" in report["map"]["why"]
+    assert report["configuration"] == {"one_score": True}
+    clean = qualify(model=None, reward={"kind": "degraded_oracle", "single_score": True}, families_file=str(families_file),
+                    small=False, out_dir=tmp_path / "out2", data_dir=tmp_path, progress=False)
+    assert clean["behaviours_at_or_above_expert"] == []
+
+
+def test_compare_ranks_a_good_scorer_above_a_broken_one(tmp_path):
+    from pipeline.qualify.compare import _row, format_compare
+    from pipeline.qualify.configurations import comparison_rank
+
+    families_file = tmp_path / "families.yaml"  # enough lifts, approaches and a learner to replay the bounds on
+    families_file.write_text(yaml.safe_dump({"task": "fetch_lift", "seed": 321, "families": {
+        "expert": {"group": "expert", "policy": "expert", "noise_levels": [0.0, 0.3], "episodes": 12, "stages": [0, 2, 4]},
+        "learner": {"group": "learner", "policy": "expert", "noise_levels": [0.6], "episodes": 4, "stages": [4]}}}))
+
+    def row(name: str, reward: dict) -> dict:
+        report = qualify(model=None, reward=reward, families_file=str(families_file), small=False,
+                         out_dir=tmp_path / name, data_dir=tmp_path, progress=False)
+        report["configuration"] = {"variant": name, "single_prompt": True, "views": ["wide_view"]}
+        return _row(report)
+
+    good = row("good", {"kind": "degraded_oracle", "single_score": True})
+    broken = row("broken", {"kind": "degraded_oracle", "single_score": True,
+                            "error": {"default": {"dead_zone": 1.0}}})  # pays only the goal itself
+    assert broken["early_progress"]["grasp_early_u"] == 0 < good["early_progress"]["grasp_early_u"]
+    assert broken["early_progress"]["grasp_early_snr"] == 0 < good["early_progress"]["grasp_early_snr"]
+    ranked = comparison_rank([broken, good])
+    assert [r["variant"] for r in ranked] == ["good", "broken"]
+    table = format_compare({"model": "synthetic", "ranked": ranked})
+    assert table.index("| 1 | good") < table.index("| 2 | broken")
+
+
+def test_the_command_compares_a_models_configurations(tmp_path):
+    one = tmp_path / "one.yaml"
+    one.write_text(yaml.safe_dump({"task": "fetch_lift", "seed": 5, "families": {
+        "noisy": {"group": "noisy_expert", "policy": "expert", "noise_levels": [0.3], "episodes": 1, "stages": [0]}}}))
+    r = _rmtl("qualify", "--model", "rmtl-fetch-tiny", "--compare", "--families", str(one), data=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = json.loads((tmp_path / "qualification" / "reports" / "compare_rmtl-fetch-tiny.json").read_text())
+    assert sorted(x["variant"] for x in out["ranked"]) == ["rmtl", "single_prompt_multi_view", "single_prompt_single_view"]
+    views = {x["variant"]: x["configuration"]["views"] for x in out["ranked"]}
+    assert len(views["single_prompt_single_view"]) == 1 and len(views["single_prompt_multi_view"]) == 6
+    assert "| 1 |" in r.stdout and "grasp_early_u" in r.stdout
+    bad = _rmtl("qualify", "--model", "rmtl-fetch-tiny", "--variant", "rule_only", "--families", str(one), data=tmp_path)
+    assert bad.returncode == 2 and "not a VLM's" in bad.stderr.strip().splitlines()[-1]

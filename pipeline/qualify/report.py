@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from pipeline.qualify.battery import battery, single_prompt_battery
+from pipeline.qualify.configurations import as_phase_columns, configuration
 from pipeline.qualify.families import file_slug, load_families, state_set
 from pipeline.qualify.learnability_map import load_map, plot_map, scorer_verdict
 from pipeline.qualify.metrics import pooled_metrics, scorer_metrics
@@ -29,10 +31,12 @@ from storage.whole_file import write_file_whole
 
 def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_file: str | None, small: bool,
             out_dir: Path, data_dir: Path, seed: int = 0, map_file: Path | None = None, progress: bool = True,
-            vlm_micro_tasks: Sequence[str] | None = None) -> dict:
+            vlm_micro_tasks: Sequence[str] | None = None, variant: str = "rmtl") -> dict:
     """Score the qualification set with one scorer; returns the report (also written as JSON and PNG).
     ``vlm_micro_tasks`` (with ``model``): qualify the hybrid in which the model scores only those
-    micro-tasks and the oracle the rest (reward kind ``hybrid``)."""
+    micro-tasks and the oracle the rest (reward kind ``hybrid``). ``variant`` (with ``model``): the
+    reward configuration a run of that Stage-1 variant would pay (its prompts and views;
+    :mod:`pipeline.qualify.configurations`)."""
     from rmtl.tasks import get_task
 
     if (model is None) == (reward is None):
@@ -43,8 +47,14 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         raise ConfigError(f"--map {map_file} does not exist; give a map file written by 'rmtl qualify fit-map'")
     if vlm_micro_tasks and model is None:
         raise ConfigError("--vlm-micro-tasks qualifies a hybrid of a VLM and the oracle: give the VLM with --model M")
+    if variant != "rmtl" and model is None:
+        raise ConfigError("--variant picks a VLM reward's configuration: give the VLM with --model M (a state kind "
+                          "takes its own config, e.g. --set reward_config.single_score=true)")
     task_name, families = load_families(families_file, small=small)
     task = get_task(task_name)
+    conf = configuration(variant, task) if model is not None else None  # a bad variant before any rollout
+    if vlm_micro_tasks and conf is not None and conf.single_prompt:
+        raise ConfigError(f"--vlm-micro-tasks needs the micro-task prompts; variant {variant!r} has one prompt")
     fitted = load_map(map_file or task.learnability_map)  # a map of another schema fails before any rollout
     vlm_phases = micro_task_indices(task.micro_tasks.names, vlm_micro_tasks or (), "--vlm-micro-tasks")  # bad names before any rendering
     size = "small" if small else "full"
@@ -60,14 +70,17 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         held_out = np.ones(len(rows.states), dtype=bool)
     else:
         stores = frames_folder(data_dir / "qualification" / size, model, task_name, families)
-        scores = model_scores(model, task_name, families, stores, rows, progress)
-        label = model
+        scores = model_scores(model, task_name, families, stores, rows, progress,
+                              single_prompt=conf.single_prompt, views=conf.views)
+        label = model if variant == "rmtl" else f"{model} as {variant}"
         if vlm_micro_tasks:
             oracle, _ = state_scorer(task, {"kind": "oracle"}, seed)
             scores = hybrid_scores(scores, kind_scores(oracle, rows.states), vlm_phases)
             label = f"{model} on {'+'.join(vlm_micro_tasks)}, oracle on the rest"
         held_out = ~np.isin(rows.family, [f.name for f in families if model in f.trained_on])
     fams = {f.name: f for f in families}
+    one_score = scores is not None and scores.shape[1] == 1
+    raw_scores, scores = scores, as_phase_columns(scores, len(task.micro_tasks.names))
     per_family = {name: scorer_metrics(task, scores, rows, rows.family == name) for name in fams}
     groups = sorted({f.group for f in families})
     per_group = {g: scorer_metrics(task, scores, rows,
@@ -82,21 +95,30 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         for m in (*per_family.values(), *per_group.values(), pooled["value"]):
             m["right_prompt"] = float("nan")
         pooled["ci"]["right_prompt"] = [float("nan")] * 2
-    returns = battery(task, scores, rows, shaping)
+    returns = battery(task, None if one_score else scores, rows, shaping)
+    if one_score:  # its own reward: one goal, no phase
+        returns["scorer"] = single_prompt_battery(raw_scores, rows, shaping)
     bar = returns.get("scorer", returns["rule_only"]).get("expert", float("nan"))
     degenerate = [f.name for f in families if f.group == "behaviour"]
     beats = sorted(n for n in degenerate if returns.get("scorer", {}).get(n, -np.inf) >= bar)
     single: dict[str, Any] = {}
-    if model is not None and not vlm_micro_tasks:
+    if model is not None and not vlm_micro_tasks and not one_score:
         # The single-prompt reward on the same model (the paper's baseline): its own battery.
         single_scores = model_scores(model, task_name, families, stores, rows, False, single_prompt=True)
         single_returns = single_prompt_battery(single_scores, rows)
         single = {"battery_single_prompt": single_returns,
                   "single_prompt_behaviours_at_or_above_expert": sorted(
                       n for n in degenerate if single_returns.get(n, -np.inf) >= single_returns.get("expert", np.inf))}
-    verdict = scorer_verdict(pooled["value"], beats, fitted)
+    verdict = scorer_verdict(pooled["value"], beats, fitted) if not one_score else {
+        "verdict": "unmapped", "why": "the map holds no runs of a one-score reward yet (the early-progress "
+        "calibration runs of results/learnability/RULE.md, 2026-12-07, add them); compare its axes"}
+    early = early_progress(task, raw_scores, rows, held_out, shaping,
+                           [n for n, f in fams.items() if f.group == "learner"])
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
               "vlm_micro_tasks": list(vlm_micro_tasks or []),
+              "configuration": ({"variant": conf.variant, "single_prompt": conf.single_prompt, "views": list(conf.views)}
+                                if conf is not None else {"one_score": one_score}),
+              "early_progress": early,
               "set": {"size": size, "families": {n: {"group": f.group, "episodes": int(f.rollout.get("episodes", 0)),
                                                      "held_out": model not in f.trained_on if model else True}
                                                  for n, f in fams.items()},
@@ -104,7 +126,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
               "pooled": pooled, "groups": per_group, "families": per_family, "battery": returns,
               "behaviours_at_or_above_expert": beats, **single, "map": verdict, "not_measured": not_measured}
     out_dir.mkdir(parents=True, exist_ok=True)
-    slug = file_slug(label if not vlm_micro_tasks else f"{model}_hybrid_{'_'.join(vlm_micro_tasks)}")
+    slug = file_slug(label.replace(" as ", "_") if not vlm_micro_tasks else f"{model}_hybrid_{'_'.join(vlm_micro_tasks)}")
     report["files"] = {"json": str(out_dir / f"qualify_{slug}.json"), "png": str(out_dir / f"qualify_{slug}.png")}
     from rmtl.provenance import portable_path
 
@@ -113,6 +135,18 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     if task.map_plane is not None:
         plot_map(fitted, {label: pooled["value"]}, Path(report["files"]["png"]), task.map_plane)
     return report
+
+
+def early_progress(task: Any, scores: np.ndarray | None, rows: Any, held_out: np.ndarray, shaping: Any,
+                   learner_families: Sequence[str]) -> dict:
+    """The task's early-progress axes of a reward's scores on the held-out rows, its shaper's bounds
+    replayed on the learner families' episodes (every row when the set has no learners)."""
+    if scores is None or task.early_progress_metrics is None:
+        return {}
+    learners = np.isin(rows.family, list(learner_families))
+    pick = learners if learners.any() else np.ones(len(rows.states), dtype=bool)
+    replay = (scores[pick], rows.states[pick], rows.episode[pick], rows.step[pick])
+    return task.early_progress_metrics(scores[held_out], rows.states[held_out], replay=replay, shaping=shaping)
 
 
 def format_report(report: Mapping[str, Any]) -> str:
@@ -125,6 +159,10 @@ def format_report(report: Mapping[str, Any]) -> str:
     for k in pooled:  # the map's axes, in the task's order
         lines.append(f"{k:<20}{f(pooled[k]):>10}  [{f(ci[k][0])}, {f(ci[k][1])}]".ljust(49)
                      + "".join(f"{f(report['groups'][g][k]):>14}" for g in report["groups"]))
+    if report.get("early_progress"):
+        lines += ["", "early progress (the active score's gain over the first steps of progress: in SD, and in the "
+                  "shaper's u):"]
+        lines.append("  " + ", ".join(f"{k} {f(v)}" for k, v in report["early_progress"].items()))
     lines += ["", "battery (mean discounted return per family; a behaviour must stay below the noise-free expert):"]
     for label, fams in report["battery"].items():
         lines.append(f"  {label:<10}" + ", ".join(f"{n} {f(v)}" for n, v in fams.items()))
@@ -151,6 +189,13 @@ class QualifyConfig(Config):
 
     model: str | None = None
     """A VLM spec to qualify (rendered on its declared renderer)."""
+    variant: str = "rmtl"
+    """With --model: the reward configuration of this Stage-1 variant (its prompts and views), e.g.
+    single_prompt_multi_view or single_prompt_single_view."""
+    compare: bool = False
+    """With --model: qualify every variant of --variants and rank them in one table."""
+    variants: tuple[str, ...] = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view")
+    """The configurations --compare ranks."""
     vlm_micro_tasks: tuple[str, ...] = ()
     """With --model: qualify the hybrid in which the model scores only these micro-tasks and the oracle the rest."""
     reward: str | None = None
@@ -160,7 +205,7 @@ class QualifyConfig(Config):
     seed: int = 0
     """The run seed a state kind is built for (a degraded oracle's error seed follows it)."""
     families: str | None = None
-    """Qualification-set file (default: pipeline/qualification_families.yaml)."""
+    """Qualification-set file (default: pipeline/qualify/qualification_families.yaml)."""
     small: bool = False
     """The CI-sized set (a few episodes per family)."""
     out: str | None = None

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -74,12 +75,13 @@ def _no_state_cache(store: Any, model_id: str, kind: str) -> dict:
 
 
 def model_scores(model: str, task: str, families: Sequence[Family], store_dir: Path, rows: StateSet,
-                 progress: bool = True, single_prompt: bool = False) -> np.ndarray:
+                 progress: bool = True, single_prompt: bool = False, views: Sequence[str] | None = None) -> np.ndarray:
     """Multi-view mean scores [N, K] of a VLM on the families' episodes, rendered on its declared
     renderer into one store per family (rendered once per renderer and input size, embedded once
     per model; :func:`frames_folder`). The model is loaded once for all families, and no FAISS
     state cache is built: nothing reads one on a qualification store. ``single_prompt``: the scores
-    [N, 1] of the task's single global prompt instead (the single-prompt reward's goal)."""
+    [N, 1] of the task's single global prompt instead (the single-prompt reward's goal). ``views``:
+    the mean over these views only (default every stored view)."""
     from dataclasses import replace
 
     from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, local_steps, run_steps
@@ -103,6 +105,12 @@ def model_scores(model: str, task: str, families: Sequence[Family], store_dir: P
             cols = store.read(slice(0, n), fields=["state"])
             text = text_embeddings(store, model_id, single_prompt=single_prompt)
             per_view = goal_baseline_scores(store.embeddings(model_id, slice(0, n)), text.goals, text.baseline, alpha)
+            if views is not None:
+                stored = list(store.views)
+                missing = [v for v in views if v not in stored]
+                if missing:
+                    raise ConfigError(f"view {missing[0]!r} is not among the qualification store's views {stored}")
+                per_view = per_view[:, [stored.index(v) for v in views]]
         mine = rows.family == fam.name
         if len(cols["state"]) != int(mine.sum()) or not np.allclose(cols["state"], rows.states[mine], atol=1e-4):
             raise ConfigError(f"qualification store {cfg.store_path()} does not hold family {fam.name}'s episodes; "

@@ -64,6 +64,12 @@ def _quality(*args: Any, **kwargs: Any) -> dict:
     return reward_quality(*args, **kwargs)
 
 
+def _early_progress_metrics(*args: Any, **kwargs: Any) -> dict:
+    from rmtl.tasks.fetch_lift.early_progress import early_progress_metrics
+
+    return early_progress_metrics(*args, **kwargs)
+
+
 def _map_metrics(*args: Any) -> dict:
     from rmtl.tasks.fetch_lift.quality import map_metrics
 
@@ -101,6 +107,7 @@ def fetch_lift_task() -> Task:
         caption_leak_audit=_caption_leak_audit,
         soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
         scorer_metrics=_map_metrics, map_axes=MappingProxyType(MAP_AXES), map_plane=MAP_PLANE,
+        early_progress_metrics=_early_progress_metrics,
         learnability_map=Path(__file__).with_name("learnability_map.json"), env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
         phase_metrics=_phase_metrics, lift_height=lift_height, episode_goals=_episode_goals,
         gate_report=_gate_report, check_difficulty=check_difficulty,

@@ -1,0 +1,155 @@
+"""Leave-one-model-out validation of the learnability map: is P(teaches) right on pixel runs whose
+model the map never saw?
+
+Every pixel-level run (a Stage-1 VLM or hybrid run from scratch with the micro-task prompts, and each
+seed of a replayed stand-in) is predicted by a map fitted on the degraded-oracle conditions, the
+rule-only reference runs and the pixel-level runs of **every other model**: the run's own model's
+runs (its hybrids and its replay included) are held out. The fit is the map's (logistic regression
+of "teaches" on the standardised axes, L2 penalty C = 1, results/learnability/RULE.md); the
+prediction is its point P. Writes the Brier score, a reliability plot and a table per model.
+
+    python experiments/learnability/lomo.py [--runs results] [--out results/learnability]
+
+Writes ``calibration_lomo.md``, ``calibration_lomo.png`` and the figures into ``calibration.json``
+(``lomo_brier``, ``lomo_runs``; other keys of that file are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.qualify import load_map
+from pipeline.qualify.families import file_slug
+from qualify_table import pixel_runs  # this script's folder
+
+REPO = Path(__file__).resolve().parents[2]
+REPLAYS = {"replay_tiny": "rmtl-fetch-tiny", "replay_r5": "rmtl-fetch-fast-r5"}
+"""The map's checks (replayed stand-ins) and the model each replays: held out with it."""
+
+
+def training_points(fitted) -> list[tuple[dict, float]]:
+    """The map's own points: each condition's metrics with each finished seed's outcome, and the
+    reference runs at the chance corner, as the map was fitted (``fitted.conditions``)."""
+    return [(dict(c.metrics), float(o)) for c in fitted.conditions for o in c.outcomes]
+
+
+def pixel_points(reports: Path, runs_root: Path, fitted) -> list[dict]:
+    """Pixel-level runs from scratch with their scorer's metrics: model, scorer, run, metrics, outcome."""
+    out = []
+    for (model, hybrid), runs in sorted(pixel_runs(runs_root).items()):
+        slug = file_slug(model if not hybrid else f"{model}_hybrid_{'_'.join(hybrid)}")
+        report = reports / f"qualify_{slug}.json"
+        if not report.is_file():
+            continue
+        metrics = json.loads(report.read_text())["pooled"]["value"]
+        scorer = model if not hybrid else f"{model} on {'+'.join(hybrid)}"
+        for name, best, _, learner in runs:
+            if learner != "rmtl" or "stopped at" in name:
+                continue  # the map predicts an rmtl learner from scratch, trained to its steps
+            out.append({"model": model, "scorer": scorer, "run": name, "metrics": metrics, "outcome": best})
+    for check in fitted.checks:
+        for seed, best in enumerate(check.outcomes):
+            out.append({"model": REPLAYS.get(check.name, check.name), "scorer": f"{check.name} (replayed)",
+                        "run": f"seed {seed}", "metrics": dict(check.metrics), "outcome": float(best)})
+    return out
+
+
+def fit_predict(train: list[tuple[dict, float]], test: list[dict], axes: list[str], teaches_at: float) -> np.ndarray:
+    """The map's logistic fit on ``train``; its P(teaches) at each test point's metrics."""
+    from sklearn.linear_model import LogisticRegression
+    from threadpoolctl import threadpool_limits
+
+    x = np.array([[m.get(a, np.nan) for a in axes] for m, _ in train], dtype=float)
+    y = np.array([o >= teaches_at for _, o in train], dtype=int)
+    mean, scale = np.nanmean(x, axis=0), np.nanstd(x, axis=0)
+    scale[scale == 0] = 1.0
+    xt = np.array([[p["metrics"].get(a, np.nan) for a in axes] for p in test], dtype=float)
+    with threadpool_limits(limits=1):
+        model = LogisticRegression(C=1.0).fit(np.nan_to_num((x - mean) / scale), y)
+    return model.predict_proba(np.nan_to_num((xt - mean) / scale))[:, 1]
+
+
+def lomo(points: list[dict], base: list[tuple[dict, float]], axes: list[str], teaches_at: float) -> list[dict]:
+    out = []
+    for model in sorted({p["model"] for p in points}):
+        held = [p for p in points if p["model"] == model]
+        others = [(p["metrics"], p["outcome"]) for p in points if p["model"] != model]
+        for p, prob in zip(held, fit_predict(base + others, held, axes, teaches_at)):
+            out.append({**p, "p": float(prob), "taught": p["outcome"] >= teaches_at})
+    return out
+
+
+def reliability_plot(rows: list[dict], brier: float, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    p = np.array([r["p"] for r in rows])
+    y = np.array([float(r["taught"]) for r in rows])
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=1)
+    ax.scatter(p, y + np.random.default_rng(0).uniform(-0.03, 0.03, len(y)), s=18, alpha=0.6)
+    for lo, hi in zip((0, .2, .4, .6, .8), (.2, .4, .6, .8, 1.0)):
+        m = (p >= lo) & ((p < hi) if hi < 1 else (p <= hi))
+        if m.any():
+            ax.errorbar(p[m].mean(), y[m].mean(), yerr=np.sqrt(y[m].mean() * (1 - y[m].mean()) / m.sum()), fmt="s",
+                        c="C3", capsize=3)
+            ax.annotate(f"n={m.sum()}", (p[m].mean(), y[m].mean()), textcoords="offset points", xytext=(6, -10), fontsize=8)
+    ax.set(xlim=(-0.05, 1.05), ylim=(-0.1, 1.1), xlabel="P(teaches), the run's own model held out",
+           ylabel="share taught", title=f"Leave-one-model-out calibration (Brier {brier:.3f}, {len(rows)} runs)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reports", type=Path, default=REPO / "results/learnability/qualify")
+    ap.add_argument("--runs", type=Path, default=REPO / "results")
+    ap.add_argument("--out", type=Path, default=REPO / "results/learnability")
+    a = ap.parse_args(argv)
+    fitted = load_map(None)
+    axes = list(fitted.axes)
+    points = pixel_points(a.reports, a.runs, fitted)
+    rows = lomo(points, training_points(fitted), axes, fitted.teaches_at)
+    brier = float(np.mean([(r["p"] - r["taught"]) ** 2 for r in rows])) if rows else float("nan")
+    base = float(np.mean([r["taught"] for r in rows])) if rows else float("nan")
+    reliability_plot(rows, brier, a.out / "calibration_lomo.png")
+    per_model = defaultdict(list)
+    for r in rows:
+        per_model[r["model"]].append(r)
+    lines = ["# Leave-one-model-out calibration of the learnability map", "",
+             "Written by `python experiments/learnability/lomo.py`. Each pixel-level run (an `rmtl` learner from "
+             "scratch with the micro-task prompts, a hybrid, a replayed stand-in's seed) is predicted by the map's fit "
+             "(logistic, L2 C = 1, on the map's axes: " + ", ".join(axes) + ") on the degraded-oracle conditions, the "
+             "rule-only references and every **other** model's pixel-level runs.", "",
+             f"**Leave-one-model-out Brier {brier:.3f} over {len(rows)} runs** (the base rate {base:.2f} as a constant "
+             f"scores {np.mean([(base - r['taught']) ** 2 for r in rows]):.3f}; a constant 0.5 scores 0.250). "
+             "Reliability plot: `calibration_lomo.png`.", "",
+             "| held-out model | runs | taught | mean P(teaches) | Brier |", "|---|---|---|---|---|"]
+    for model, rs in sorted(per_model.items()):
+        lines.append(f"| {model} | {len(rs)} | {sum(r['taught'] for r in rs)} | {np.mean([r['p'] for r in rs]):.2f} | "
+                     f"{np.mean([(r['p'] - r['taught']) ** 2 for r in rs]):.3f} |")
+    lines += ["", "| scorer | run | P(teaches), own model held out | best test success | taught |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['scorer']} | {r['run']} | {r['p']:.2f} | {r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} |")
+    (a.out / "calibration_lomo.md").write_text("\n".join(lines) + "\n")
+    summary = a.out / "calibration.json"
+    data = json.loads(summary.read_text()) if summary.is_file() else {}
+    data.update({"lomo_brier": round(brier, 4), "lomo_runs": len(rows), "lomo_axes": axes,
+                 "lomo_per_model": {m: {"runs": len(rs), "brier": round(float(np.mean([(r["p"] - r["taught"]) ** 2
+                                                                                      for r in rs])), 4)}
+                                    for m, rs in sorted(per_model.items())}})
+    summary.write_text(json.dumps(data, indent=1) + "\n")
+    print("\n".join(lines[:6]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
