@@ -59,6 +59,16 @@ def brier(rows: list[dict]) -> float:
     return float(np.mean([(r["p"] - r["taught"]) ** 2 for r in rows])) if rows else float("nan")
 
 
+def draw_bins(ax, p: np.ndarray, y: np.ndarray) -> None:
+    """The reliability bins: the share taught per bin of P with its binomial SE and count."""
+    for lo, hi in zip(BINS[:-1], BINS[1:]):
+        m = (p >= lo) & ((p < hi) if hi < 1 else (p <= hi))
+        if m.any():
+            ax.errorbar(p[m].mean(), y[m].mean(), yerr=np.sqrt(y[m].mean() * (1 - y[m].mean()) / m.sum()),
+                        fmt="s", c="C3", capsize=3)
+            ax.annotate(f"n={m.sum()}", (p[m].mean(), y[m].mean()), textcoords="offset points", xytext=(6, -10), fontsize=8)
+
+
 def reliability_plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -76,12 +86,7 @@ def reliability_plot(rows: list[dict], path: Path) -> None:
     if other:  # ablations and warm-started controls: shown, not in the bins or the score
         ax.scatter([r["p"] for r in other], [float(r["taught"]) for r in other], s=30, marker="x", c="grey",
                    label="other learners (ablations, controls)")
-    for lo, hi in zip(BINS[:-1], BINS[1:]):
-        m = (p >= lo) & ((p < hi) if hi < 1 else (p <= hi))
-        if m.any():
-            ax.errorbar(p[m].mean(), y[m].mean(), yerr=np.sqrt(y[m].mean() * (1 - y[m].mean()) / m.sum()),
-                        fmt="s", c="C3", capsize=3)
-            ax.annotate(f"n={m.sum()}", (p[m].mean(), y[m].mean()), textcoords="offset points", xytext=(6, -10), fontsize=8)
+    draw_bins(ax, p, y)
     ax.set(xlim=(-0.05, 1.05), ylim=(-0.1, 1.1), xlabel="P(teaches) from rmtl qualify (before the run)",
            ylabel="share taught (best test success >= 0.5)", title=f"Calibration of the learnability map (Brier {brier(c):.3f})")
     ax.legend(loc="upper left", fontsize=8)

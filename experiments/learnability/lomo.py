@@ -25,7 +25,8 @@ import numpy as np
 
 from pipeline.qualify import load_map
 from pipeline.qualify.families import file_slug
-from qualify_table import pixel_runs  # this script's folder
+from calibration import draw_bins  # this script's folder
+from qualify_table import pixel_runs
 
 REPO = Path(__file__).resolve().parents[2]
 REPLAYS = {"replay_tiny": "rmtl-fetch-tiny", "replay_r5": "rmtl-fetch-fast-r5"}
@@ -95,12 +96,7 @@ def reliability_plot(rows: list[dict], brier: float, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=1)
     ax.scatter(p, y + np.random.default_rng(0).uniform(-0.03, 0.03, len(y)), s=18, alpha=0.6)
-    for lo, hi in zip((0, .2, .4, .6, .8), (.2, .4, .6, .8, 1.0)):
-        m = (p >= lo) & ((p < hi) if hi < 1 else (p <= hi))
-        if m.any():
-            ax.errorbar(p[m].mean(), y[m].mean(), yerr=np.sqrt(y[m].mean() * (1 - y[m].mean()) / m.sum()), fmt="s",
-                        c="C3", capsize=3)
-            ax.annotate(f"n={m.sum()}", (p[m].mean(), y[m].mean()), textcoords="offset points", xytext=(6, -10), fontsize=8)
+    draw_bins(ax, p, y)
     ax.set(xlim=(-0.05, 1.05), ylim=(-0.1, 1.1), xlabel="P(teaches), the run's own model held out",
            ylabel="share taught", title=f"Leave-one-model-out calibration (Brier {brier:.3f}, {len(rows)} runs)")
     fig.tight_layout()

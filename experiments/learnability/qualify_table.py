@@ -23,12 +23,15 @@ from rmtl.train.config import Stage1Config
 from storage.whole_file import write_file_whole
 
 REPO = Path(__file__).resolve().parents[2]
+EARLY = ("grasp_early_snr", "grasp_early_u", "approach_early_u", "align_early_u")
+"""The early-progress axes shown (docs/reward_quality.md); n/a for reports made before them."""
 
 
-def pixel_runs(root: Path) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, float, float, str]]]:
+def pixel_runs(root: Path, single_prompt: bool = False) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, float, float, str]]]:
     """(model, micro-tasks it scores in a hybrid, () for all) -> [(run, best test success, final test
     success, learner)] of the kept VLM and hybrid runs under ``root`` with the micro-task prompts (a
-    single-prompt run is another reward); a run stopped before its steps says where it stopped. The
+    single-prompt run is another reward: ``single_prompt`` lists those instead, learner = variant);
+    a run stopped before its steps says where it stopped. The
     learner is the run's variant, "warm-started" when it began from another run's policy: the map
     predicts a ``rmtl`` learner from scratch, so the others are ablations or controls beside it."""
     out: dict[str, list] = {}
@@ -39,7 +42,7 @@ def pixel_runs(root: Path) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, 
         # Read as the package reads a run's config (older layouts named the kind elsewhere).
         cfg = Stage1Config.make(**(yaml.safe_load(cfg_file.read_text()) or {}))
         reward = cfg.reward
-        if reward.kind not in ("vlm", "hybrid") or reward.single_prompt:
+        if reward.kind not in ("vlm", "hybrid") or reward.single_prompt != single_prompt:
             continue
         d = json.loads(sel.read_text())
         name = f"`{sel.parent.resolve().relative_to(REPO)}`"
@@ -62,24 +65,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--png", type=Path, default=REPO / "results/learnability/qualify/map_scorers.png")
     a = ap.parse_args(argv)
     runs = pixel_runs(a.runs)
+    one_prompt = pixel_runs(a.runs, single_prompt=True)
     fitted = load_map(a.map)
     task = get_task()
     axes = map_axes(task)
     points = {}
     f = lambda x: "n/a" if x is None or x != x else f"{x:.2f}"  # noqa: E731
-    head = ["scorer", *axes, "behaviours >= expert", "verdict", "pixel runs (test success best / final)"]
+    head = ["scorer", *axes, *EARLY, "behaviours >= expert", "verdict", "pixel runs (test success best / final)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for path in sorted(a.reports.glob("qualify_*.json")):
         r = json.loads(path.read_text())
         v, ci = r["pooled"]["value"], r["pooled"]["ci"]
-        r["map"] = scorer_verdict(v, r["behaviours_at_or_above_expert"], fitted)
+        conf = r.get("configuration") or {}
+        if not conf.get("single_prompt") and not conf.get("one_score"):  # the map holds no one-score runs
+            r["map"] = scorer_verdict(v, r["behaviours_at_or_above_expert"], fitted)
         write_file_whole(path, json.dumps(r, indent=1, default=float))  # never left half-written
         points[r["scorer"]] = v
         cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in axes]
+        cells += [f((r.get("early_progress") or {}).get(k)) for k in EARLY]
         m = r["map"]
         verdict = m["verdict"] + (f" (P {f(m['p_teaches'])}, 90% [{f(m['p_interval_90'][0])}, {f(m['p_interval_90'][1])}];"
                                   f" nearest {', '.join(m['nearest_conditions'])})" if "p_teaches" in m else "")
-        pix = "; ".join(f"{run}{'' if lr == 'rmtl' else f' ({lr})'} {b:.3f} / {fi:.3f}" for run, b, fi, lr in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), [])) or "-"
+        key = (r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ()))
+        mine = runs.get(key, []) if not conf.get("single_prompt") else [
+            x for x in one_prompt.get(key, []) if x[3].split()[0] == conf.get("variant")]
+        pix = "; ".join(f"{run}{'' if lr in ('rmtl', conf.get('variant')) else f' ({lr})'} {b:.3f} / {fi:.3f}"
+                        for run, b, fi, lr in mine) or "-"
         lines.append("| " + " | ".join([r["scorer"], *cells, ", ".join(r["behaviours_at_or_above_expert"]) or "none",
                                         verdict, pix]) + " |")
     a.out.write_text("\n".join(lines) + "\n")
