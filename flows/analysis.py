@@ -25,8 +25,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows import one_line_failures
-from flows.render_and_embed import as_config, retry_unless_user_error
+from flows.common import as_config, one_line_failures, retry_unless_user_error
 from pipeline.analyses.alpha_sweep import AlphaSweepConfig
 from pipeline.export.bc_labels import BCLabelsConfig
 from pipeline.analyses.per_view import PerViewConfig

@@ -22,7 +22,8 @@ import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 from flows.prefect_settings import client_env, prefect_home
 from flows.process_group import kill_group

@@ -15,7 +15,7 @@ import socket
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from rmtl.provenance import data_dir
 

@@ -25,43 +25,15 @@ Run it:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows import one_line_failures
+from flows.common import as_config, one_line_failures, retry_unless_user_error
 from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, Steps, build_cache, format_summary, run_steps
-from rmtl.config import Config
-from rmtl.errors import USER_ERRORS, ConfigError
 
 FLOW_NAME = "render-and-embed"
-C = TypeVar("C", bound=Config)
-
-
-def as_config(cls: type[C], value: Any) -> C:
-    """A flow's ``config`` parameter as ``cls``: an instance as given (in-process), a deployment
-    run's JSON mapping built by ``cls.make``. The flows leave Prefect's own validation off, so a
-    bad value is the config's one line, not a pydantic report."""
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, Config):  # another class (or a copy Prefect rebuilt): its values
-        value = value.model_dump()
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"config must be a {cls.__name__} or a mapping of its fields, got {type(value).__name__}")
-    return cls.make(**value)
-
-
-def retry_unless_user_error(task: Any, task_run: Any, state: Any) -> bool:
-    """Prefect retry condition: retry unexpected failures, never a user error."""
-    try:
-        state.result(raise_on_failure=True)
-    except USER_ERRORS:
-        return False
-    except Exception:
-        return True
-    return True
 
 
 _STEP = dict(cache_policy=NO_CACHE, persist_result=False)
@@ -138,11 +110,6 @@ def run_render_and_embed(cfg: RenderAndEmbedConfig | None = None, **params: Any)
     cfg = cfg if cfg is not None else RenderAndEmbedConfig.make(**params)
     with local_settings():
         return render_and_embed_flow(cfg)
-
-
-def flow_parameters(cfg: Config) -> dict:
-    """A flow's parameters for a config (JSON-ready: what a deployment run takes)."""
-    return {"config": cfg.model_dump(mode="json")}
 
 
 def main(argv: list[str] | None = None) -> int:

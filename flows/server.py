@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal, Mapping
+from typing import IO, Annotated, Any, Literal
+from collections.abc import Mapping
 
 import tyro
 

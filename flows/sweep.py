@@ -39,7 +39,7 @@ def prefect_settings(api_url: str | None) -> str:
 class SweepConfig(Config):
     """``rmtl sweep FILE``: the runs of a sweep file through Prefect deployments (or ``--local``)."""
 
-    file: Annotated[str, tyro.conf.Positional]
+    file: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="FILE")]
     """Sweep file (YAML): output_root, steps, set, runs (docs/flows.md)."""
     local: bool = False
     """Run every run here, in order, without a Prefect server."""

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from prefect import flow
 
@@ -263,82 +264,110 @@ def run_sweep(sweep: Sweep, poll: float = 5.0, echo: Callable[[str], Any] = prin
 
 def _submit_and_wait(sweep: Sweep, poll: float, echo: Callable[[str], Any]) -> list[str]:
     """The body of :func:`run_sweep`; returns the names of the runs that did not finish."""
-    stale = sweep.lock_stale_seconds
     deploy(sweep.pool, sweep.deployment)  # train-stage2 too: for Stage-2 runs started by hand on the same pool
     waiting: dict[str, SweepRun] = {}  # flow run id -> run
     held: dict[str, SweepRun] = {}  # run name -> run another process trains (--local, rmtl train, another server)
     for run, state in plan(sweep):
-        if state == "finished":
-            echo(f"done: {run.name}")
-            _reconcile_finished(run, sweep, echo)
-            continue
-        adopted = None
-        for fr in _active_flow_runs(RUN_TAG + run.output_dir):
-            why = _lost(run, fr, stale)
-            if why:
-                _crash(fr["id"], f"lost: {why}")
-                echo(f"lost earlier: {run.name} (flow run {fr['id']}: {why}); submitting it again")
-            elif adopted is None:
-                adopted = fr["id"]
-        if adopted:  # a live or queued flow run of this run: never a second copy
-            echo(f"already submitted: {run.name} (flow run {adopted}, {state}); waiting for it")
-            waiting[adopted] = run
-            continue
-        info = lock_info(run_path(run.output_dir), stale)
-        if info.state == "live":  # a process that is no flow run of this server trains it: its flow run would fail
-            echo(f"held: {run.name} (another process trains it: {info.holder_text}); waiting for it")
-            held[run.name] = run
-            continue
-        fid = submit(run, sweep)
-        echo(f"submitted: {run.name} ({'resumes' if state == 'resumable' else 'new'}; flow run {fid})")
-        waiting[fid] = run
+        _start(run, state, sweep, waiting, held, echo)
     failed: list[str] = []
     while waiting or held:
         time.sleep(poll)
         for fid, run in list(waiting.items()):
-            fr = _api(f"/flow_runs/{fid}")
-            kind = fr["state"]["type"]
-            run_dir = run_path(run.output_dir)
-            why = _lost(run, fr, stale)
-            if why:
-                _crash(fid, f"lost: {why}")
-                kind, fr["state"]["message"] = "CRASHED", f"lost: {why}"
-            if kind not in FINAL_STATES:
-                if _reconcile(run, fr, stale):  # finished, and its process ended without saying so
-                    del waiting[fid]
-                    echo(f"finished: {run.name} (flow run {fid} ended without reporting it; now recorded Completed)")
-                continue
-            del waiting[fid]
-            msg = _first_line(fr)
-            if is_finished(run_dir, run.steps):  # the run folder decides, not the flow run's state
-                if kind == "COMPLETED":
-                    echo(f"completed: {run.name}")
-                else:
-                    was = _reconcile(run, fr, stale)
-                    echo(f"finished: {run.name} (its run folder says so; flow run {fid} ended {kind.lower()}"
-                         + (f": {msg}" if msg else "") + ("; now recorded Completed" if was else "") + ")")
-                continue
-            info = lock_info(run_dir, stale)
-            if info.state == "live" and not started_by(run_dir, fid):
-                echo(f"held: {run.name} (flow run {fid} found another process training it: {info.holder_text}); "
-                     f"waiting for it")
-                held[run.name] = run
-                continue
-            echo(f"{kind.lower()}: {run.name}" + (f" ({msg})" if msg and kind != "COMPLETED" else "")
-                 + (" (but its run folder is not finished)" if kind == "COMPLETED" else ""))
-            failed.append(run.name)
+            if _flow_run_done(fid, run, sweep, held, failed, echo):
+                del waiting[fid]
         for name, run in list(held.items()):
-            run_dir = run_path(run.output_dir)
-            if lock_info(run_dir, stale).state == "live":
-                continue
-            del held[name]
-            if is_finished(run_dir, run.steps):
-                echo(f"finished: {name} (trained by another process)")
-                _reconcile_finished(run, sweep, echo)  # that process may have been a flow run Prefect lost
-            else:
-                echo(f"stopped: {name} (the process that held it ended before finishing it)")
-                failed.append(name)
+            if _held_run_done(run, sweep, failed, echo):
+                del held[name]
     return failed
+
+
+def _start(run: SweepRun, state: str, sweep: Sweep, waiting: dict[str, SweepRun], held: dict[str, SweepRun],
+           echo: Callable[[str], Any]) -> None:
+    """One run of the plan: a finished run reconciled, a live or queued flow run of it waited for (never a
+    second copy), a run another process trains waited for, any other submitted."""
+    if state == "finished":
+        echo(f"done: {run.name}")
+        _reconcile_finished(run, sweep, echo)
+        return
+    adopted = _adopt(run, sweep.lock_stale_seconds, echo)
+    if adopted:
+        echo(f"already submitted: {run.name} (flow run {adopted}, {state}); waiting for it")
+        waiting[adopted] = run
+        return
+    info = lock_info(run_path(run.output_dir), sweep.lock_stale_seconds)
+    if info.state == "live":  # a process that is no flow run of this server trains it: its flow run would fail
+        echo(f"held: {run.name} (another process trains it: {info.holder_text}); waiting for it")
+        held[run.name] = run
+        return
+    fid = submit(run, sweep)
+    echo(f"submitted: {run.name} ({'resumes' if state == 'resumable' else 'new'}; flow run {fid})")
+    waiting[fid] = run
+
+
+def _adopt(run: SweepRun, stale: float, echo: Callable[[str], Any]) -> str | None:
+    """The id of the newest live or queued flow run of ``run``; the lost ones are recorded Crashed."""
+    adopted = None
+    for fr in _active_flow_runs(RUN_TAG + run.output_dir):
+        why = _lost(run, fr, stale)
+        if why:
+            _crash(fr["id"], f"lost: {why}")
+            echo(f"lost earlier: {run.name} (flow run {fr['id']}: {why}); submitting it again")
+        elif adopted is None:
+            adopted = fr["id"]
+    return adopted
+
+
+def _flow_run_done(fid: str, run: SweepRun, sweep: Sweep, held: dict[str, SweepRun], failed: list[str],
+                   echo: Callable[[str], Any]) -> bool:
+    """Whether the flow run ``fid`` of ``run`` is no longer waited for: it ended (the run folder says
+    whether the run finished; a failed one joins ``failed``), or it found another process training
+    the run (which joins ``held``)."""
+    stale = sweep.lock_stale_seconds
+    fr = _api(f"/flow_runs/{fid}")
+    kind = fr["state"]["type"]
+    run_dir = run_path(run.output_dir)
+    why = _lost(run, fr, stale)
+    if why:
+        _crash(fid, f"lost: {why}")
+        kind, fr["state"]["message"] = "CRASHED", f"lost: {why}"
+    if kind not in FINAL_STATES:
+        if _reconcile(run, fr, stale):  # finished, and its process ended without saying so
+            echo(f"finished: {run.name} (flow run {fid} ended without reporting it; now recorded Completed)")
+            return True
+        return False
+    msg = _first_line(fr)
+    if is_finished(run_dir, run.steps):  # the run folder decides, not the flow run's state
+        if kind == "COMPLETED":
+            echo(f"completed: {run.name}")
+        else:
+            was = _reconcile(run, fr, stale)
+            echo(f"finished: {run.name} (its run folder says so; flow run {fid} ended {kind.lower()}"
+                 + (f": {msg}" if msg else "") + ("; now recorded Completed" if was else "") + ")")
+        return True
+    info = lock_info(run_dir, stale)
+    if info.state == "live" and not started_by(run_dir, fid):
+        echo(f"held: {run.name} (flow run {fid} found another process training it: {info.holder_text}); "
+             f"waiting for it")
+        held[run.name] = run
+        return True
+    echo(f"{kind.lower()}: {run.name}" + (f" ({msg})" if msg and kind != "COMPLETED" else "")
+         + (" (but its run folder is not finished)" if kind == "COMPLETED" else ""))
+    failed.append(run.name)
+    return True
+
+
+def _held_run_done(run: SweepRun, sweep: Sweep, failed: list[str], echo: Callable[[str], Any]) -> bool:
+    """Whether the process that held ``run`` let it go (a run it did not finish joins ``failed``)."""
+    run_dir = run_path(run.output_dir)
+    if lock_info(run_dir, sweep.lock_stale_seconds).state == "live":
+        return False
+    if is_finished(run_dir, run.steps):
+        echo(f"finished: {run.name} (trained by another process)")
+        _reconcile_finished(run, sweep, echo)  # that process may have been a flow run Prefect lost
+    else:
+        echo(f"stopped: {run.name} (the process that held it ended before finishing it)")
+        failed.append(run.name)
+    return True
 
 
 def sweep_parameters(run: SweepRun, sweep: Sweep) -> dict[str, Any]:

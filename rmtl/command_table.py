@@ -90,5 +90,7 @@ COMMANDS: dict[str, Command] = {
                              "Write a store's episodes as a Minari dataset."),
     "export lerobot": Command("pipeline.export.lerobot_export:ExportLeRobotConfig", f"{_ANALYSIS}:export_lerobot",
                               "Write a store's episodes and frames as a LeRobot v3.0 dataset."),
+    "view": Command("pipeline.view.config:ViewConfig", "pipeline.view.command:view",
+                    "Look at the reward: a store's episodes or a policy's rollouts as a Rerun recording or an HTML page."),
 }
 """Command words -> the command."""

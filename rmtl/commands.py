@@ -52,7 +52,7 @@ class EnvCheckConfig(Config):
 class StoreVerifyConfig(Config):
     """``rmtl store verify STORE``."""
 
-    store: Annotated[str, tyro.conf.Positional]
+    store: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="STORE")]
     """Dataset store path or URL."""
 
 

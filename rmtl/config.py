@@ -7,7 +7,8 @@ Every config forbids unknown keys and is frozen; a bad value becomes a one-line
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Mapping, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Iterable, Mapping
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError

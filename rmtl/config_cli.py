@@ -272,6 +272,12 @@ def _usage_error(event: Any, prog: str, flags: Sequence[str], argv: Sequence[str
     from tyro import _errors
 
     see = f"see '{prog} --help'"
+    # A mistyped option is said first, whatever tyro met next: a required option then missing (tyro
+    # lists the unknown tokens with it), or an option or argument the unknown one left without its value.
+    if isinstance(event, _errors.MissingArgs):
+        _no_such_option(_unknown_option(getattr(event, "unrecognized_tokens", ()) or (), flags), flags, see)
+    if isinstance(event, _errors.BadValue) and event.offending_value is None:
+        _no_such_option(_unknown_option(argv, flags), flags, see)
     if isinstance(event, _errors.UnrecognizedArgs):
         token = event.tokens[0]
         if not token.startswith("-"):  # a value nobody took: name the flag before it
@@ -284,9 +290,7 @@ def _usage_error(event: Any, prog: str, flags: Sequence[str], argv: Sequence[str
             after = f" after '{before}'" if before else ""
             raise ConfigError(f"unexpected value {token!r}{after}: a value goes right after the option it sets "
                               f"(--option VALUE), and this command takes no more arguments; {see}")
-        near = difflib.get_close_matches(token.split("=")[0], flags, n=3)
-        hint = f" (did you mean {' or '.join(near)}?)" if near else ""
-        raise ConfigError(f"No such option: {token}{hint}; {see}")
+        _no_such_option(token, flags, see)
     if isinstance(event, _errors.MissingArgs):
         arg = event.missing_arguments[0].arg
         name = _flag_of(arg)
@@ -309,6 +313,22 @@ def _usage_error(event: Any, prog: str, flags: Sequence[str], argv: Sequence[str
             raise ConfigError(f"{flag} {own.group(0)}; {see}")
         raise ConfigError(f"Invalid value for '{flag}': {' '.join(message.split())}; {see}")
     raise ConfigError(f"bad command line ({type(event).__name__}); {see}")
+
+
+def _unknown_option(tokens: Sequence[str], flags: Sequence[str]) -> str | None:
+    """The first token written as an option (``--name``, ``--name=value``) that names no flag of ``flags``."""
+    known = {*flags, "--help"}
+    return next((str(t) for t in tokens if (n := str(t).split("=")[0]).startswith("--") and n != "--"
+                 and n not in known and not (n.startswith("--no-") and "--" + n[5:] in known)), None)
+
+
+def _no_such_option(token: str | None, flags: Sequence[str], see: str) -> None:
+    """``No such option: --x (did you mean --y?)`` with the nearest known flags; nothing for None."""
+    if token is None:
+        return
+    near = difflib.get_close_matches(token.split("=")[0], flags, n=3)
+    hint = f" (did you mean {' or '.join(near)}?)" if near else ""
+    raise ConfigError(f"No such option: {token}{hint}; {see}")
 
 
 # ------------------------------------------------------------------------------ parsing
@@ -349,12 +369,13 @@ def _switches(cls: type[Config], prefix: str = "--") -> list[str]:
     return flags
 
 
-def _known_flags(cls: type[Config], prefix: str = "--") -> list[str]:
+def _known_flags(cls: type[Config], prefix: str = "--", default: Any = None) -> list[str]:
+    """Every flag of ``cls``; a section's are those of the class its ``default`` holds (the chosen reward kind's)."""
     flags = []
     for name, field in cls.model_fields.items():
-        flag = prefix + name.replace("_", "-")
-        nested = _config_class(field.annotation)
-        flags += _known_flags(nested, flag + ".") if nested is not None else [flag]
+        nested, value = _config_class(field.annotation), getattr(default, name, None)
+        flag, chosen = prefix + name.replace("_", "-"), type(value) if nested and isinstance(value, nested) else nested
+        flags += [flag] if chosen is None else _known_flags(chosen, flag + ".", value)
     return flags
 
 
@@ -400,14 +421,15 @@ def _parse(command: Command, argv: Sequence[str], prog: str) -> tuple[Config, Co
     description = load(command.run).__doc__ or command.help
     if aliases:
         description = f"{description.strip()}\n\nShort options: {aliases}."
-    flags = [*_known_flags(cls), *(_known_flags(options_cls) if options_cls else []), "--config", "--set",
-             *command.aliases]
+    flags = [*_known_flags(cls, default=default), *(_known_flags(options_cls) if options_cls else []), "--config",
+             "--set", *command.aliases]
     from tyro import _errors
 
     switches = [] if command.bool_values else [*_switches(cls), *(_switches(options_cls) if options_cls else [])]
     with _REGISTRY, _errors.on_parse_error(lambda event: _usage_error(event, prog, flags, argv, switches)):
         given, options = tyro.cli(command_line, args=list(argv), prog=prog, description=description,
                                   config=tuple(markers))
+    given = _none_as_empty(cls, given)
     for values, of in ((given, cls), (options, options_cls or Config)):
         _check_given(of, values, prog)
     missing = [n for n in required if n not in given]
@@ -418,6 +440,20 @@ def _parse(command: Command, argv: Sequence[str], prog: str) -> tuple[Config, Co
         raise ConfigError(f"Missing {what} (or a --config file that sets it); see '{prog} --help'")
     config = build(dict(file_values), deep_merge(deep_merge(presets, given), overrides))
     return config, (options_cls.make(**options) if options_cls else None)
+
+
+def _none_as_empty(cls: type[Config], given: Mapping[str, Any]) -> dict[str, Any]:
+    """'none' given to a list option that cannot be None (``--reference none``): the empty list, as its help says."""
+    out = dict(given)
+    for name, value in given.items():
+        field = cls.model_fields.get(name)
+        ann = field.annotation if field is not None else None
+        nested, origin = _config_class(ann), typing.get_origin(ann)
+        if nested is not None and isinstance(value, Mapping):
+            out[name] = _none_as_empty(nested, value)
+        elif value is None and origin in (tuple, list):
+            out[name] = origin()
+    return out
 
 
 def _markers(field: Any) -> list[Any]:

@@ -28,7 +28,8 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, NoReturn
+from collections.abc import Callable
 
 from rmtl.errors import USER_ERRORS, ConfigError
 from rmtl.interrupts import Interrupted, interrupt_now
@@ -281,7 +282,7 @@ class LineProgress:
         self.tasks: list[dict[str, Any]] = []
         self._last = self.clock()
 
-    def __enter__(self) -> "LineProgress":
+    def __enter__(self) -> LineProgress:
         return self
 
     def __exit__(self, *exc: object) -> None:

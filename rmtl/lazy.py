@@ -4,7 +4,8 @@ until one of its heavy parts (torch, open_clip, SB3) is used."""
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 
 def lazy_attributes(package: str, names: Mapping[str, str]) -> Callable[[str], Any]:

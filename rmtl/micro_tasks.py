@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import yaml
@@ -83,6 +84,9 @@ def micro_task_indices(names: Sequence[str], chosen: Sequence[str], source: str)
     unknown = [n for n in chosen if n not in names]
     if unknown:
         raise ConfigError(f"{source} names {unknown}; this task's micro-tasks are {', '.join(names)}")
+    twice = next((n for i, n in enumerate(chosen) if n in list(chosen)[:i]), None)
+    if twice is not None:
+        raise ConfigError(f"{source} names {twice!r} more than once ({', '.join(chosen)}); give each micro-task once")
     return tuple(list(names).index(n) for n in chosen)
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 from rmtl.errors import ConfigError
 
@@ -195,6 +196,11 @@ def check_writable_into(path: str | os.PathLike[str], own: Iterable[str], what: 
     found = what_is(p)
     if found is None:
         _inside_store(p, what, fix)
+        above = p.parent
+        while not above.exists() and above != above.parent:
+            above = above.parent
+        if above.exists() and not above.is_dir():  # it could never be created
+            raise ConfigError(f"{what} {p} cannot be created: {above} is a file, not a directory; {fix}")
         return None
     if found[0] in own or found[0] == "folder":
         return found

@@ -112,6 +112,22 @@ def portable_values(value: Any) -> Any:
     return value
 
 
+def json_safe(value: Any) -> Any:
+    """``value`` (a JSON-able structure) with every float JSON cannot hold (NaN, infinity) as None
+    (null), so any JSON reader takes the file: the one place NaN becomes null."""
+    import math
+
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
 def git_state(cwd: str | Path | None = None) -> tuple[str | None, bool | None]:
     """(HEAD commit, whether tracked files are modified) of the source checkout; (None, None)
     outside a git checkout. The one place this package asks git."""

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import time
-from typing import Any, Literal, NamedTuple, Sequence
+from typing import Any, Literal, NamedTuple
+from collections.abc import Sequence
 
 import faiss
 import numpy as np

@@ -24,7 +24,8 @@ import os
 import queue
 import threading
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -85,7 +86,7 @@ class StoreCatalogue:
     def open(cls, atlas: Sequence[str | os.PathLike[str]], model_id: str, *, overlay: str | os.PathLike[str] | None = None,
              renderer_id: str | None = None, unrecorded_renderer_id: str | None = None,
              kind: str = "flat", key_spec: KeySpec | None = None,
-             code: Mapping[str, Any] | None = None) -> "StoreCatalogue":
+             code: Mapping[str, Any] | None = None) -> StoreCatalogue:
         """Open atlas stores read-only and the overlay for append (created, frames-less, when
         missing, with ``key_spec``'s keys), with their caches for ``model_id`` (embeddings preloaded)."""
         opened: list[DatasetStore] = []

@@ -20,7 +20,8 @@ import json
 import os
 import time
 import uuid as uuidlib
-from typing import Any, Literal, Mapping, Sequence
+from typing import Any, Literal
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import zarr

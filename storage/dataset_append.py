@@ -11,7 +11,8 @@ duplicated and never read back as zeros. One writer per store (storage.lock).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 import zarr

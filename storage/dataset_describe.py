@@ -4,7 +4,8 @@ the named dimensions (docs/storage.md, "Arrays")."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import numpy as np
 from zarr.codecs import Crc32cCodec

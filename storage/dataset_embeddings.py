@@ -3,7 +3,8 @@ committed with the rows), text embeddings of prompts and of prompt sets (written
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 

@@ -122,6 +122,27 @@ def _creatable(loc: Location) -> bool:
 
 def load_committed(loc: Location, zstore: Any, mode: Literal["r", "a"]) -> Committed:
     """Read the metadata and the commit record of the store at `loc`, validating the store."""
+    g = _open_group(loc, zstore, mode)
+    attrs = g.attrs.asdict()
+    version = _schema_version(loc, attrs)
+    commit = attrs.get(COMMIT_ATTR)
+    info = attrs.get(INFO_ATTR)
+    if commit is None:
+        raise _fail(loc, "is incomplete: its creation never committed (killed during create?)",
+                    "delete it and create it again")
+    if not isinstance(info, dict) or not isinstance(commit, dict) or not isinstance(commit.get("rows"), int):
+        raise _fail(loc, "has corrupt rmtl attributes", "re-create it or restore it from a copy")
+    rows = commit["rows"]
+    arrays = _row_arrays(loc, g, info, version, rows)
+    emb_commit = dict(commit.get("embeddings") or {})
+    arrays.update(_embedding_arrays(loc, g, emb_commit, rows))
+    if mode == "a" and (info.get("integrity") or {}).get("all_chunks_written"):
+        arrays = {k: a.with_config(WRITE_ALL) for k, a in arrays.items()}
+    return Committed(g, arrays, info, version, rows, emb_commit)
+
+
+def _open_group(loc: Location, zstore: Any, mode: Literal["r", "a"]) -> Any:
+    """The store's root group (one line when nothing is there or it is no Zarr v3 group)."""
     if not loc.exists():
         if not _creatable(loc):  # render-and-embed could not make one there either: no command to suggest
             raise StoreError(f"no dataset store at {loc}, and none can be made there (no writable directory "
@@ -131,12 +152,15 @@ def load_committed(loc: Location, zstore: Any, mode: Literal["r", "a"]) -> Commi
     _check_root_metadata(loc)
     try:
         # The writer needs the true array shapes; readers use the consolidated copy.
-        g = zarr.open_group(zstore, mode="r" if mode == "r" else "r+",
-                            use_consolidated=False if mode == "a" else None)
+        return zarr.open_group(zstore, mode="r" if mode == "r" else "r+",
+                               use_consolidated=False if mode == "a" else None)
     except Exception as e:  # zarr raises many types for "not a group here"
         raise _fail(loc, f"is not a readable Zarr v3 group ({reason(e)})",
                     f"point at a store made by {MAKERS}, or restore it from a copy") from None
-    attrs = g.attrs.asdict()
+
+
+def _schema_version(loc: Location, attrs: dict[str, Any]) -> int:
+    """The store's schema version: an rmtl dataset store's, one this rmtl reads."""
     schema = attrs.get(SCHEMA_ATTR)
     if not isinstance(schema, dict) or schema.get("name") != SCHEMA_NAME:
         raise _fail(loc, "is a Zarr group but not an rmtl dataset store (no rmtl_schema attribute)",
@@ -147,13 +171,11 @@ def load_committed(loc: Location, zstore: Any, mode: Literal["r", "a"]) -> Commi
     if version > SCHEMA_VERSION:
         raise _fail(loc, f"has dataset schema v{version}, newer than this rmtl reads (v{SCHEMA_VERSION})",
                     "upgrade rmtl to read it")
-    commit = attrs.get(COMMIT_ATTR)
-    info = attrs.get(INFO_ATTR)
-    if commit is None:
-        raise _fail(loc, "is incomplete: its creation never committed (killed during create?)",
-                    "delete it and create it again")
-    if not isinstance(info, dict) or not isinstance(commit, dict) or not isinstance(commit.get("rows"), int):
-        raise _fail(loc, "has corrupt rmtl attributes", "re-create it or restore it from a copy")
+    return version
+
+
+def _row_arrays(loc: Location, g: Any, info: dict[str, Any], version: int, rows: int) -> dict[str, Any]:
+    """The per-row arrays (and frames, and v2's step arrays), each present and holding the committed rows."""
     names = list(ROW_FIELDS) + ([FRAMES] if info.get("has_frames") else [])
     names += list(STEP_FIELDS) if version >= 2 else []  # v1 stores have no step arrays
     arrays: dict[str, Any] = {}
@@ -170,12 +192,16 @@ def load_committed(loc: Location, zstore: Any, mode: Literal["r", "a"]) -> Commi
             missing.append(name)
     if missing:
         raise _fail(loc, f"is corrupt: missing arrays {', '.join(missing)}", "re-create it or restore it from a copy")
-    rows = commit["rows"]
     for name, a in arrays.items():
         if a.shape[0] < rows:
             raise _fail(loc, f"is corrupt: {rows} rows are committed but array '{name}' holds {a.shape[0]}",
                         "re-create it or restore it from a copy")
-    emb_commit = dict(commit.get("embeddings") or {})
+    return arrays
+
+
+def _embedding_arrays(loc: Location, g: Any, emb_commit: dict[str, Any], rows: int) -> dict[str, Any]:
+    """The committed embedding arrays by node path, each present and holding its committed rows."""
+    arrays: dict[str, Any] = {}
     for model_id, n in emb_commit.items():
         node = f"{EMBEDDINGS_GROUP}/{model_node_name(model_id)}"
         try:
@@ -187,6 +213,4 @@ def load_committed(loc: Location, zstore: Any, mode: Literal["r", "a"]) -> Commi
             raise _fail(loc, f"is corrupt: {n} rows of '{model_id}' embeddings are committed but the array holds "
                         f"{a.shape[0]} and the store {rows} rows", "re-create it or restore it from a copy")
         arrays[node] = a
-    if mode == "a" and (info.get("integrity") or {}).get("all_chunks_written"):
-        arrays = {k: a.with_config(WRITE_ALL) for k, a in arrays.items()}
-    return Committed(g, arrays, info, version, rows, emb_commit)
+    return arrays

@@ -4,7 +4,8 @@ check before a read (a missing chunk would read as fill values) and ``read`` / `
 from __future__ import annotations
 
 from itertools import product
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 from zarr.codecs import BloscCodec, Crc32cCodec
 

@@ -73,7 +73,7 @@ def _access_problem(err: BaseException) -> str | None:
     return None
 
 
-def _check_reachable(loc: "Location") -> None:
+def _check_reachable(loc: Location) -> None:
     """One StoreError line naming the URL, before anything else touches it, when an s3:// store
     cannot be reached: no credentials, an endpoint that does not answer (within
     S3_CONNECT_TIMEOUT_S), access refused. Checked once per bucket per process."""

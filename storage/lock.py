@@ -15,7 +15,7 @@ import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from storage.errors import StoreError
 from storage.location import Location
@@ -35,7 +35,7 @@ class LockInfo:
     token: str
 
     def describe(self) -> str:
-        since = datetime.fromtimestamp(self.since, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        since = datetime.fromtimestamp(self.since, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         return f"pid {self.pid} on host {self.host} since {since} (last heartbeat {time.time() - self.heartbeat:.0f} s ago)"
 
 

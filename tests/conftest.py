@@ -98,3 +98,92 @@ def _kill_tagged(tag: str) -> list[int]:
 def kill_tagged():
     """``kill_tagged(tag) -> pids``: stop what a test started and tagged, and say what was left running."""
     return _kill_tagged
+
+
+# -- one tiny store for the session ---------------------------------------------------------
+TINY_STORE = {"episodes": 2, "views": ["wide_view", "close_up"], "resolution": 64}
+"""The session's tiny store: 2 expert episodes of 2 views at 64 px, embedded with the default model."""
+
+
+def _files_digest(folder) -> dict[str, str]:
+    import hashlib
+    from pathlib import Path
+
+    folder = Path(folder)
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def copy_store(store, where):
+    """Copy ``store`` and what sits beside it under its name (``<name>.cache``, ``<name>.runs``, ...)
+    into the folder ``where``; returns the copy's path (same name)."""
+    import shutil
+    from pathlib import Path
+
+    store, where = Path(store), Path(where)
+    where.mkdir(parents=True, exist_ok=True)
+    for p in sorted(store.parent.glob(f"{store.name}*")):
+        if p.is_dir():
+            shutil.copytree(p, where / p.name)
+        else:
+            shutil.copy2(p, where / p.name)
+    return where / store.name
+
+
+@pytest.fixture(scope="session")
+def tiny_store(tmp_path_factory):
+    """One tiny store for the whole session (``TINY_STORE``), made by ``render_and_embed`` as the
+    main job makes one: frames, embeddings of the default model ``rmtl-fetch-tiny``, its FAISS cache
+    (``s.zarr.cache``) and run record beside it. Shared: tests only read it (checked at the end of the
+    session); a test that damages, appends to or embeds into a store takes ``tiny_store_copy``."""
+    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
+
+    path = tmp_path_factory.mktemp("tiny_store") / "s.zarr"
+    render_and_embed(RenderAndEmbedConfig.make(store=str(path), **TINY_STORE), progress=False)
+    before = _files_digest(path)
+    yield path
+    assert _files_digest(path) == before, f"a test wrote into the shared tiny store {path}; give it tiny_store_copy"
+
+
+@pytest.fixture
+def tiny_store_copy(tiny_store, tmp_path):
+    """This test's own copy of the session's tiny store (with its cache), to damage or write into."""
+    return copy_store(tiny_store, tmp_path / "tiny_copy")
+
+
+# -- one Prefect server for the session -----------------------------------------------------
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory):
+    """One real Prefect server for every test that runs flows through an API: ``prefect server
+    start`` as users start it (``flows.server.LocalServer``, as ``rmtl server start`` does), its
+    PREFECT_HOME inside a temporary data dir, analytics off. Started by the first test that asks.
+
+    Tests that share it never assume it is empty: each uses its own work pool, deployment name and
+    run folders (flow runs are tagged with them), and gives its clients their own PREFECT_HOME
+    (:func:`prefect_client_env`). Tests of the server's own life (start, stop, kill, a lost server)
+    start private ones."""
+    import uuid
+
+    from flows.server import LocalServer
+
+    tmp = tmp_path_factory.mktemp("prefect_server")
+    tag = uuid.uuid4().hex
+    server = LocalServer(home=tmp / "data" / "prefect", log_file=tmp / "server.log",
+                         extra_env={PROCESS_TAG_VAR: tag, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"})
+    try:
+        server.start(timeout=240)
+        yield server
+    finally:
+        server.stop()
+        left = _kill_tagged(tag)
+    assert not left, f"processes of the session's Prefect server left running: {left}"
+
+
+def prefect_client_env(server, home, base=None, **extra: str) -> dict[str, str]:
+    """Environment of a process that uses the session's server ``server``: its API URL, this test's
+    own PREFECT_HOME ``home``, the project's Prefect settings, then ``extra`` (never the server's tag)."""
+    from flows.prefect_settings import client_env
+
+    env = client_env(server.url, home, base)
+    env.update(extra)
+    return env

@@ -1,5 +1,5 @@
 """Bad inputs that were silently accepted, ended in a traceback or were answered with a misleading
-line (issue 51, items 12-14): each runs the real command, ``python -m rmtl``, as a subprocess and
+line: each runs the real command, ``python -m rmtl``, as a subprocess and
 asserts its first error line (status 2, no traceback). The classes, not only these examples: one
 check of conflicting aliases, a kind flag read as ``--set``, one YAML error line with its place,
 a seed of 0 or more wherever a run seed is given."""

@@ -30,6 +30,8 @@ from rmtl.errors import ConfigError, StoreError
 from rmtl.tasks.fetch_lift.layout import store_description
 
 VIEWS = "wide_view"
+STORE_VIEWS = "wide_view,close_up"
+"""The views of the store the cases point at (the session's tiny store)."""
 
 
 # ------------------------------------------------------------------------------ fixtures
@@ -44,16 +46,15 @@ class Crafted:
 
 
 @pytest.fixture(scope="module")
-def fx(tmp_path_factory):
-    """One tiny store (1 episode, 1 view, 64 px, embedded with the default model) and
-    the other things the cases point at."""
-    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
+def fx(tiny_store, tmp_path_factory):
+    """A copy of the session's tiny store (2 episodes, 2 views, 64 px, embedded with the default
+    model) and the other things the cases point at."""
+    from conftest import TINY_STORE, copy_store
     from storage.dataset import DatasetStore
 
+    assert ",".join(TINY_STORE["views"]) == STORE_VIEWS and TINY_STORE["resolution"] == 64
     d = tmp_path_factory.mktemp("bad_inputs")
-    store = d / "s.zarr"
-    render_and_embed(RenderAndEmbedConfig.make(store=str(store), episodes=1, views=[VIEWS], resolution=64),
-                     progress=False)
+    store = copy_store(tiny_store, d)
     DatasetStore.create(d / "empty.zarr", **store_description(), views=[VIEWS], resolution=64).close()
     (d / "afile").write_text("not a directory")
     (d / "foreign").mkdir()
@@ -186,7 +187,7 @@ CASES = [
     (["query", "--store", "{S}", "--model", "rmtl-fetch-fast@random"],
      ["no embeddings of 'rmtl-fetch-fast@random'", "rmtl embed --store"]),
     (["reward-quality", "--store", "{S}"], ["rmtl-fetch-tiny@random", "rmtl embed --store {S} --model rmtl-fetch-tiny@random"]),
-    (["render-and-embed", "--store", "{S}", "--views", "wide_view,close_up", "--resolution", "64"], ["different settings", "views/resolution"]),
+    (["render-and-embed", "--store", "{S}", "--views", "wide_view", "--resolution", "64"], ["different settings", "views/resolution"]),
     (["render-and-embed", "--store", "{D}"], ["is not a dataset store"]),
     (["bc-labels", "--out", "{S}", "--episodes", "1"], ["different settings", "not a bc_labels store"]),
     (["embed", "--store", "/nonexistent"], ["no dataset store at /nonexistent"]),
@@ -301,7 +302,7 @@ def test_locked_store_fails_before_the_model_loads(fx, capsys):
                                 "heartbeat": time.time(), "token": uuid.uuid4().hex}))
     try:
         t = time.perf_counter()
-        line = one_error_line(capsys, run(["render-and-embed", "--store", fx["S"], "--views", VIEWS,
+        line = one_error_line(capsys, run(["render-and-embed", "--store", fx["S"], "--views", STORE_VIEWS,
                                            "--resolution", "64", "--model", "rmtl-fetch-tiny@random"]))
         assert "is locked by writer pid 1" in line and time.perf_counter() - t < 5
     finally:

@@ -56,13 +56,10 @@ def test_bc_labels_command(tmp_path):
     assert "rule-phase labels: approach" in r.stdout and "BCLabelsResult(" not in r.stdout
 
 
-def test_reward_quality_compares_two_stored_models(tmp_path):
+def test_reward_quality_compares_two_stored_models(tiny_store_copy, tmp_path):
     from pipeline.jobs.embed import embed_store
-    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 
-    store = str(tmp_path / "q.zarr")
-    render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=2, views=["wide_view", "close_up"],
-                                               resolution=64), progress=False)
+    store = str(tiny_store_copy)  # 2 episodes, 2 views, 64 px, embedded by the default model
     embed_store(store, "rmtl-fetch-tiny@random", progress=False)
     out = tmp_path / "gates.json"
     r = rmtl("reward-quality", "--store", store, "--out", str(out))

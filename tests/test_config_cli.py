@@ -90,3 +90,44 @@ def test_every_documented_invocation_parses(where, line):
         placeholder = any(re.fullmatch(r"[A-Z][A-Z_0-9]*|.*\{\w+\}.*", a) for a in rest)
         assert "No such option" not in str(err), (where, line, str(err))
         assert placeholder or "Invalid value" not in str(err), (where, line, str(err))
+
+
+TYPE_METAVARS = {"STR", "INT", "FLOAT", "PATH", "BOOL"}
+
+
+def _positionals(cls: type[Config]) -> list[str]:
+    import tyro
+
+    def markers(field):
+        return list(field.metadata) + list(getattr(field.annotation, "__metadata__", ()))
+
+    return [n for n, f in cls.model_fields.items() if any(m is tyro.conf.Positional for m in markers(f))]
+
+
+def test_every_positional_argument_is_named_in_help(capsys):
+    """``rmtl ... --help`` names every positional argument by what it is (``rmtl eval CHECKPOINT``),
+    never by its type (``STR``), in the usage line and in its table."""
+    from rmtl.config_cli import load
+
+    checked = []
+    for words, command in COMMANDS.items():
+        names = _positionals(load(command.config))
+        if not names:
+            continue
+        with pytest.raises(SystemExit):
+            parse(command, ["--help"], f"rmtl {words}")
+        out = capsys.readouterr().out
+        start = out.index("positional arguments")
+        panel = out[start:out.index("options", start)]  # a box on a terminal, plain text otherwise
+        shown = re.findall(r"^(?:│ | {2})(\S+)", panel, flags=re.M)
+        usage = out.split("\n\n")[0]
+        assert len(shown) == len(names), (words, shown)
+        for metavar in shown:
+            name = re.fullmatch(r"([A-Z][A-Z_]*)(\.\.\.)?", metavar)  # NAME, or NAME... for several
+            assert name and name.group(1) not in TYPE_METAVARS, (words, metavar)
+            assert re.search(rf"\s{re.escape(metavar)}(\s|$)", usage), (words, usage)
+        checked.append(words)
+    assert {"eval", "report", "train select", "store verify", "export minari", "export lerobot", "sweep"} <= set(checked)
+    with pytest.raises(SystemExit):
+        parse(COMMANDS["eval"], ["--help"], "rmtl eval")
+    assert capsys.readouterr().out.splitlines()[0].endswith("[OPTIONS] CHECKPOINT")

@@ -51,16 +51,14 @@ def store_verifies(tmp: Path, store: Path) -> bool:
     return r.returncode == 0 and "no damage" in r.stdout
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """A tiny store with frames (2 episodes, 2 views, 64 px, embedded with the default model)."""
-    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
+@pytest.fixture
+def store(tiny_store):
+    """The session's tiny store with frames (2 episodes, 2 views, 64 px, embedded with the default
+    model); read only: every test works on its own copy (_copy_store)."""
+    from conftest import TINY_STORE
 
-    d = tmp_path_factory.mktemp("data_loss_store")
-    path = d / "s.zarr"
-    render_and_embed(RenderAndEmbedConfig.make(store=str(path), episodes=2, views=VIEWS, resolution=64),
-                     progress=False)
-    return path
+    assert TINY_STORE["views"] == VIEWS and TINY_STORE["episodes"] == 2
+    return tiny_store
 
 
 def _copy_store(store: Path, where: Path) -> Path:

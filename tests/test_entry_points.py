@@ -63,7 +63,7 @@ def test_command_flow_and_python_entry_take_one_config_class(job, capsys, monkey
 @pytest.mark.parametrize("job", JOBS)
 def test_a_command_lines_config_is_the_flows_parameter(job):
     """What a deployment run gets (JSON) is built back into the config the command line made."""
-    from flows.render_and_embed import as_config, flow_parameters
+    from flows.common import as_config, flow_parameters
 
     argv = {"alpha-sweep": ["--store", "s.zarr", "--alphas", "0,0.5", "--bins", "5", "--no-plots"],
             "per-view-analysis": ["--name", "x", "--episodes", "1,2", "--alpha", "0.5", "--no-plots"],

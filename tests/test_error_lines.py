@@ -4,8 +4,8 @@ before any model code loads, the error before torch is imported (read from the i
 ``-X importtime`` log, not a wall clock: busy cores slow both alike; docs/errors.md). Also: every
 command an error line suggests works.
 
-The inputs are tiny: one 1-episode store (64 px, one view), copies of it damaged or given
-another model's embeddings, run directories with one damaged file.
+The inputs are tiny: a copy of the session's tiny store (2 episodes, 2 views, 64 px), copies of it
+damaged or given another model's embeddings, run directories with one damaged file.
 """
 
 from __future__ import annotations
@@ -35,16 +35,14 @@ HANG_S = 120.0
 
 
 @pytest.fixture(scope="module")
-def w(tmp_path_factory):
-    """The inputs the cases point at."""
-    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
+def w(tiny_store, tmp_path_factory):
+    """The inputs the cases point at (the store: a copy of the session's tiny store)."""
+    from conftest import copy_store
     from rmtl.vlm.spec import parse_spec
     from storage.dataset import DatasetStore
 
     d = tmp_path_factory.mktemp("error_lines")
-    s = d / "s.zarr"
-    render_and_embed(RenderAndEmbedConfig.make(store=str(s), episodes=1, views=["wide_view"], resolution=64),
-                     progress=False)
+    s = copy_store(tiny_store, d)
     # the same frames with embeddings of a model trained on another renderer (as `embed` wrote them before)
     r5 = d / "r5.zarr"
     shutil.copytree(s, r5)

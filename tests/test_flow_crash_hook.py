@@ -39,7 +39,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
             "PREFECT_LOGGING_TO_API_ENABLED": "false", "RMTL_DATA_DIR": str(tmp_path / "data")}
 
 
-def test_the_issue_repro_imports_the_flows():
+def test_the_flows_import_with_prefects_runner_first_on_sys_path():
     """prefect/runner first on sys.path (what Prefect's hook bootstrap script gets): the flows
     and the project's storage package still import."""
     code = ("import sys, os, prefect.runner; sys.path.insert(0, os.path.dirname(prefect.runner.__file__)); "

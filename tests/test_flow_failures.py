@@ -22,10 +22,8 @@ from pathlib import Path
 import pytest
 
 from conftest import PROCESS_TAG_VAR as TAG_VAR
+from conftest import prefect_client_env
 from flows.process_group import kill_group
-from flows.server import LocalServer
-
-pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,31 +45,33 @@ def _no_nan(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-def test_deployment_watch_shows_the_one_line_reason(tmp_path, kill_tagged):
+@pytest.mark.slow
+def test_deployment_watch_shows_the_one_line_reason(prefect_server, tmp_path, kill_tagged):
+    """On the session's server, under a deployment name of this test's own."""
     from flows.local import api, deployment_exists
 
     tag = uuid.uuid4().hex
-    server = LocalServer(home=tmp_path / "prefect", log_file=tmp_path / "server.log", extra_env={TAG_VAR: tag})
+    server = prefect_server
+    name = f"watch-{tag[:8]}"
     serve = None
     try:
-        server.start(timeout=240)
-        env = server.client_env(_env(tmp_path, tag))
+        env = prefect_client_env(server, tmp_path / "prefect", _env(tmp_path, tag))
         with open(tmp_path / "serve.log", "wb") as log:
-            serve = subprocess.Popen([sys.executable, "-m", "flows.serve", "--flow", "alpha-sweep"], env=env, cwd=ROOT,
-                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            serve = subprocess.Popen([sys.executable, "-m", "flows.serve", "--flow", "alpha-sweep", "--name", name],
+                                     env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         deadline = time.monotonic() + 240
-        while not deployment_exists(server.url, "alpha-sweep", "default"):
+        while not deployment_exists(server.url, "alpha-sweep", name):
             assert serve.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
             time.sleep(1)
         store = tmp_path / "nowhere.zarr"
-        run = subprocess.run([sys.executable, "-m", "prefect", "deployment", "run", "alpha-sweep/default",
+        run = subprocess.run([sys.executable, "-m", "prefect", "deployment", "run", f"alpha-sweep/{name}",
                               "--param", f"config={json.dumps({'store': str(store)})}", "--watch",
                               "--watch-timeout", "240"],
                              env={**env, "COLUMNS": "400"}, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         out = run.stdout + run.stderr
         assert run.returncode == 1, out
-        assert out.splitlines()[0].startswith("Creating flow run for deployment 'alpha-sweep/default'"), out
+        assert out.splitlines()[0].startswith(f"Creating flow run for deployment 'alpha-sweep/{name}'"), out
         reason = f"no dataset store at {store}"
         error_lines = [ln for ln in out.splitlines() if "error: " in ln]
         assert error_lines and reason in error_lines[0], out  # --watch printed the flow run's one-line reason
@@ -82,12 +82,14 @@ def test_deployment_watch_shows_the_one_line_reason(tmp_path, kill_tagged):
     finally:
         if serve is not None:
             kill_group(serve, timeout=15)
-        server.stop()
         leftovers = kill_tagged(tag)
     assert not leftovers, f"processes left running: {leftovers}"
 
 
+@pytest.mark.slow
 def test_render_and_embed_prefect_prints_absolute_paths_and_writes_strict_json(tmp_path, kill_tagged):
+    """No PREFECT_API_URL: the one command starts a server of its own and stops it (a private server,
+    not the session's: nothing it started may be left running)."""
     tag = uuid.uuid4().hex
     env = _env(tmp_path, tag, PREFECT_HOME=str(tmp_path / "data" / "prefect"))
     try:
@@ -138,6 +140,7 @@ def test_last_summary_json_has_null_for_nan(tmp_path, monkeypatch):
     assert text.splitlines()[0].startswith(f"store {tmp_path / 'data' / 'stores' / 'nan.zarr'}: ")
 
 
+@pytest.mark.slow
 def test_dask_scheduler_without_workers_says_it_waits_then_gives_up(tmp_path, kill_tagged):
     tag = uuid.uuid4().hex
     env = _env(tmp_path, tag, RMTL_DASK_WORKER_WAIT_S="8")

@@ -1,14 +1,11 @@
-"""Integration: a real Prefect server, the flows served, and
+"""Integration: a real Prefect server (the session's), the flows served, and
 ``prefect deployment run 'render-and-embed/default'`` on tiny parameters."""
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
-
-from flows.server import LocalServer
 
 pytestmark = pytest.mark.slow
 
@@ -18,9 +15,10 @@ from conftest import PROCESS_TAG_VAR as TAG_VAR  # noqa: E402
 FLOWS = ("render-and-embed", "alpha-sweep", "per-view-analysis", "bc-labels")
 
 
-def test_render_and_embed_deployment_run(tmp_path, kill_tagged):
-    """Server (subprocess) -> python -m flows.serve (every flow) -> `prefect deployment run
-    'render-and-embed/default' --param ...` -> Completed -> store, embeddings, index."""
+def test_render_and_embed_deployment_run(prefect_server, tmp_path, kill_tagged):
+    """Server (subprocess, the session's) -> python -m flows.serve (every flow) -> `prefect deployment
+    run 'render-and-embed/default' --param ...` -> Completed -> store, embeddings, index. No other test
+    serves '<flow>/default' on the session's server."""
     from flows.local import api, run_deployment
     from storage.cache import StateCache
     from storage.dataset import DatasetStore
@@ -28,16 +26,13 @@ def test_render_and_embed_deployment_run(tmp_path, kill_tagged):
     tag = uuid.uuid4().hex
     extra = {TAG_VAR: tag, "RMTL_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1",
              "PREFECT_RUNNER_POLL_FREQUENCY": "1"}
-    server = LocalServer(home=tmp_path / "prefect", log_file=tmp_path / "server.log", extra_env=extra)
+    server = prefect_server
     store = tmp_path / "stores" / "tiny.zarr"
     # the flow's one parameter; Prefect's CLI checks it against the config's schema (views: a list)
     params = {"config": {"episodes": 2, "views": ["wide_view", "close_up"], "resolution": 64, "model": MODEL,
                          "store": str(store), "batch_size": 32}}
     try:
-        t0 = time.monotonic()
-        server.start(timeout=240)
-        t_server = time.monotonic() - t0
-        run = run_deployment("render-and-embed", params, api_url=server.url, home=server.home, extra_env=extra,
+        run = run_deployment("render-and-embed", params, api_url=server.url, home=tmp_path / "prefect", extra_env=extra,
                              log_dir=tmp_path, timeout=300, wait_for_log="render-and-embed summary", serve_all=True)
         serve_log = (tmp_path / "serve-render-and-embed.log").read_text(errors="replace")[-3000:]
         assert run.completed, (run.state, run.state_message, run.messages[-5:], serve_log)
@@ -58,9 +53,8 @@ def test_render_and_embed_deployment_run(tmp_path, kill_tagged):
             assert cache.status == "loaded", cache.status  # the persisted index matched the store
             assert cache.index_location.exists() and cache.sidecar_location.exists()
             assert cache.num_indexed == rows
-        print(f"\ntimings: server healthy {t_server:.1f} s, deployments served {t_server + run.timings['served']:.1f} s, "
-              f"flow run completed {t_server + run.timings['finished']:.1f} s")
+        print(f"\ntimings: deployments served {run.timings['served']:.1f} s, "
+              f"flow run completed {run.timings['finished']:.1f} s")
     finally:
-        server.stop()
         leftovers = kill_tagged(tag)
     assert not leftovers, f"processes left running after shutdown: {leftovers}"

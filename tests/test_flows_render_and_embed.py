@@ -1,4 +1,5 @@
-"""The render-and-embed flow called directly (no deployment, no server of our own)."""
+"""The render-and-embed flow called directly (no deployment, no server of our own: flows run in this
+process report to the session's Prefect server through PREFECT_API_URL)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ TINY = dict(episodes=2, views=["wide_view", "close_up"], resolution=64, model="r
 
 
 def test_flow_parameter_is_the_config():
-    from flows.render_and_embed import flow_parameters, render_and_embed_flow
+    from flows.common import flow_parameters
+    from flows.render_and_embed import render_and_embed_flow
 
     sig = inspect.signature(render_and_embed_flow.fn)
     assert list(sig.parameters) == ["config"] and sig.parameters["config"].default == RenderAndEmbedConfig()
@@ -37,16 +39,25 @@ def test_bad_parameters_fail_with_one_line_before_prefect_starts(capsys):
 
 
 @pytest.fixture
-def prefect_local(tmp_path, monkeypatch):
-    """Data dir (and so PREFECT_HOME) in tmp; the temporary Prefect server stopped after."""
+def prefect_local(prefect_server, tmp_path, monkeypatch):
+    """Data dir (and so PREFECT_HOME) in tmp; PREFECT_API_URL the session's Prefect server (no
+    temporary server is started); the queued logs and events sent to it before the test ends."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     monkeypatch.setenv("RMTL_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.delenv("PREFECT_HOME", raising=False)
-    yield tmp_path
-    from flows.prefect_settings import stop_temporary_server
+    with temporary_settings(updates={PREFECT_API_URL: prefect_server.url}):
+        yield tmp_path
+        for worker in (APILogWorker, EventsWorker):
+            try:
+                worker.drain_all(timeout=10)
+            except RuntimeError:  # never started
+                pass
 
-    stop_temporary_server()
 
-
+@pytest.mark.slow
 def test_flow_runs_directly_and_matches_the_pipeline(prefect_local):
     from flows.render_and_embed import render_and_embed_flow, run_render_and_embed
     from flows.prefect_settings import local_settings
@@ -76,7 +87,7 @@ def test_flow_runs_directly_and_matches_the_pipeline(prefect_local):
     with local_settings(), pytest.raises(ConfigError, match="cache_kind"):
         render_and_embed_flow({"store": str(store), "cache_kind": "ivf", **TINY})
 
-    # the analysis flows on the same store (same temporary server: no second start-up)
+    # the analysis flows on the same store (same server)
     from flows.analysis import alpha_sweep_flow, bc_labels_flow, per_view_analysis_flow
     from pipeline.analyses.alpha_sweep import AlphaSweepConfig
     from pipeline.analyses.per_view import PerViewConfig

@@ -31,13 +31,14 @@ STATS = {"min", "max", "mean", "std", "count"}
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """The store, and its export through the command line."""
-    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
+def exported(tiny_store, tmp_path_factory):
+    """The session's tiny store (2 episodes of VIEWS at 64 px, read only), and its export through the
+    command line."""
+    from conftest import TINY_STORE
 
+    assert TINY_STORE["views"] == VIEWS and TINY_STORE["episodes"] == 2 and TINY_STORE["resolution"] == 64
     d = tmp_path_factory.mktemp("lerobot")
-    store = str(d / "s.zarr")
-    render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=2, views=VIEWS, resolution=64), progress=False)
+    store = str(tiny_store)
     out = d / "ds"
     assert run(["export", "lerobot", store, "--prompts", "paper", "--out", str(out)]) == 0
     return store, out

@@ -1,4 +1,4 @@
-"""An output never replaces or writes into what is not its own (issue 51, items 9 and 10; docs/errors.md,
+"""An output never replaces or writes into what is not its own (docs/errors.md,
 "What an output may replace"): ``--overwrite`` of an export replaces only an earlier export of the same
 kind that rmtl wrote (its ``.rmtl-output.json``); a model or a run is never written into a store, a
 cache, an export, a model or a run of another kind. Every case runs the real command, ``python -m
@@ -18,7 +18,6 @@ import pytest
 from conftest import command_env
 
 ROOT = Path(__file__).resolve().parent.parent
-VIEW = "wide_view"
 TINY = ROOT / "rmtl" / "vlm" / "weights" / "rmtl-fetch-tiny"
 
 
@@ -40,16 +39,12 @@ def digest(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """A tiny store with frames and embeddings (2 episodes, 1 view, 64 px), and its FAISS cache."""
-    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
-
-    path = tmp_path_factory.mktemp("ownership") / "s.zarr"
-    render_and_embed(RenderAndEmbedConfig.make(store=str(path), episodes=2, views=[VIEW], resolution=64),
-                     progress=False)
-    assert path.with_name("s.zarr.cache").is_dir()
-    return path
+@pytest.fixture
+def store(tiny_store):
+    """The session's tiny store with frames and embeddings (2 episodes, 64 px), and its FAISS cache;
+    every command here must leave it as it was."""
+    assert tiny_store.name == "s.zarr" and tiny_store.with_name("s.zarr.cache").is_dir()
+    return tiny_store
 
 
 def _stage1_run(d: Path) -> Path:

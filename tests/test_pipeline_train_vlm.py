@@ -178,14 +178,11 @@ def test_baseline_balance_pulls_goal_baseline_cosines_together(tmp_path, data):
     assert spreads[0.0] > 0.3 and spreads[100.0] < 0.5 * spreads[0.0], spreads
 
 
-def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tmp_path):
-    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
+def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tiny_store, tmp_path):
     from pipeline.train_vlm import encode_rows
     from rmtl.vlm import load_vlm
 
-    store = str(tmp_path / "s.zarr")
-    render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=2, views=["wide_view", "close_up"],
-                                               resolution=64), progress=False)
+    store = str(tiny_store)  # 2 episodes, 2 views, 64 px, embedded by rmtl-fetch-tiny (read only)
     data = TrainingData.from_stores([store], embeddings_of="rmtl-fetch-tiny")
     assert data.image_embeddings is not None and data.image_embeddings.shape == (len(data), 2, 128)
     fresh = encode_rows(load_vlm("rmtl-fetch-tiny", device="cpu"), data, np.arange(3))

@@ -81,15 +81,13 @@ def test_report_refuses_a_stage2_run_and_a_directory_without_runs(run_layout, ca
 
 
 @pytest.fixture(scope="module")
-def two_model_store(tmp_path_factory):
-    """A rendered store (2 episodes, 1 view, 64 px) embedded by the default model, then by
+def two_model_store(tiny_store, tmp_path_factory):
+    """A rendered store embedded by the default model (a copy of the session's tiny store), then by
     its random-weight twin, as the README's ``rmtl embed --model rmtl-fetch-tiny@random``."""
+    from conftest import copy_store
     from pipeline.jobs.embed import embed_store
-    from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 
-    store = str(tmp_path_factory.mktemp("two_models") / "s.zarr")
-    render_and_embed(RenderAndEmbedConfig.make(store=store, episodes=2, views=["wide_view"], resolution=64),
-                     progress=False)
+    store = str(copy_store(tiny_store, tmp_path_factory.mktemp("two_models")))
     embed_store(store, "rmtl-fetch-tiny@random", progress=False)
     return store
 

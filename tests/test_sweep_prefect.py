@@ -1,6 +1,6 @@
-"""Integration: a sweep through a real Prefect server, a process work pool and two workers,
-one of them SIGKILLed mid-run; a re-run started at once adopts the runs still queued or
-running, resumes the lost one, and every run finishes exactly once."""
+"""Integration: a sweep through a real Prefect server (the session's), a process work pool of its
+own and two workers, one of them SIGKILLed mid-run; a re-run started at once adopts the runs still
+queued or running, resumes the lost one, and every run finishes exactly once."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import prefect_client_env
 from flows.process_group import kill_group
-from flows.server import LocalServer
 
 pytestmark = pytest.mark.slow
 
@@ -71,7 +71,7 @@ def _kill_worker_mid_run(runs: Path, workers: list[subprocess.Popen], timeout: f
     raise AssertionError("no run reached a kept checkpoint while training")
 
 
-def test_sweep_on_work_pool_survives_a_killed_worker(tmp_path, kill_tagged):
+def test_sweep_on_work_pool_survives_a_killed_worker(prefect_server, tmp_path, kill_tagged):
     from flows.local import api
 
     t0 = time.monotonic()
@@ -82,13 +82,11 @@ def test_sweep_on_work_pool_survives_a_killed_worker(tmp_path, kill_tagged):
     extra = {TAG_VAR: tag, "RMTL_DATA_DIR": str(tmp_path / "data"), "HF_HUB_OFFLINE": "1", "MUJOCO_GL": "egl",
              "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
              "PREFECT_WORKER_QUERY_SECONDS": "1", "PREFECT_WORKER_PREFETCH_SECONDS": "1"}
-    server = LocalServer(home=tmp_path / "prefect", log_file=tmp_path / "server.log", extra_env=extra)
+    server = prefect_server
     workers: list[subprocess.Popen] = []
     logs = []
     try:
-        server.start(timeout=240)
-        env = server.client_env()
-        t_server = time.monotonic() - t0
+        env = prefect_client_env(server, tmp_path / "prefect", **extra)
         for i in range(2):
             log = open(tmp_path / f"worker{i}.log", "ab")
             logs.append(log)
@@ -136,12 +134,11 @@ def test_sweep_on_work_pool_survives_a_killed_worker(tmp_path, kill_tagged):
         table = (report / "success_table.md").read_text()
         rows = [ln for ln in table.splitlines() if ln.startswith("| oracle_rmtl |") or ln.startswith("| rule_only |")]
         assert len(rows) == 4, table
-        print(f"\ntimings: server healthy {t_server:.1f} s, worker killed at {t_kill:.1f} s ({killed}), "
+        print(f"\ntimings: worker killed at {t_kill:.1f} s ({killed}), "
               f"re-run finished at {t_done:.1f} s, third run (all done) at {time.monotonic() - t0:.1f} s")
     finally:
         for w in workers:
             kill_group(w, timeout=10)
-        server.stop()
         for log in logs:
             log.close()
         leftovers = kill_tagged(tag)

@@ -1,4 +1,4 @@
-"""What a sweep tells is what the run folders say (issue 51, items 1, 2, 8, 11): a trainer outlives
+"""What a sweep tells is what the run folders say: a trainer outlives
 its killed worker and the sweep reports its run finished; a Prefect server lost mid-sweep is named
 with the way back, and the runs that finished meanwhile are recorded when the sweep runs again;
 ``--local`` beside a pool sweep skips the run a worker trains; ``--fresh`` honours the run lock.
@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PROCESS_TAG_VAR, _kill_tagged
+from conftest import PROCESS_TAG_VAR, _kill_tagged, prefect_client_env
 from flows.prefect_settings import client_env, free_port, is_healthy
 from flows.process_group import kill_group
-from flows.server import LocalServer
 from rmtl.train.sweep import LOCK_FILE, RunLock, is_finished, run_starts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,17 +150,12 @@ def test_local_sweep_skips_a_run_another_process_holds_and_goes_on(tmp_path):
 
 # -- a real Prefect server and process workers ----------------------------------------------
 @pytest.fixture(scope="module")
-def prefect(tmp_path_factory):
-    """A Prefect server for the module's pool tests: (client environment, tag of their processes)."""
-    tmp = tmp_path_factory.mktemp("prefect")
+def prefect(prefect_server):
+    """The session's Prefect server for the module's pool tests, and the tag of their processes
+    (workers, sweeps, trainers), checked gone after the module."""
     tag = uuid.uuid4().hex
-    server = LocalServer(home=tmp / "home", log_file=tmp / "server.log", extra_env={PROCESS_TAG_VAR: tag})
-    try:
-        server.start(timeout=240)
-        yield server, tag
-    finally:
-        server.stop()
-        left = _kill_tagged(tag)
+    yield prefect_server, tag
+    left = _kill_tagged(tag)
     assert not left, f"processes left running: {left}"
 
 
@@ -173,7 +167,7 @@ def test_a_worker_killed_alone_leaves_its_run_to_finish_and_the_sweep_says_so(pr
     import psutil
 
     server, tag = prefect
-    env = _env(tmp_path, tag, **{k: v for k, v in server.client_env().items() if k.startswith("PREFECT_")})
+    env = prefect_client_env(server, tmp_path / "home", _env(tmp_path, tag))
     path = _sweep_file(tmp_path, "truth-kill", (512,))
     run = tmp_path / "runs" / "rule_only_s0"
     worker = _worker(env, tmp_path, "truth-kill", "w-kill")
@@ -205,7 +199,7 @@ def test_a_worker_killed_alone_leaves_its_run_to_finish_and_the_sweep_says_so(pr
 @pytest.mark.slow
 def test_local_beside_a_pool_sweep_skips_the_workers_run_and_neither_calls_the_other_failed(prefect, tmp_path):
     server, tag = prefect
-    env = _env(tmp_path, tag, **{k: v for k, v in server.client_env().items() if k.startswith("PREFECT_")})
+    env = prefect_client_env(server, tmp_path / "home", _env(tmp_path, tag))
     path = _sweep_file(tmp_path, "truth-local", (1024, 64))
     runs = tmp_path / "runs"
     worker = _worker(env, tmp_path, "truth-local", "w-local")

@@ -37,8 +37,8 @@ def fixtures(w: Path, code: Path) -> dict[str, str]:
     if not (s / "zarr.json").exists():
         shutil.rmtree(s, ignore_errors=True)
         subprocess.run([sys.executable, "-c", "from pipeline.jobs.render_and_embed import RenderAndEmbedConfig as C, "
-                        "render_and_embed as r; r(C.make(store=%r, episodes=1, views=['wide_view'], resolution=64), "
-                        "progress=False)" % str(s)], env=_env(code, w), check=True, capture_output=True)
+                        f"render_and_embed as r; r(C.make(store={str(s)!r}, episodes=1, views=['wide_view'], resolution=64), "
+                        "progress=False)"], env=_env(code, w), check=True, capture_output=True)
     for name, chunk in [("state", "state/c/0/0"), ("episode", "episode/c/0"), ("frames", "frames/c/0/0/0/0/0"),
                         ("emb", "embeddings/*/c/1/0/0")]:
         d = w / f"no_{name}.zarr"
@@ -81,7 +81,7 @@ def _more_fixtures(w: Path, code: Path, s: Path, run_dir, meta: str) -> dict[str
         shutil.copytree(s, r5)
         # embedded as `rmtl embed` did before it compared renderers (the check switched off here)
         subprocess.run([sys.executable, "-c", "import pipeline.jobs.embed as e; e.check_model_renderer = lambda *a, **k: None; "
-                        "e.embed_store(%r, %r, progress=False)" % (str(r5), R5)],
+                        f"e.embed_store({str(r5)!r}, {R5!r}, progress=False)"],
                        env=_env(code, w), check=True, capture_output=True)
     s_copy = w / "s_copy.zarr"  # what `embed` may write into
     shutil.rmtree(s_copy, ignore_errors=True)

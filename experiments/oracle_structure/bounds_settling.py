@@ -41,9 +41,34 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--passes", type=int, default=6)
     ap.add_argument("--out", default=str(OUT))
     a = ap.parse_args(argv)
-    mid = parse_spec(a.model).model_id
+    s, k, ep, step, lift, dist = _reward_steps(a.store, parse_spec(a.model).model_id)
+    episodes = [np.flatnonzero(ep == e)[np.argsort(step[ep == e])] for e in np.unique(ep)]
+    default = _replay(s, k, episodes, ShapingConfig(), 16, a.passes)
+    widen = _replay(s, k, episodes, stage1_config("rmtl_per_phase").reward.shaping_config(), 16, a.passes)
+    fast = _replay(s, k, episodes, ShapingConfig(contraction_rate=0.01), 1, a.passes)  # 1 env, rate 0.01 both ways
+    result = {"stores": [str(x) for x in a.store], "model": a.model, "reward_steps": int(len(s)), "episodes": len(episodes),
+              "passes": a.passes, "phases": _phase_rows(s, k, default, fast, widen)}
+    g = result["phases"].get("grasp")
+    if g:
+        resting = (dist <= 0.04) & (lift < 0.005)
+        lifted = (k == GRASP) & (lift >= 0.02)
+        for label, (lo, hi) in {"default": g["default_bounds"], "widen_only": g["widen_only_bounds_env0"],
+                                "p2_p98": [g["p2"], g["p98"]]}.items():
+            result.setdefault("grasp_u", {})[label] = {"resting_cube": _u_of(s, k, resting, lo, hi),
+                                                       "lifted_cube": _u_of(s, k, lifted, lo, hi)}
+    out = Path(a.out)
+    (out / "bounds_settling.json").write_text(json.dumps(result, indent=1))
+    lines = _table(result)
+    (out / "bounds_settling.md").write_text("\n".join(lines) + "\n")
+    _plot(s, k, result, out / "bounds_settling.png")
+    print("\n".join(lines))
+    return result
+
+
+def _reward_steps(stores: list[str], mid: str) -> tuple[np.ndarray, ...]:
+    """(score, phase, episode, step, lift, distance) of the reward steps of every store, pooled."""
     parts = []
-    for i, path in enumerate(a.store):
+    for i, path in enumerate(stores):
         with open_store(path) as st:
             rows = load_rows(st, mid)
             text = text_embeddings(st, mid)
@@ -51,39 +76,39 @@ def main(argv: list[str] | None = None) -> dict:
         keep = rows.step >= 1  # reward steps: the states env steps ended in
         parts.append((sc[keep], rows.phase[keep], rows.episode[keep] + 1_000_000 * i, rows.step[keep],
                       rows.lift[keep], rows.distance[keep]))
-    s, k, ep, step, lift, dist = (np.concatenate(x) for x in zip(*parts))
-    episodes = [np.flatnonzero(ep == e)[np.argsort(step[ep == e])] for e in np.unique(ep)]
+    return tuple(np.concatenate(x) for x in zip(*parts))
 
-    def replay(cfg: ShapingConfig, n_envs: int, passes: int) -> RewardShaper:
-        sh = RewardShaper(n_envs, cfg, num_phases=len(PHASES))
-        rng = np.random.default_rng(0)
-        for _ in range(passes):
-            order = rng.permutation(len(episodes))
-            lanes = [list(order[i::n_envs]) for i in range(n_envs)]
-            cur = [[] for _ in range(n_envs)]
-            while any(lanes) or any(cur):
-                for i in range(n_envs):
-                    if not cur[i] and lanes[i]:
-                        cur[i] = list(episodes[lanes[i].pop()])
-                live = [i for i in range(n_envs) if cur[i]]
-                if not live:
-                    break
-                # envs without an episode repeat a neutral row of their last phase: only live rows count
-                idx = np.array([cur[i][0] if cur[i] else episodes[0][0] for i in range(n_envs)])
-                sh(s[idx], k[idx])
-                for i in live:
-                    cur[i].pop(0)
-                    if not cur[i]:
-                        sh.reset(np.arange(n_envs) == i)
-        return sh
 
-    default = replay(ShapingConfig(), 16, a.passes)
-    widen = replay(stage1_config("rmtl_per_phase").reward.shaping_config(), 16, a.passes)
-    fast = replay(ShapingConfig(contraction_rate=0.01), 1, a.passes)  # 1 env, rate 0.01 both ways
-    resting = (dist <= 0.04) & (lift < 0.005)
-    lifted = (k == GRASP) & (lift >= 0.02)
-    result = {"stores": [str(x) for x in a.store], "model": a.model, "reward_steps": int(len(s)), "episodes": len(episodes),
-              "passes": a.passes, "phases": {}}
+def _replay(s: np.ndarray, k: np.ndarray, episodes: list[np.ndarray], cfg: ShapingConfig, n_envs: int,
+            passes: int) -> RewardShaper:
+    """A shaper of ``n_envs`` envs fed the episodes one after another per env, ``passes`` times."""
+    sh = RewardShaper(n_envs, cfg, num_phases=len(PHASES))
+    rng = np.random.default_rng(0)
+    for _ in range(passes):
+        order = rng.permutation(len(episodes))
+        lanes = [list(order[i::n_envs]) for i in range(n_envs)]
+        cur = [[] for _ in range(n_envs)]
+        while any(lanes) or any(cur):
+            for i in range(n_envs):
+                if not cur[i] and lanes[i]:
+                    cur[i] = list(episodes[lanes[i].pop()])
+            live = [i for i in range(n_envs) if cur[i]]
+            if not live:
+                break
+            # envs without an episode repeat a neutral row of their last phase: only live rows count
+            idx = np.array([cur[i][0] if cur[i] else episodes[0][0] for i in range(n_envs)])
+            sh(s[idx], k[idx])
+            for i in live:
+                cur[i].pop(0)
+                if not cur[i]:
+                    sh.reset(np.arange(n_envs) == i)
+    return sh
+
+
+def _phase_rows(s: np.ndarray, k: np.ndarray, default: RewardShaper, fast: RewardShaper,
+                widen: RewardShaper) -> dict[str, dict]:
+    """Per micro-task: its percentiles and where each shaper's bounds settled."""
+    phases = {}
     for p, name in enumerate(PHASES):
         sp = s[k == p]
         if len(sp) == 0:
@@ -93,20 +118,18 @@ def main(argv: list[str] | None = None) -> dict:
                "default_bounds": [default.low[0, p], default.high[0, p]],
                "fast_3step_tracker_bounds": [fast.low[0, p], fast.high[0, p]],
                "widen_only_bounds_env0": [widen.low[0, p], widen.high[0, p]]}
-        result["phases"][name] = {kk: (int(v) if kk == "rows" else float(v) if np.isscalar(v) else [float(x) for x in v])
-                                  for kk, v in row.items()}
+        phases[name] = {kk: (int(v) if kk == "rows" else float(v) if np.isscalar(v) else [float(x) for x in v])
+                        for kk, v in row.items()}
+    return phases
 
-    def u_of(mask, lo, hi, p=GRASP):
-        m = mask & (k == p)
-        return float(np.clip((s[m] - lo) / (hi - lo), 0, 1).mean()) if m.any() else None
 
-    g = result["phases"].get("grasp")
-    if g:
-        for label, (lo, hi) in {"default": g["default_bounds"], "widen_only": g["widen_only_bounds_env0"],
-                                "p2_p98": [g["p2"], g["p98"]]}.items():
-            result.setdefault("grasp_u", {})[label] = {"resting_cube": u_of(resting, lo, hi), "lifted_cube": u_of(lifted, lo, hi)}
-    out = Path(a.out)
-    (out / "bounds_settling.json").write_text(json.dumps(result, indent=1))
+def _u_of(s: np.ndarray, k: np.ndarray, mask: np.ndarray, lo: float, hi: float, p: int = GRASP) -> float | None:
+    m = mask & (k == p)
+    return float(np.clip((s[m] - lo) / (hi - lo), 0, 1).mean()) if m.any() else None
+
+
+def _table(result: dict) -> list[str]:
+    """The markdown tables of bounds_settling.md."""
     lines = ["| micro-task | rows | p2 | p98 | default bounds (16 envs) | p1 | p99 | fast 3-step tracker (rate 0.01 both ways) | widen-only bounds |",
              "|---|---|---|---|---|---|---|---|---|"]
     for name, r in result["phases"].items():
@@ -118,10 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
         for label, v in result["grasp_u"].items():
             f = lambda x: "-" if x is None else f"{x:.2f}"
             lines.append(f"| {label} | {f(v['resting_cube'])} | {f(v['lifted_cube'])} |")
-    (out / "bounds_settling.md").write_text("\n".join(lines) + "\n")
-    _plot(s, k, result, out / "bounds_settling.png")
-    print("\n".join(lines))
-    return result
+    return lines
 
 
 def _plot(s, k, result, path: Path) -> None:

@@ -8,7 +8,7 @@ themselves are :func:`rmtl.reward.replay.discounted_returns`. Used by
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

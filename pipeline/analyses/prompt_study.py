@@ -30,14 +30,15 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from pipeline.stores.questions import StoreQuestion
 from pipeline.stores.store_models import store_prompts
 from rmtl.errors import ConfigError
-from rmtl.provenance import portable_values
+from rmtl.provenance import json_safe, portable_values
 from rmtl.reward.projection import DEFAULT_ALPHA
 from rmtl.reward.prompt_sets import PromptSet
 
@@ -203,8 +204,7 @@ def prompt_study(store: Any, prompt_sets: str | os.PathLike[str] | Sequence[Prom
         files["png"] = str(plot_study(out / "prompt_study.png", result))
     result["files"] = files
     result["seconds"]["total"] = round(time.perf_counter() - t0, 3)
-    strict = json.loads(json.dumps(result, default=str), parse_constant=lambda c: None)  # NaN -> null
-    (out / "prompt_study.json").write_text(json.dumps(portable_values(strict), indent=1))
+    (out / "prompt_study.json").write_text(json.dumps(portable_values(json_safe(result)), indent=1, default=str))
     if show:
         print_table(result)
     return result

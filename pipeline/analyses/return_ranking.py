@@ -29,14 +29,15 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
 from pipeline.stores.questions import StoreQuestion
 from pipeline.stores.store_models import store_task
 from rmtl.errors import ConfigError
-from rmtl.provenance import portable_values
+from rmtl.provenance import json_safe, portable_values
 from rmtl.reward.replay import BOUNDS, shaped_rewards
 from rmtl.train.variants import variant_names
 
@@ -170,8 +171,8 @@ def return_ranking(store: Any, model: str | None = None, variants: Sequence[str]
         for j, e in enumerate(ids):
             w.writerow([int(e), int(success[j]), int(length[j]), *(round(float(returns[v][j]), 5) for v in variants)])
     result["files"] = {"json": str(out / "return_ranking.json"), "episodes_csv": str(out / "return_ranking_episodes.csv")}
-    strict = json.loads(json.dumps(result), parse_constant=lambda c: None)  # NaN (one class empty) -> null
-    (out / "return_ranking.json").write_text(json.dumps(portable_values(strict), indent=1))
+    # NaN (one class empty): null
+    (out / "return_ranking.json").write_text(json.dumps(portable_values(json_safe(result)), indent=1))
     if show:
         print_table(result)
     return result

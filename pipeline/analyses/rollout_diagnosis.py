@@ -33,7 +33,8 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import Field
@@ -41,7 +42,7 @@ from pydantic import Field
 from pipeline.stores.questions import StoreQuestion
 from rmtl.config import MAX_EPISODES
 from rmtl.errors import ConfigError
-from rmtl.provenance import portable_values
+from rmtl.provenance import json_safe, portable_values
 from rmtl.reward.quality_stats import spearman
 from rmtl.tasks import get_task
 from rmtl.train.variants import variant_names
@@ -190,7 +191,7 @@ def diagnose_rollouts(store: Any, reference: Any | None = None, model: str | Non
         _montage(out / "montage.png", st, parts[0], montage_episodes, montage_view)
     files = {n: str(out / n) for n in ("diagnosis.json", "steps.csv", "traces.png", "reward_scatter.png", "montage.png")}
     result["files"] = files
-    result = json.loads(json.dumps(result), parse_constant=lambda c: None)  # NaN (too few samples) -> null
+    result = json_safe(result)  # NaN (too few samples): null
     (out / "diagnosis.json").write_text(json.dumps(portable_values(result), indent=1))
     if show:
         print(format_summary(result))

@@ -308,7 +308,7 @@ def _write_parquet(pq: Any, table: Any, path: Path) -> None:
 class ExportLeRobotConfig(Config):
     """``rmtl export lerobot STORE``: a store's episodes and frames as a LeRobot v3.0 dataset."""
 
-    store: Annotated[str, tyro.conf.Positional]
+    store: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="STORE")]
     """Dataset store with frames (schema v2: with actions) and image embeddings."""
     prompts: str = "paper"
     """Prompt set of the VLM reward column: a YAML file or a shipped set's name."""

@@ -160,7 +160,7 @@ def _write_dataset(store: Any, ds_id: str, staged: StagedDirectory, pset: Prompt
 class ExportMinariConfig(Config):
     """``rmtl export minari STORE``: a store's episodes as a Minari dataset."""
 
-    store: Annotated[str, tyro.conf.Positional]
+    store: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="STORE")]
     """Dataset store (schema v2: with actions)."""
     name: str
     """Dataset name: rmtl/NAME-v0 unless it has a namespace or a version."""

@@ -19,7 +19,8 @@ rollout settings recorded in the store: the label of episode i is recomputed fro
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import Field

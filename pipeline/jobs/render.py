@@ -68,11 +68,46 @@ def check_scheduler(address: str) -> None:
                           f"scheduler listens on 8786 by default), or leave it out to render with --workers local "
                           f"processes")
     try:
-        socket.create_connection((host, port), timeout=SCHEDULER_CONNECT_TIMEOUT_S).close()
+        sock = socket.create_connection((host, port), timeout=SCHEDULER_CONNECT_TIMEOUT_S)
     except OSError as e:
         why = (f"no answer within {SCHEDULER_CONNECT_TIMEOUT_S} s" if isinstance(e, TimeoutError)
                else e.strerror or type(e).__name__)
         raise ConfigError(f"the Dask scheduler at {address} cannot be reached ({why}); {_SCHEDULER_FIX}") from None
+    with sock:
+        problem = _not_dask(sock)
+    if problem is not None:  # Dask's own client would wait for its handshake without end
+        raise ConfigError(f"{address} answers but is not a Dask scheduler ({problem}); {_SCHEDULER_FIX}")
+
+
+def _not_dask(sock: Any) -> str | None:
+    """What a connected peer sent instead of a Dask scheduler's handshake (None: it looks like one). A
+    Dask listener writes its handshake message as soon as it accepts, framed as ``<total bytes><number of
+    frames><frame sizes...>`` (uint64 each); a web server or another service sends nothing (it waits for a
+    request) or text."""
+    import struct
+    import time
+
+    data = b""
+    deadline = time.monotonic() + SCHEDULER_CONNECT_TIMEOUT_S
+    try:
+        while len(data) < 16:
+            sock.settimeout(max(0.05, deadline - time.monotonic()))
+            chunk = sock.recv(16 - len(data))
+            if not chunk:
+                return f"it closed the connection{_sent(data)} without a Dask handshake"
+            data += chunk
+    except TimeoutError:
+        return f"no Dask handshake within {SCHEDULER_CONNECT_TIMEOUT_S} s{_sent(data)}"
+    except OSError as e:
+        return f"the connection failed: {e.strerror or type(e).__name__}"
+    total, frames = struct.unpack("=QQ", data)
+    if not (16 <= total <= 1 << 30 and 1 <= frames <= 4096):
+        return f"it sent {data!r}, not a Dask handshake"
+    return None
+
+
+def _sent(data: bytes) -> str:
+    return f" after sending {data!r}" if data else ""
 
 
 @contextlib.contextmanager

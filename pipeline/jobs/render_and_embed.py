@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
@@ -230,7 +231,7 @@ def build_cache(path, model_id: str, kind: str) -> dict:
 def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, quality: dict, seconds: float) -> dict:
     """Write the run record and ``last_summary.json`` next to the store; return the summary."""
     from pipeline.stores.analysis_dataset import beside_store
-    from rmtl.provenance import portable_values, write_run_record
+    from rmtl.provenance import json_safe, portable_values, write_run_record
 
     path = cfg.store_path()
     run_dir = beside_store(path, ".runs")
@@ -247,21 +248,6 @@ def write_summary(cfg: RenderAndEmbedConfig, rendered, embedded, cache: dict, qu
                                                           allow_nan=False))
     summary["summary_file"] = str(run_dir / "last_summary.json")
     return summary
-
-
-def json_safe(value: Any) -> Any:
-    """``value`` with every float that JSON cannot hold (NaN, infinity) replaced by None."""
-    import math
-
-    import numpy as np
-
-    if isinstance(value, dict):
-        return {k: json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(v) for v in value]
-    if isinstance(value, (float, np.floating)):
-        return float(value) if math.isfinite(value) else None
-    return value
 
 
 @dataclass(frozen=True)
@@ -341,7 +327,7 @@ def format_summary(summary: dict) -> str:
         f"embeddings {summary['model_id']}"
         + (f" ({summary['rows_copied']} rows copied from {summary['copied_from']}: same image tower)"
            if summary.get("rows_copied") else ""),
-        "reward quality (multi-view mean, alpha %.1f, within rule phases):" % summary["quality"]["alpha"],
+        f"reward quality (multi-view mean, alpha {summary['quality']['alpha']:.1f}, within rule phases):",
         f"  approach: Spearman(score, -distance) {f(q['approach_spearman'])}, p5-p95 spread {f(q['approach_spread'])}, n={q['approach_count']}",
         f"  align:    Spearman(score, -distance) {f(q['align_spearman'])}, p5-p95 spread {f(q['align_spread'])}, n={q['align_count']}",
         f"  grasp:    lifted-vs-resting ROC AUC {f(q['grasp_auc'])}, spread {f(q['grasp_spread'])}, n={q['grasp_count']}",

@@ -17,7 +17,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import numpy as np
 from pydantic import Field, ValidationInfo, field_validator, model_validator

@@ -9,7 +9,8 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import yaml
@@ -18,10 +19,8 @@ from rmtl.errors import ConfigError
 from storage.whole_file import write_file_whole
 
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-FAMILIES_FILE = Path(__file__).resolve().parents[1] / "qualification_families.yaml"
+FAMILIES_FILE = Path(__file__).resolve().with_name("qualification_families.yaml")
+"""The default qualification set, shipped in this package beside its learners (``qualification_learners/``)."""
 
 
 @dataclass(frozen=True)
@@ -51,41 +50,119 @@ def file_slug(name: str) -> str:
 
 def policy_path(policy: str, folder: Path) -> Path:
     """A families file's relative checkpoint path: beside the file (the shipped set's learners ship
-    with the package, ``qualification_learners/``), else under the checkout (files naming
-    ``results/...``); where neither holds it, the file's folder, so the error names that path."""
-    for root in (folder, REPO):
-        if (root / policy).is_file():
+    with the package, ``qualification_learners/``), else under the source checkout
+    (:func:`rmtl.provenance.source_root`: files naming ``results/...``); where neither holds it, the
+    file's folder, so the error names that path."""
+    from rmtl.provenance import source_root
+
+    for root in (folder, source_root()):
+        if root is not None and (root / policy).is_file():
             return root / policy
     return folder / policy
 
 
+GROUPS = ("expert", "noisy_expert", "behaviour", "learner")
+"""The groups a family may pool into: the report's metrics per group, its battery of behaviours
+(``behaviour``) and its early-progress axes (``learner``) read these names."""
+
+
 def load_families(path: str | Path | None = None, small: bool = False) -> tuple[str, list[Family]]:
-    """(task name, families) of a qualification-set file; ``small``: the CI-sized episode counts."""
+    """(task name, families) of a qualification-set file; ``small``: the CI-sized episode counts.
+
+    Every family is checked here, before anything is rolled out: a known ``group``, ``trained_on`` a
+    list of model names, ``small`` an episode count, and its rollout settings (``episodes``, ``policy``,
+    ``noise_levels``, ...) valid as a :class:`pipeline.jobs.rollout.RolloutConfig`, in full and small
+    sizes; anything else is one line naming the file, the family and the field."""
     p = Path(path) if path is not None else FAMILIES_FILE
+    fmt = "see pipeline/qualify/qualification_families.yaml for the format"
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"qualification families {p}: {what}; {fmt}")
+
+    spec = _read_spec(p, bad, fmt)
+    task, seed, fams = spec["task"], spec["seed"], spec["families"]
+    out = [_family(str(name), f, task, seed, p, small, bad) for name, f in fams.items()]
+    return task, out
+
+
+def _read_spec(p: Path, bad: Any, fmt: str) -> dict[str, Any]:
+    """The families file as a mapping with a task name, a seed >= 0 and a non-empty mapping of families."""
     try:
         spec = yaml.safe_load(p.read_text())
-        task, seed = spec["task"], int(spec["seed"])
-        out = []
-        for name, f in spec["families"].items():
-            f = dict(f)
-            group, trained_on, small_n = f.pop("group"), tuple(f.pop("trained_on", ())), f.pop("small", None)
-            if small and small_n is not None:
-                f["episodes"] = int(small_n)
-            policy = str(f.get("policy", "expert"))
-            if policy.endswith(".zip") and not Path(policy).is_absolute():
-                f["policy"] = str(policy_path(policy, p.parent))
-            f.setdefault("seed", seed)
-            out.append(Family(name, group, f, trained_on))
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as e:
+    except yaml.YAMLError as e:
         from rmtl.errors import yaml_problem
 
-        why = f" is not valid YAML at {yaml_problem(e)}" if isinstance(e, yaml.YAMLError) else f": {type(e).__name__}: {e}"
-        raise ConfigError(f"qualification families {p}{why}; see pipeline/qualification_families.yaml "
-                          "for the format") from None
-    if not out:
+        raise ConfigError(f"qualification families {p} is not valid YAML at {yaml_problem(e)}; {fmt}") from None
+    except UnicodeDecodeError:
+        raise bad("not a text file") from None
+    except OSError as e:
+        raise ConfigError(f"qualification families {p} cannot be read ({e.strerror or e}); give an existing "
+                          f"families file") from None
+    if not isinstance(spec, dict):
+        raise bad("not a mapping with 'task', 'seed' and 'families'")
+    missing = [k for k in ("task", "seed", "families") if k not in spec]
+    if missing:
+        raise bad(f"no {', '.join(repr(k) for k in missing)}")
+    unknown = sorted(map(str, set(spec) - {"task", "seed", "families"}))
+    if unknown:
+        raise bad(f"unknown key {unknown[0]!r} (known: task, seed, families)")
+    task, seed, fams = spec["task"], spec["seed"], spec["families"]
+    if not isinstance(task, str) or not task:
+        raise bad(f"task must be a task name, got {task!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise bad(f"seed must be an integer >= 0, got {seed!r}")
+    if fams is None or fams == {}:
         raise ConfigError(f"qualification families {p} lists no families; give at least one under 'families:' "
-                          f"(see pipeline/qualification_families.yaml)")
-    return task, out
+                          f"(see pipeline/qualify/qualification_families.yaml)")
+    if not isinstance(fams, dict):
+        raise bad("'families' must map each family's name to its settings")
+    return spec
+
+
+def _family(name: str, f: Any, task: str, seed: int, p: Path, small: bool, bad: Any) -> Family:
+    """One family of the file, checked: a known group, its model names, its small size and its rollout."""
+    where = f"family {name!r}"
+    if not isinstance(f, dict):
+        raise bad(f"{where} is not a mapping of its settings")
+    f = dict(f)
+    if "group" not in f:
+        raise bad(f"{where} has no 'group' (one of {', '.join(GROUPS)})")
+    group, trained_on, small_n = f.pop("group"), f.pop("trained_on", []), f.pop("small", None)
+    if group not in GROUPS:
+        raise bad(f"{where} has an unknown group {group!r} (known: {', '.join(GROUPS)})")
+    if not isinstance(trained_on, list) or not all(isinstance(m, str) for m in trained_on):
+        raise bad(f"{where}: trained_on must be a list of model names, got {trained_on!r}")
+    if small_n is not None and (isinstance(small_n, bool) or not isinstance(small_n, int) or small_n < 1):
+        raise bad(f"{where}: small must be an episode count >= 1, got {small_n!r}")
+    policy = f.get("policy", "expert")
+    if not isinstance(policy, str):
+        raise bad(f"{where}: policy must be a policy name or a checkpoint path, got {policy!r}")
+    if policy.endswith(".zip") and not Path(policy).is_absolute():
+        f["policy"] = str(policy_path(policy, p.parent))
+    f.setdefault("seed", seed)
+    _check_rollout(task, f, small_n, bad, where)
+    if small and small_n is not None:
+        f["episodes"] = small_n
+    return Family(name, group, f, tuple(trained_on))
+
+
+def _check_rollout(task: str, rollout: dict[str, Any], small_n: int | None, bad: Any, where: str) -> None:
+    """A family's rollout settings as :class:`RolloutConfig` reads them (both sizes): one line if not."""
+    from pydantic import ValidationError
+
+    from pipeline.jobs.rollout import RolloutConfig
+
+    for episodes in (rollout.get("episodes"), small_n):
+        values = dict(rollout) if episodes is None else {**rollout, "episodes": episodes}
+        try:
+            RolloutConfig(task=task, **values)
+        except ValidationError as err:
+            e = err.errors()[0]
+            field = ".".join(str(x) for x in e["loc"]) or "settings"
+            shown = repr(e.get("input")) if not isinstance(e.get("input"), dict) else "{...}"
+            raise bad(f"{where}: {field}={shown}: {e['msg'].removeprefix('Value error, ')}") from None
+        except ConfigError as err:  # an unknown task: its own line names the known ones
+            raise bad(f"{where}: {err}") from None
 
 
 def _family_key(task: str, family: Family) -> str:

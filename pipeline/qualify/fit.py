@@ -18,9 +18,11 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
+from pydantic import field_validator
 
 from pipeline.qualify.families import load_families, state_set
 from pipeline.qualify.learnability_map import MAP_VERSION, LearnabilityMap, LogisticFit, map_support, map_verdict, plot_map
@@ -367,9 +369,19 @@ class FitMapConfig(Config):
     ship: bool = False
     """Also replace the task's shipped map (Task.learnability_map, read by 'rmtl qualify')."""
     families: str | None = None
-    """Qualification-set file (default: pipeline/qualification_families.yaml)."""
+    """Qualification-set file (default: pipeline/qualify/qualification_families.yaml)."""
     small: bool = False
     """Metrics on the CI-sized set (a few episodes per family)."""
+
+    @field_validator("reference", mode="before")
+    @classmethod
+    def _none_is_no_reference(cls, v: Any) -> Any:
+        """'none' (the word --help gives; the command line reads it as None) for no reference runs."""
+        if v is None or (isinstance(v, str) and v.lower() == "none"):
+            return ()
+        if isinstance(v, (list, tuple)) and [str(x).lower() for x in v] == ["none"]:
+            return ()
+        return v
 
 
 def fit_map_command(cfg: FitMapConfig) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from rmtl.config import Config
 from rmtl.errors import ConfigError
@@ -18,15 +19,22 @@ from rmtl.errors import ConfigError
 MAP_VERSION = 1
 """The map file's schema version; a map of another version is refused in one line (refit it)."""
 
+Number = Annotated[float, Field(strict=True)]
+"""A number as JSON writes one (an integer or a float; NaN where a metric was not measured), never a
+string or a boolean read as one."""
+Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+"""A finite number: the fit's coefficients and intercepts, the runs' outcomes, the threshold."""
+Count = Annotated[int, Field(strict=True, ge=0)]
+
 
 class MappedCondition(Config):
     """A condition of the map (or a check of it): its metrics (mean over its seeds' error
     landscapes) and its finished runs' outcomes (test success)."""
 
     name: str
-    metrics: dict[str, float]
-    outcomes: list[float] = []
-    seeds_done: int = 0
+    metrics: dict[str, Number]
+    outcomes: list[Finite] = []
+    seeds_done: Count = 0
     verdict: dict[str, Any] | None = None
     """A check's: the verdict the map gives its metrics."""
 
@@ -34,48 +42,50 @@ class MappedCondition(Config):
 class LogisticFit(Config):
     """P(teaches) = sigmoid(z . coef + intercept), z the metrics standardised by ``mean`` and ``scale``."""
 
-    mean: list[float]
-    scale: list[float]
-    coef: list[float]
-    intercept: float
-    bootstrap_coef: list[list[float]]
-    bootstrap_intercept: list[float]
+    mean: list[Number]
+    scale: list[Number]
+    coef: list[Finite]
+    intercept: Finite
+    bootstrap_coef: list[list[Finite]]
+    bootstrap_intercept: list[Finite]
 
 
 class LearnabilityMap(Config):
     """A fitted learnability map (the task's ``learnability_map.json``). The fit's fields sit at
     the top (``mean`` ... ``bootstrap_intercept``); ``fitted`` says whether they are there."""
 
-    version: int
+    version: Annotated[int, Field(strict=True)]
     axes: list[str]
-    better: dict[str, int]
+    better: dict[str, Annotated[int, Field(strict=True)]]
     """Which way each axis improves (+1: higher is better), as the task's ``map_axes`` say."""
-    teaches_at: float
+    teaches_at: Finite
     """Test success from which a run teaches."""
     conditions: list[MappedCondition]
-    runs: int = 0
-    complete_conditions: int = 0
-    fitted: bool
+    runs: Count = 0
+    complete_conditions: Count = 0
+    fitted: Annotated[bool, Field(strict=True)]
     why: str | None = None
     """Why the map is not fitted."""
-    mean: list[float] | None = None
-    scale: list[float] | None = None
-    coef: list[float] | None = None
-    intercept: float | None = None
-    bootstrap_coef: list[list[float]] | None = None
-    bootstrap_intercept: list[float] | None = None
-    support: dict[str, float] = {}
+    mean: list[Number] | None = None
+    scale: list[Number] | None = None
+    coef: list[Finite] | None = None
+    intercept: Finite | None = None
+    bootstrap_coef: list[list[Finite]] | None = None
+    bootstrap_intercept: list[Finite] | None = None
+    support: dict[str, Number] = {}
     """Per axis, the worst value among the runs that taught (:func:`map_support`)."""
     provisional: LogisticFit | None = None
     """A fit on incomplete runs, for the plots only."""
     checks: list[MappedCondition] = []
 
     @model_validator(mode="after")
-    def _complete(self) -> "LearnabilityMap":
+    def _complete(self) -> LearnabilityMap:
         if self.version != MAP_VERSION:
             raise ValueError(f"schema version {self.version}, this rmtl reads version {MAP_VERSION}")
         if set(self.better) != set(self.axes):
             raise ValueError("better must name every axis")
+        if any(v not in (1, -1) for v in self.better.values()):
+            raise ValueError("better gives each axis +1 (higher is better) or -1")
         if self.fitted:
             fit = self.fit
             if fit is None or not all(len(v) == len(self.axes) for v in (fit.mean, fit.scale, fit.coef)):

@@ -43,8 +43,14 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         raise ConfigError("qualify needs exactly one scorer: --model M (a VLM) or --reward KIND (a state-reading kind)")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"--seed must be an integer >= 0 (a run seed), got {seed!r}")
+    if map_file is not None and Path(map_file).is_dir():
+        inside = Path(map_file) / "learnability_map.json"
+        example = f" ({inside})" if inside.is_file() else ""
+        raise ConfigError(f"--map {map_file} is a directory; give the map's JSON file{example}, written by "
+                          f"'rmtl qualify fit-map'")
     if map_file is not None and not Path(map_file).is_file():
-        raise ConfigError(f"--map {map_file} does not exist; give a map file written by 'rmtl qualify fit-map'")
+        what = "is not a file" if Path(map_file).exists() else "does not exist"
+        raise ConfigError(f"--map {map_file} {what}; give a map file written by 'rmtl qualify fit-map'")
     if vlm_micro_tasks and model is None:
         raise ConfigError("--vlm-micro-tasks qualifies a hybrid of a VLM and the oracle: give the VLM with --model M")
     if variant != "rmtl" and model is None:

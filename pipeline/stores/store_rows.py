@@ -11,7 +11,8 @@ reward wrapper use). The task is the one the store records (pipeline.stores.stor
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import contextlib

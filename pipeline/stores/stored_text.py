@@ -3,7 +3,8 @@ stored phrasing) or of a prompt set (its own record first)."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import numpy as np
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Protocol
+from collections.abc import Mapping
 
 import numpy as np
 import torch

@@ -113,7 +113,7 @@ class TrainVLMConfig(Config):
     elapsed/budget) and training stops when either reaches 1."""
 
     @model_validator(mode="after")
-    def _locked_image_tower_needs_init(self) -> "TrainVLMConfig":
+    def _locked_image_tower_needs_init(self) -> TrainVLMConfig:
         if self.tune == "text" and self.init is None:
             raise ValueError("tune='text' locks the image tower, so it needs trained weights: set init (e.g. init=rmtl-fetch-tiny)")
         if self.reset_text_tower and self.init is None:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -30,7 +31,7 @@ class RowFrames:
         self.shape = (n_rows, *frames.shape[1:])
 
     @classmethod
-    def dense(cls, frames: np.ndarray) -> "RowFrames":
+    def dense(cls, frames: np.ndarray) -> RowFrames:
         return cls(np.arange(len(frames)), frames, len(frames))
 
     def __len__(self) -> int:
@@ -49,7 +50,7 @@ class RowFrames:
         return self.frames[pos]
 
     @classmethod
-    def concat(cls, parts: list) -> "RowFrames | np.ndarray":
+    def concat(cls, parts: list) -> RowFrames | np.ndarray:
         if all(isinstance(p, np.ndarray) for p in parts):
             return np.concatenate(parts)
         parts = [p if isinstance(p, RowFrames) else cls.dense(p) for p in parts]
@@ -62,7 +63,7 @@ class RowFrames:
 class TrainingData:
     """Rendered rows: frames [N, V, H, W, 3], states [N, 25], episode/step [N], expert [N]."""
 
-    frames: "np.ndarray | RowFrames"
+    frames: np.ndarray | RowFrames
     states: np.ndarray
     episode: np.ndarray
     step: np.ndarray
@@ -78,7 +79,7 @@ class TrainingData:
         return len(self.states)
 
     @classmethod
-    def concat(cls, parts: list["TrainingData"]) -> "TrainingData":
+    def concat(cls, parts: list[TrainingData]) -> TrainingData:
         if not parts:
             raise ValueError("no training data")
         cat = lambda name: np.concatenate([getattr(p, name) for p in parts])  # noqa: E731
@@ -88,7 +89,7 @@ class TrainingData:
                    cat("expert"), parts[0].views, cat("image_embeddings") if have else None, sources)
 
     @classmethod
-    def from_batches(cls, batches: list[dict], views: Sequence[str], expert: bool, episode_offset: int = 0) -> "TrainingData":
+    def from_batches(cls, batches: list[dict], views: Sequence[str], expert: bool, episode_offset: int = 0) -> TrainingData:
         cat = lambda k: np.concatenate([b[k] for b in batches])  # noqa: E731
         n = sum(len(b["state"]) for b in batches)
         return cls(cat("frames"), cat("state"), cat("episode") + episode_offset, cat("step"),
@@ -97,7 +98,7 @@ class TrainingData:
     @classmethod
     def from_stores(cls, paths: Sequence[str | Path], embeddings_of: str | None = None,
                     image_tower: str | None = None, holdout_fraction: float | None = None,
-                    stream: bool = False) -> "TrainingData":
+                    stream: bool = False) -> TrainingData:
         """Rows of one or more dataset stores; episode ids are made unique across stores.
         ``embeddings_of``: a model spec whose stored image embeddings to load too (when a
         store has them for every row); ``image_tower``: its ``VLM.image_tower_id``, so that
@@ -255,7 +256,7 @@ class LockedImageTower:
         self.on_device = torch.from_numpy(np.ascontiguousarray(embeddings, dtype=np.float32)).to(device)
 
     @classmethod
-    def of(cls, vlm, data: TrainingData, train_rows: np.ndarray, init: str | None) -> "LockedImageTower":
+    def of(cls, vlm, data: TrainingData, train_rows: np.ndarray, init: str | None) -> LockedImageTower:
         """The stores' embeddings of ``init`` where every store has them, else encoded once here."""
         n_views = data.frames.shape[1]
         if data.image_embeddings is not None:

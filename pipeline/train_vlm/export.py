@@ -7,7 +7,7 @@ import csv
 import json
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from pipeline.train_vlm.config import TrainVLMConfig
 from rmtl.reward.projection import DEFAULT_ALPHA

@@ -6,6 +6,7 @@ import io
 import json
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -73,29 +74,8 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     # Optimiser, then the resume state or the reference evaluations of a new run.
     opt = torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.98), eps=1e-6)
     rng = np.random.default_rng(cfg.seed)
-    start, log, metrics, elapsed = 0, [], {}, 0.0
-    selection = Selection(cfg.select_by)
     ckpt = out / "checkpoint.pt"
-    if ckpt.is_file():
-        state = load_checkpoint(ckpt, device)
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start, log, metrics, elapsed = state["step"], state["log"], state["metrics"], state.get("elapsed_s", 0.0)
-        # checkpoints from before select_by kept only keep_best's (gate margin, step, weights)
-        saved = state.get("selection") or {"select_by": "gate_margin", "best": state.get("best")}
-        selection = Selection.resumed(cfg.select_by, saved)
-        rng.bit_generator.state = state["rng"]
-        print(f"resumed from {ckpt} at step {start}")
-    else:
-        random_vlm = vlm if cfg.init is None else load_vlm(f"{cfg.model}@random", device=cfg.device, precision="fp32")
-        metrics["random_init"] = held_out_metrics(random_vlm)
-        print(f"random weights: {summary(metrics['random_init'])}")
-        if cfg.init is not None:
-            metrics["init_model_id"] = vlm.model_id
-            metrics["initial"] = metrics["step_0"] = held_out_metrics()
-            print(f"step 0 ({cfg.init}): {summary(metrics['initial'])}  gate margin {gate_margin(metrics['initial']):.3f}  "
-                  f"held-out caption loss {metrics['initial']['held_out_caption_loss']:.4f}")
-            selection.update(metrics["initial"], 0, model)
+    start, log, metrics, elapsed, selection = _resume_or_begin(ckpt, cfg, vlm, opt, rng, held_out_metrics)
     write_run_record(out, cfg, cfg.seed, rows=len(data), train_rows=int(len(train_rows)),
                      eval_rows=int(len(eval_rows)), views=list(data.views))
 
@@ -103,13 +83,7 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     texts = caption_source(vlm, data.states, train_rows, cfg, task, cache=out / "caption_bank.pt")
     if texts.record:
         metrics["caption_bank"] = texts.record
-    if task.caption_leak_audit is not None and cfg.captions != "graded":
-        # What the model card says of the prompt-neutral captions: a sample of the training states' captions
-        # checked for evaluated prompts and near paraphrases of them.
-        audit_rows = np.random.default_rng(cfg.seed).permutation(train_rows)[:LEAK_AUDIT_STATES]
-        audit_caps = task.captions(data.states[audit_rows], np.random.default_rng(cfg.seed), **cfg.caption_options())
-        metrics["caption_leak_audit"] = task.caption_leak_audit(audit_caps)
-        print(f"caption leak audit: {json.dumps(metrics['caption_leak_audit'])}", flush=True)
+    _audit_captions(data, train_rows, cfg, task, metrics)
     prompts = balance_prompts(task) if cfg.baseline_balance > 0 else []
 
     model.train()
@@ -125,9 +99,9 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
     for step in bar:
         rows, inputs = next(batches)
         targets = soft_targets(geometry[torch.from_numpy(rows).to(device)], cfg.soft_sigma, cfg.soft_sigma_wide)
-        progress = (elapsed + time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0
+        spent = (elapsed + time.perf_counter() - t0) / cfg.time_budget_s if cfg.time_budget_s else 0.0  # of the budget
         for g in opt.param_groups:
-            g["lr"] = lr_at(step, cfg, progress)
+            g["lr"] = lr_at(step, cfg, spent)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
             img = images.embed(model, inputs)
             txt, prompt_emb = texts.embed(rows, rng, prompts)
@@ -143,19 +117,11 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
             model.logit_scale.clamp_(0, math.log(100))
 
         done = step + 1
-        last = done == cfg.steps or progress >= 1.0
+        last = done == cfg.steps or spent >= 1.0
         row = {"step": done, "loss": loss.item(), "lr": opt.param_groups[0]["lr"],
                "images_per_s": (done - start) * cfg.batch_size / (time.perf_counter() - t0)}
         if done % cfg.eval_every == 0 or last:
-            metrics[f"step_{done}"] = m = held_out_metrics()
-            row["held_out_caption_loss"] = m["held_out_caption_loss"]
-            bar.write(f"step {done}: {summary(m)}  gate margin {gate_margin(m):.3f}  "
-                      f"held-out caption loss {m['held_out_caption_loss']:.4f}")
-            selection.update(m, done, model)
-            if selection.patience_spent(cfg.patience_evals) and not last:
-                bar.write(f"stopping: {cfg.select_by} has not improved for {selection.since_best} evaluations")
-                metrics["stopped_early_at"] = done
-                last = True
+            last = _evaluate_at(done, last, row, metrics, held_out_metrics, selection, model, cfg, bar)
         if done % 20 == 0 or last or "held_out_caption_loss" in row:
             log.append(row)
             bar.set_postfix(loss=f"{loss.item():.3f}", img_s=f"{row['images_per_s']:.0f}")
@@ -170,7 +136,77 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         if last:
             break
 
-    # Selection: the best held-out evaluation under select_by, or the last step's weights.
+    _keep_selected(done, selection, model, cfg, metrics, held_out_metrics)
+    metrics["train_seconds"] = elapsed + time.perf_counter() - t0
+    metrics["bf16_autocast"] = bool(use_bf16)
+    metrics.update(images.report() or {})
+    model.eval()  # a VLM embeds in eval mode (a pretrained text tower has dropout)
+    save_run(vlm, cfg.model, out, metrics, log)
+    return metrics
+
+
+def _resume_or_begin(ckpt: Path, cfg: TrainVLMConfig, vlm, opt, rng: np.random.Generator,
+                     held_out_metrics: Callable[..., dict]) -> tuple[int, list, dict, float, Selection]:
+    """(start step, log, metrics, elapsed seconds, selection): the resume state of ``ckpt`` loaded into
+    the model, the optimiser and ``rng``; without one, a new run's reference evaluations (random
+    weights, and the initial weights of ``cfg.init``)."""
+    model = vlm.model
+    if ckpt.is_file():
+        state = load_checkpoint(ckpt, vlm.device)
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["opt"])
+        start = state["step"]
+        # checkpoints from before select_by kept only keep_best's (gate margin, step, weights)
+        saved = state.get("selection") or {"select_by": "gate_margin", "best": state.get("best")}
+        selection = Selection.resumed(cfg.select_by, saved)
+        rng.bit_generator.state = state["rng"]
+        print(f"resumed from {ckpt} at step {start}")
+        return start, state["log"], state["metrics"], state.get("elapsed_s", 0.0), selection
+    metrics: dict = {}
+    selection = Selection(cfg.select_by)
+    random_vlm = vlm if cfg.init is None else load_vlm(f"{cfg.model}@random", device=cfg.device, precision="fp32")
+    metrics["random_init"] = held_out_metrics(random_vlm)
+    print(f"random weights: {summary(metrics['random_init'])}")
+    if cfg.init is not None:
+        metrics["init_model_id"] = vlm.model_id
+        metrics["initial"] = metrics["step_0"] = held_out_metrics()
+        print(f"step 0 ({cfg.init}): {summary(metrics['initial'])}  gate margin {gate_margin(metrics['initial']):.3f}  "
+              f"held-out caption loss {metrics['initial']['held_out_caption_loss']:.4f}")
+        selection.update(metrics["initial"], 0, model)
+    return 0, [], metrics, 0.0, selection
+
+
+def _audit_captions(data: TrainingData, train_rows: np.ndarray, cfg: TrainVLMConfig, task, metrics: dict) -> None:
+    """What the model card says of the prompt-neutral captions: a sample of the training states' captions
+    checked for evaluated prompts and near paraphrases of them (``metrics['caption_leak_audit']``)."""
+    if task.caption_leak_audit is None or cfg.captions == "graded":
+        return
+    audit_rows = np.random.default_rng(cfg.seed).permutation(train_rows)[:LEAK_AUDIT_STATES]
+    audit_caps = task.captions(data.states[audit_rows], np.random.default_rng(cfg.seed), **cfg.caption_options())
+    metrics["caption_leak_audit"] = task.caption_leak_audit(audit_caps)
+    print(f"caption leak audit: {json.dumps(metrics['caption_leak_audit'])}", flush=True)
+
+
+def _evaluate_at(done: int, last: bool, row: dict, metrics: dict, held_out_metrics: Callable[..., dict],
+                 selection: Selection, model, cfg: TrainVLMConfig, bar) -> bool:
+    """The held-out evaluation at step ``done``, logged in ``row`` and ``metrics`` and offered to the
+    selection; returns whether training stops here (the step budget, or patience spent)."""
+    metrics[f"step_{done}"] = m = held_out_metrics()
+    row["held_out_caption_loss"] = m["held_out_caption_loss"]
+    bar.write(f"step {done}: {summary(m)}  gate margin {gate_margin(m):.3f}  "
+              f"held-out caption loss {m['held_out_caption_loss']:.4f}")
+    selection.update(m, done, model)
+    if selection.patience_spent(cfg.patience_evals) and not last:
+        bar.write(f"stopping: {cfg.select_by} has not improved for {selection.since_best} evaluations")
+        metrics["stopped_early_at"] = done
+        return True
+    return last
+
+
+def _keep_selected(done: int, selection: Selection, model, cfg: TrainVLMConfig, metrics: dict,
+                   held_out_metrics: Callable[..., dict]) -> None:
+    """Selection: the best held-out evaluation under select_by, or the last step's weights, kept in
+    ``model``; reporting, not selection: the selected weights' metrics under the paper prompts."""
     metrics["steps_done"] = done
     best = selection.best
     if best is not None and best[1] != done:
@@ -178,15 +214,8 @@ def train_reward_vlm(data: TrainingData, cfg: TrainVLMConfig, out_dir: str | Pat
         print(f"keeping the weights of step {best[1]} (best {cfg.select_by} of the held-out evaluations)")
     metrics["select_by"] = cfg.select_by
     metrics["selected_step"] = best[1] if best is not None else done
-    # Reporting, not selection: the selected weights' metrics under the paper prompts.
     key = f"step_{metrics['selected_step']}"
     metrics["final"] = metrics[key] if key in metrics else held_out_metrics()
-    metrics["train_seconds"] = elapsed + time.perf_counter() - t0
-    metrics["bf16_autocast"] = bool(use_bf16)
-    metrics.update(images.report() or {})
-    model.eval()  # a VLM embeds in eval mode (a pretrained text tower has dropout)
-    save_run(vlm, cfg.model, out, metrics, log)
-    return metrics
 
 
 def reset_text_tower(vlm, arch: str, device: str | None = None) -> None:

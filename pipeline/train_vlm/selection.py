@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -100,7 +100,7 @@ class Selection:
         return {"select_by": self.select_by, "best": self.best, "since_best": self.since_best}
 
     @classmethod
-    def resumed(cls, select_by: str, state: dict | None) -> "Selection":
+    def resumed(cls, select_by: str, state: dict | None) -> Selection:
         """The selection a checkpoint saved; a fresh one when it selected by another objective."""
         if not state or state.get("select_by") != select_by:
             return cls(select_by)

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 Reset = Callable[[Any, Mapping[str, Any]], None]
 """(observation, info) -> None: sees the reset observation."""

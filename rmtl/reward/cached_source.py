@@ -28,7 +28,8 @@ from __future__ import annotations
 import contextlib
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -194,7 +195,7 @@ class CachedEmbeddingSource:
         *,
         key_spec: KeySpec,
         **kwargs: Any,
-    ) -> "CachedEmbeddingSource":
+    ) -> CachedEmbeddingSource:
         """A source over read-only atlas stores plus the run's ``overlay`` store, whose misses
         a background writer appends (storage.catalogue); ``renderer_id`` must match every store.
         ``key_spec`` (and ``phase_labels`` among ``kwargs``) are the task's."""
@@ -226,7 +227,7 @@ class CachedEmbeddingSource:
         kind: str = "flat",
         preload: bool = True,
         **kwargs: Any,
-    ) -> "CachedEmbeddingSource":
+    ) -> CachedEmbeddingSource:
         """Open the store (for append when ``append``), its cache for the model (built or
         extended and persisted as needed) and the model (a spec string or a loaded VLM)."""
         from rmtl.vlm import VLM, load_vlm
@@ -350,7 +351,7 @@ class CachedEmbeddingSource:
             else:
                 self.store.close()
 
-    def __enter__(self) -> "CachedEmbeddingSource":
+    def __enter__(self) -> CachedEmbeddingSource:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -8,7 +8,8 @@ chose before the step) or by implementing the protocol itself.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 

@@ -26,7 +26,8 @@ import hashlib
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 import yaml
 
@@ -96,6 +97,38 @@ def _text(value: Any, where: str, origin: str) -> str:
     return value
 
 
+def _goal_texts(data: Mapping[str, Any], single_prompt: bool, origin: str) -> dict[str, list[str]]:
+    """The goals of a set by micro-task name (none for a single-prompt set, which has a single goal)."""
+    goals = data.get("goals")
+    if single_prompt:
+        if goals is not None:
+            raise ConfigError(f"prompt set {origin} is single_prompt but has goals; a single-prompt set has only "
+                              f"baseline and single")
+        if "single" not in data:
+            raise ConfigError(f"prompt set {origin} is single_prompt but has no single goal")
+        return {}
+    if not isinstance(goals, Mapping) or not goals:
+        raise ConfigError(f"prompt set {origin} has no goals mapping; give one goal per micro-task of the task "
+                          f"(pick-and-lift: approach, align, grasp), or single_prompt: true with a single goal")
+    # which names a task needs is checked where the set meets one (for_task)
+    return {str(task): [_text(goals[task], f"goals.{task}", origin)] for task in goals}
+
+
+def _add_paraphrases(texts: dict[str, list[str]], paraphrases: Any, origin: str) -> None:
+    """Each role's further phrasings after its text (a role the set does not give is refused)."""
+    if not isinstance(paraphrases, Mapping):
+        raise ConfigError(f"prompt set {origin}: paraphrases must map a role to a list of texts")
+    for role, more in paraphrases.items():
+        if role not in texts:
+            used = list(texts)
+            raise ConfigError(f"prompt set {origin}: paraphrases of {role!r}, which this set does not give "
+                              f"(it has {', '.join(used)})")
+        more = [more] if isinstance(more, str) else more
+        if not isinstance(more, list) or not more:
+            raise ConfigError(f"prompt set {origin}: paraphrases.{role} must be a non-empty list of texts")
+        texts[role] += [_text(t, f"paraphrases.{role}", origin) for t in more]
+
+
 def parse_prompt_set(data: Any, origin: str = "<mapping>", name: str | None = None) -> PromptSet:
     """Validate the mapping of a prompt-set file (module docstring); one-line ConfigError on any problem."""
     if not isinstance(data, Mapping):
@@ -110,33 +143,10 @@ def parse_prompt_set(data: Any, origin: str = "<mapping>", name: str | None = No
         raise ConfigError(f"prompt set {origin} has no baseline (the scene without the goal, e.g. "
                           f"'a robot gripper and a red cube on a table')")
     texts: dict[str, list[str]] = {"baseline": [_text(data["baseline"], "baseline", origin)]}
-    goals = data.get("goals")
-    if single_prompt:
-        if goals is not None:
-            raise ConfigError(f"prompt set {origin} is single_prompt but has goals; a single-prompt set has only "
-                              f"baseline and single")
-        if "single" not in data:
-            raise ConfigError(f"prompt set {origin} is single_prompt but has no single goal")
-    else:
-        if not isinstance(goals, Mapping) or not goals:
-            raise ConfigError(f"prompt set {origin} has no goals mapping; give one goal per micro-task of the task "
-                              f"(pick-and-lift: approach, align, grasp), or single_prompt: true with a single goal")
-        for task in goals:  # which names a task needs is checked where the set meets one (for_task)
-            texts[str(task)] = [_text(goals[task], f"goals.{task}", origin)]
+    texts.update(_goal_texts(data, single_prompt, origin))
     if "single" in data:
         texts["single"] = [_text(data["single"], "single", origin)]
-    paraphrases = data.get("paraphrases") or {}
-    if not isinstance(paraphrases, Mapping):
-        raise ConfigError(f"prompt set {origin}: paraphrases must map a role to a list of texts")
-    for role, more in paraphrases.items():
-        if role not in texts:
-            used = list(texts)
-            raise ConfigError(f"prompt set {origin}: paraphrases of {role!r}, which this set does not give "
-                              f"(it has {', '.join(used)})")
-        more = [more] if isinstance(more, str) else more
-        if not isinstance(more, list) or not more:
-            raise ConfigError(f"prompt set {origin}: paraphrases.{role} must be a non-empty list of texts")
-        texts[role] += [_text(t, f"paraphrases.{role}", origin) for t in more]
+    _add_paraphrases(texts, data.get("paraphrases") or {}, origin)
     prompts = PromptConfig.make(baseline=texts.pop("baseline"), single=texts.pop("single", None),
                                 micro_task_goals=texts or None)
     description = data.get("description") or ""

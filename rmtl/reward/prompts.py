@@ -7,7 +7,8 @@ the phrasings, not renormalised (VLM-RMs; docs/reward.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from pydantic import field_validator, model_validator
@@ -157,7 +158,7 @@ class TextEmbeddings:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TextEmbeddings":
+    def from_dict(cls, data: dict[str, Any]) -> TextEmbeddings:
         return cls(
             baseline=np.asarray(data["baseline"], dtype=np.float32),
             goals=np.asarray(data["goals"], dtype=np.float32),

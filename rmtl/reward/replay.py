@@ -1,6 +1,6 @@
 """Reward replay: the shaped rewards and discounted returns a reward gives stored episodes,
 offline, by running the trainer's own :class:`~rmtl.reward.shaping.RewardShaper` over scores in
-step order. The analyses, the exports and ``rmtl qualify`` replay rewards through this module.
+step order. The analyses, the exports, ``rmtl qualify`` and ``rmtl view`` replay rewards through this module.
 
 - one shaper env sees the episodes one after another; the trend/momentum history restarts
   with each episode, the adaptive bounds carry over;
@@ -17,7 +17,8 @@ step order. The analyses, the exports and ``rmtl qualify`` replay rewards throug
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -52,6 +53,14 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
                    num_phases: int, bounds: str = "adapted") -> np.ndarray:
     """Shaped reward of every row: one RewardShaper env fed ``episodes`` (row-index arrays in
     step order) one after another, reset between them; ``bounds`` as in the module docstring."""
+    return shaped_terms(active, phases, episodes, shaping, num_phases, bounds, names=("reward",))["reward"]
+
+
+def shaped_terms(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np.ndarray], shaping: Any,
+                 num_phases: int, bounds: str = "adapted", names: Sequence[str] | None = None) -> dict[str, np.ndarray]:
+    """:func:`shaped_rewards` with every term of the shaper's output by name (``reward`` and
+    :meth:`~rmtl.reward.shaping.ShapingOutput.named`: u, level, each shaping term, delta, low, high;
+    ``names``: only these), each float64 [rows]; rows of no episode hold NaN (``reward``: 0)."""
     if bounds not in BOUNDS:
         raise ConfigError(f"bounds must be one of {', '.join(BOUNDS)}, got {bounds!r}")
     # Episodes are independent when the bounds cannot carry anything over: adapted bounds
@@ -67,8 +76,17 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
     if bounds == "adapted" and shaping.bounds != "fixed":
         for p, (lo, hi) in adapted_bounds(active, phases, shaping, num_phases).items():
             shaper.low[:, p], shaper.high[:, p] = lo, hi
-    out = np.zeros(len(active), dtype=np.float64)
+    out: dict[str, np.ndarray] = {}
     phases = np.asarray(phases, dtype=np.int64)
+
+    def keep(rows: np.ndarray, shaped: Any, live: Any = slice(None)) -> None:
+        for name, values in {"reward": shaped.reward, **shaped.named()}.items():
+            if names is not None and name not in names:
+                continue
+            if name not in out:
+                out[name] = np.zeros(len(active)) if name == "reward" else np.full(len(active), np.nan)
+            out[name][rows[live]] = values[live]
+
     if lockstep and len(episodes):
         shaper.reset()
         lengths = np.array([len(idx) for idx in episodes])
@@ -76,13 +94,13 @@ def shaped_rewards(active: np.ndarray, phases: np.ndarray, episodes: Sequence[np
             live = lengths > t
             # finished episodes repeat their last row (their rewards are not kept)
             rows = np.array([idx[min(t, len(idx) - 1)] if len(idx) else 0 for idx in episodes], dtype=np.int64)
-            r = shaper(active[rows], phases[rows]).reward
-            out[rows[live]] = r[live]
-        return out
-    for idx in episodes:
-        shaper.reset()
-        for i in idx:
-            out[i] = shaper(active[i : i + 1], phases[i : i + 1]).reward[0]
+            keep(rows, shaper(active[rows], phases[rows]), live)
+    else:
+        for idx in episodes:
+            shaper.reset()
+            for i in idx:
+                keep(np.array([i]), shaper(active[i : i + 1], phases[i : i + 1]))
+    out.setdefault("reward", np.zeros(len(active)))
     return out
 
 

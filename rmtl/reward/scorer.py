@@ -7,7 +7,8 @@ embeddings can be re-scored for any prompt set or alpha without rendering again.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -99,7 +100,7 @@ class PhasedScorer:
             raise ConfigError(f"a scorer needs distinct view names, got {list(self.views)}")
 
     @classmethod
-    def from_config(cls, config: ScorerSettings, encode_text: TextEncoder) -> "PhasedScorer":
+    def from_config(cls, config: ScorerSettings, encode_text: TextEncoder) -> PhasedScorer:
         """Embed the configured prompts (one text-encoder call) for the configured variant."""
         text = embed_prompts(encode_text, config.prompts, config.single_prompt)
         return cls(text, config.alpha, config.active_views)

@@ -34,24 +34,26 @@ bounds are running statistics over training.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Mapping
+from typing import Any, ClassVar, Literal
+from collections.abc import Mapping
 
 import numpy as np
-from pydantic import Field, create_model, model_validator
+from pydantic import Field, model_validator
 
 from rmtl.config import Config
 from rmtl.errors import ConfigError
+from rmtl.provenance import json_safe
 from rmtl.reward.shaping_terms import SHAPING_TERMS, ShapingTerm
 
 REWARD_LOW, REWARD_HIGH = -1.0, 0.0
 
 
-class ShapingConfigBase(Config):
-    """The shaping's switches and parameters other than its terms' (whose fields
-    :func:`shaping_config_class` adds from the terms)."""
+class ShapingConfig(Config):
+    """Switches and parameters of the shaping (defaults: the phase-banded shaping, Table 1's numbers)."""
 
-    terms: ClassVar[tuple[type[ShapingTerm], ...]] = ()
-    """The terms of delta this config has fields for, in summing order."""
+    terms: ClassVar[tuple[type[ShapingTerm], ...]] = SHAPING_TERMS
+    """The terms of delta this config has fields for, in summing order: each term's switch, weight
+    and parameters are declared below as the term declares them (:func:`term_field_problems`)."""
 
     enabled: bool = True
     """Off: the reward is the raw active-micro-task score s (no normalisation, no clipping)."""
@@ -82,6 +84,28 @@ class ShapingConfigBase(Config):
     """Level L = (k + u)/K - 1 with the terms' history on L over the episode (default); off:
     L = u - 1 per micro-task, with history per micro-task (the per-micro-task reconstruction (v1))."""
 
+    # The terms' fields (rmtl.reward.shaping_terms.Trend, Momentum).
+    trend: bool = False
+    """Include the trend term (Table 1; off by default: the pre-registered oracle sweep, docs/reward.md)."""
+    trend_weight: float = Field(0.3, ge=0)
+    trend_window: int = Field(3, ge=1)
+    """Previous steps the trend compares with."""
+    momentum: bool = False
+    """Include the momentum term (EMA of level differences; Table 1; off by default, as trend)."""
+    momentum_weight: float = Field(0.3, ge=0)
+    momentum_decay: float = Field(0.7, ge=0, lt=1)
+    """EMA coefficient: m <- decay * m + (1 - decay) * (L_t - L_prev)."""
+
+    # The penalty on a negative delta (after the terms, so it acts on their sum).
+    drop_penalty: bool = False
+    """Multiply a negative delta (the sum of the terms) by drop_multiplier (Table 1; off by default, as trend)."""
+    drop_multiplier: float = Field(2.0, ge=1)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        _check_term_fields(cls)
+
     @model_validator(mode="before")
     @classmethod
     def _shaping_v1_fields(cls, data: Any) -> Any:
@@ -96,7 +120,7 @@ class ShapingConfigBase(Config):
         return data
 
     @model_validator(mode="after")
-    def _bounds(self) -> "ShapingConfigBase":
+    def _bounds(self) -> ShapingConfig:
         if self.initial_low >= self.initial_high:
             raise ValueError("initial_low must be below initial_high")
         if self.reset_bounds_on_episode and self.bounds != "widen_only":
@@ -104,26 +128,32 @@ class ShapingConfigBase(Config):
         return self
 
 
-DROP_PENALTY_FIELDS: dict[str, tuple[Any, Any]] = {
-    "drop_penalty": (bool, Field(False, description=(
-        "Multiply a negative delta (the sum of the terms) by drop_multiplier (Table 1; off by default, as trend)."))),
-    "drop_multiplier": (float, Field(2.0, ge=1)),
-}
-"""The penalty on a negative delta (after the terms, so it acts on their sum)."""
+def term_field_problems(cls: type[ShapingConfig]) -> list[str]:
+    """How the fields ``cls`` declares differ from what its terms declare (each term's switch, weight
+    and parameters: :meth:`~rmtl.reward.shaping_terms.ShapingTerm.config_fields`): a field missing, or
+    declared with another type, default, constraint or description. Empty when they agree."""
+    problems = []
+    for term in cls.terms:
+        for name, (annotation, want) in term.config_fields().items():
+            have = cls.model_fields.get(name)
+            if have is None:
+                problems.append(f"{cls.__name__} lacks {name!r} of the shaping term {term.__name__}")
+                continue
+            for what, a, b in (("type", have.annotation, annotation), ("default", have.default, want.default),
+                               ("constraints", have.metadata, want.metadata),
+                               ("description", have.description, want.description)):
+                if a != b:
+                    problems.append(f"{cls.__name__}.{name}: {what} {a!r}, the term {term.__name__} declares {b!r}")
+    return problems
 
 
-def shaping_config_class(terms: tuple[type[ShapingTerm], ...], name: str = "ShapingConfig") -> type[ShapingConfigBase]:
-    """The shaping config with the fields of ``terms`` (each term's switch, weight and parameters)."""
-    fields = {k: v for term in terms for k, v in term.config_fields().items()}
-    cls = create_model(name, __base__=ShapingConfigBase, __module__=__name__, __doc__=(
-        "Switches and parameters of the shaping (defaults: the phase-banded shaping, Table 1's numbers)."),
-        **fields, **DROP_PENALTY_FIELDS)
-    cls.terms = tuple(terms)
-    return cls
+def _check_term_fields(cls: type[ShapingConfig]) -> None:
+    problems = term_field_problems(cls)
+    if problems:
+        raise TypeError("the shaping config's fields and its terms' differ: " + "; ".join(problems))
 
 
-ShapingConfig = shaping_config_class(SHAPING_TERMS)
-"""The shaping config of :data:`~rmtl.reward.shaping_terms.SHAPING_TERMS`."""
+_check_term_fields(ShapingConfig)
 
 
 @dataclass(frozen=True)
@@ -159,7 +189,7 @@ class RewardShaper:
 
     MIN_RANGE = 1e-6
 
-    def __init__(self, num_envs: int, config: ShapingConfigBase | None = None, *, num_phases: int):
+    def __init__(self, num_envs: int, config: ShapingConfig | None = None, *, num_phases: int):
         if num_envs < 1 or num_phases < 1:
             raise ConfigError(f"RewardShaper needs at least one env and one phase, got {num_envs}, {num_phases}")
         self.config = cfg = config or ShapingConfig()
@@ -198,8 +228,8 @@ class RewardShaper:
         """The running statistics a resumed learner needs (bounds and their window; JSON-able).
         Episode history is not kept: a resumed run starts new episodes."""
         return {"low": self.low.tolist(), "high": self.high.tolist(),
-                "win_min": np.where(np.isnan(self._win_min), None, self._win_min).tolist(),
-                "win_max": np.where(np.isnan(self._win_max), None, self._win_max).tolist(), "win_pos": self._win_pos}
+                "win_min": json_safe(self._win_min.tolist()), "win_max": json_safe(self._win_max.tolist()),
+                "win_pos": self._win_pos}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         low, high = np.asarray(state["low"], dtype=np.float64), np.asarray(state["high"], dtype=np.float64)

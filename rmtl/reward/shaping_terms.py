@@ -1,8 +1,9 @@
-"""The shaping terms: each additive term of the shaped reward's delta is one class here, and the
-shaping config's fields, the shaper's outputs and the reported ``info['reward']`` terms are
-derived from :data:`SHAPING_TERMS` (adding a term: docs/reward.md, "Adding a shaping term").
+"""The shaping terms: each additive term of the shaped reward's delta is one class here; the
+shaper's outputs and the reported ``info['reward']`` terms are derived from :data:`SHAPING_TERMS`,
+and the shaping config declares each term's fields, checked against :meth:`ShapingTerm.config_fields`
+(adding a term: docs/reward.md, "Adding a shaping term").
 
-A term named ``x`` gets the config fields ``x`` (switch) and ``x_weight`` plus its own
+A term named ``x`` has the config fields ``x`` (switch) and ``x_weight`` plus its own
 ``parameters``; per step it sees the level L of every env and the length of that env's history
 this episode, returns its value (reported whether switched on or not) and, when on, adds
 ``x_weight * value`` to delta. Its episode state is its own, one slot per env (band) or per env

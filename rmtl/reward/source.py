@@ -8,7 +8,8 @@ service can implement the same call.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -15,7 +15,8 @@ step before the auto-reset; the other envs are rendered with one ``env_method`` 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper

@@ -6,7 +6,8 @@ The wrapper itself is the one :class:`~rmtl.reward.vec_env.RewardVecEnv` of ever
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import gymnasium as gym
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv

@@ -3,7 +3,7 @@ env), others with :func:`register_task` (e.g. a test's own task)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rmtl.errors import ConfigError
 from rmtl.task import Task

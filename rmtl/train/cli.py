@@ -65,7 +65,7 @@ def run_stage1(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
 class EvalConfig(Config):
     """``rmtl eval CHECKPOINT``: success rate of a Stage-1 checkpoint on the fully random start."""
 
-    checkpoint: Annotated[str, tyro.conf.Positional]
+    checkpoint: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="CHECKPOINT")]
     """Checkpoint dir, its model.zip, or a run dir (latest checkpoint)."""
     episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Seeded episodes on the final (random-start) stage."""
@@ -118,7 +118,7 @@ class Stage2ReportConfig(Config):
 class ReportConfig(Stage2ReportConfig):
     """``rmtl report RUN...`` (Stage 1) and ``rmtl report --stage 2 RUN``."""
 
-    runs: Annotated[tuple[str, ...], tyro.conf.Positional]
+    runs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN...")]
     """Stage-1 run directories or directories of them, e.g. data/runs/stage1 (--stage 2: one Stage-2 run or
     checkpoint, or several Stage-2 run folders, one per worker)."""
     stage: int = Field(1, ge=1, le=2)
@@ -155,6 +155,10 @@ def report(cfg: ReportConfig) -> None:
     out = Path(cfg.out) if cfg.out else report_dir(cfg.stage, cfg.data_dir)
     check_output_dir(out, "--out")
     if cfg.stage == 2:
+        if not cfg.runs:
+            raise ConfigError("rmtl report --stage 2 needs the Stage-2 run to report: rmtl report --stage 2 RUN (a run "
+                              "directory or checkpoint written by rmtl train stage2), or several run folders, one "
+                              "per worker")
         if len(cfg.runs) > 1 or cfg.rule_continued:
             _stage2_workers_report(out, cfg)
             return
@@ -196,7 +200,7 @@ def _stage2_report(run: Path, out: Path, cfg: Stage2ReportConfig, no_phase: str 
 class SelectConfig(Config):
     """``rmtl train select RUN``."""
 
-    run: Annotated[str, tyro.conf.Positional]
+    run: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN")]
     """Stage-1 run directory."""
     validation_episodes: int = Field(100, ge=1, le=MAX_EPISODES)
     """Validation episodes per checkpoint (seeds from 2000000)."""
@@ -252,7 +256,7 @@ def run_stage2(cfg: Any, options: TrainOptions = TrainOptions()) -> None:
 class Stage2ReportAliasConfig(Stage2ReportConfig):
     """``rmtl train stage2-report RUN``: the earlier name of ``rmtl report --stage 2``."""
 
-    run: Annotated[str, tyro.conf.Positional]
+    run: Annotated[str, tyro.conf.Positional, tyro.conf.arg(metavar="RUN")]
     """Stage-2 run directory (or one of its checkpoints)."""
     out: str | None = None
     """Output directory for CSV/MD/JSON/PNG (default <data-dir>/reports/stage2)."""

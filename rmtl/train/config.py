@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
+from collections.abc import Mapping
 
 from pydantic import Field, PrivateAttr, SerializeAsAny, field_validator, model_validator
 
@@ -250,7 +251,7 @@ class Stage1Config(Config):
         return reward_kind_config(v)
 
     @model_validator(mode="after")
-    def _check(self) -> "Stage1Config":
+    def _check(self) -> Stage1Config:
         if self.task not in task_names():
             raise ValueError(f"unknown task {self.task!r}; known tasks: {', '.join(task_names())}")
         if self.n_envs * self.n_steps < self.batch_size:
@@ -289,7 +290,7 @@ class Stage1Config(Config):
 
     __hash__ = Config.__hash__
 
-    def replace(self, **changes: Any) -> "Stage1Config":
+    def replace(self, **changes: Any) -> Stage1Config:
         """A validated copy with some fields changed; steps are rounded from the requested count again
         (a changed rollout size must not round an earlier rounding)."""
         return super().replace(**{"total_timesteps": self.requested_timesteps, **changes})
@@ -444,7 +445,7 @@ class Stage2Config(Config):
         return check_run_output(v, "stage2-run", "a Stage-2 run")
 
     @model_validator(mode="after")
-    def _check(self) -> "Stage2Config":
+    def _check(self) -> Stage2Config:
         check_learner_values(self)
         return self
 

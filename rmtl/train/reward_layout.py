@@ -5,7 +5,8 @@ top-level kind fields become the ``reward`` section of the kind they name."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from pydantic import BaseModel
 

@@ -26,7 +26,7 @@ from rmtl.train.callbacks import CurriculumCallback, PeriodicEvalCallback, Train
 from rmtl.train.config import Stage1Config, check_device
 from rmtl.train.run.csv_log import read_csv
 from rmtl.train.eval.evaluate import evaluate_policy_success
-from rmtl.train.run.run_dir import open_run, resolve_checkpoint
+from rmtl.train.run.run_dir import check_model_file, open_run, resolve_checkpoint, run_files
 from rmtl.train.run.session import RunSession
 from rmtl.train.run.timing import Timings
 from rmtl.train.envs.train_env import SourceFactory, build_train_env, make_curriculum, task_of
@@ -53,14 +53,35 @@ def _ppo(config: Stage1Config, venv: Any):
     )
 
 
+def check_init_policy(policy: str) -> None:
+    """One line, before torch and SB3 load, if ``init_policy`` resolves to no readable SB3 model."""
+    try:
+        check_model_file(resolve_checkpoint(policy))
+    except ConfigError as e:
+        raise ConfigError(f"init_policy: {e}") from None
+
+
 def warm_start(model: Any, policy: str) -> None:
     """Load the weights of a Stage-1 policy (``Stage1Config.init_policy``) into a new PPO model; its
     optimiser state is not taken (a new run's learning rate and schedule apply)."""
+    import pickle
+    import zipfile
+
     from stable_baselines3.common.save_util import load_from_zip_file
 
+    check_init_policy(policy)  # a damaged zip is said as such, not as a mismatch
     ck = resolve_checkpoint(policy) / "model.zip"
     try:
         _, params, _ = load_from_zip_file(str(ck), device=model.device)
+    except (RuntimeError, ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile,
+            pickle.UnpicklingError) as e:
+        why = " ".join(str(e).split())[:160] or type(e).__name__
+        raise ConfigError(f"init_policy {ck} is not a readable SB3 model (truncated or damaged: {why}); restore it "
+                          f"from a copy, or give another Stage-1 policy") from None
+    if not isinstance(params, dict) or not isinstance(params.get("policy"), dict):
+        raise ConfigError(f"init_policy {ck} holds no policy weights (policy.pth); restore it from a copy, or give "
+                          f"another Stage-1 policy")
+    try:
         model.policy.load_state_dict(params["policy"])  # the network only: never the saved optimiser
     except (RuntimeError, ValueError, KeyError, TypeError) as e:
         raise ConfigError(f"init_policy {ck} does not fit this run's policy ({type(e).__name__}: "
@@ -98,6 +119,8 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
         # saved with them written out (or in reward layout v1) resumes under the same config.
         config = config.replace(reward=task.reward_config(config.reward))
     run_dir = config.run_dir()
+    if config.init_policy and (not resume or not run_files(run_dir)):
+        check_init_policy(config.init_policy)  # a new run warm-starts from it: a damaged one fails before the env
     ck, meta_prev = open_run(run_dir, config, resume=resume, free_fields=RESUME_FREE_FIELDS, logs=LOGS)
 
     timings = Timings()

@@ -17,7 +17,8 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from rmtl.errors import RmtlError
 from rmtl.train.run.lock import DEFAULT_STALE_SECONDS, RunHeld, RunLock, lock_info

@@ -36,7 +36,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
+from collections.abc import Mapping
 
 from rmtl.errors import ConfigError
 from rmtl.provenance import expand_data_dir
@@ -206,10 +207,50 @@ def _entry(value: Any, what: str, path: Path) -> dict[str, Any]:
 def load_sweep(path: str | Path) -> Sweep:
     """Read and check a sweep file: every run's config is built (unknown variants and keys fail
     with one line naming the run), before any server or trainer starts."""
-    from rmtl.config import read_yaml_mapping
-    from rmtl.train.config import VARIANTS
-
     path = Path(path)
+    data = _read_sweep_file(path)
+    root = _portable_root(str(data["output_root"]))
+    _check_folder(root, "output_root", path)  # before any run's path under it is read (a lock, a run's files)
+    common = _mapping(data.get("set"), "set", path)
+    runs: list[SweepRun] = []
+    for i, group in enumerate(data["runs"]):
+        where = f"sweep file {path}: runs[{i}]"
+        stage, seeds, steps = _group_basics(group, where, data)
+        if stage == 2:
+            runs += _stage2_runs(group, where, root, steps, path)
+        else:
+            runs += _stage1_runs(group, where, root, seeds, steps, common, path)
+    names = [r.name for r in runs]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise ConfigError(f"sweep file {path}: run {dup!r} appears twice; give each group other variants, seeds or arms")
+    report = _portable_root(str(data["report"])) if data.get("report") else root.rstrip("/") + "/report"
+    _check_folder(report, "report", path)
+    stale = data.get("lock_stale_seconds", DEFAULT_STALE_SECONDS)
+    if not isinstance(stale, (int, float)) or stale <= 0:
+        raise ConfigError(f"sweep file {path}: lock_stale_seconds must be a positive number")
+    pool = str(data.get("pool") or DEFAULT_POOL)
+    # named after the pool by default: sweeps on other pools never repoint each other's deployment
+    return Sweep(path, runs, root, report, pool, str(data.get("deployment") or pool), float(stale))
+
+
+def _check_folder(root: str, key: str, path: Path) -> None:
+    """One line if the folder ``key`` names is a file, or lies under one (it could never be created)."""
+    from rmtl.provenance import expand_data_dir
+
+    p = expand_data_dir(root)
+    q = p
+    while not q.exists() and q != q.parent:
+        q = q.parent
+    if q.exists() and not q.is_dir():
+        what = "is a file, not a directory" if q == p else f"cannot be created: {q} is a file, not a directory"
+        raise ConfigError(f"sweep file {path}: {key} {p} {what}; give a directory there (or another path)")
+
+
+def _read_sweep_file(path: Path) -> dict[str, Any]:
+    """The file's top-level mapping, its keys known, with an output root and a list of groups."""
+    from rmtl.config import read_yaml_mapping
+
     if not path.exists():
         raise ConfigError(f"sweep file {path} does not exist; pass a YAML sweep file (e.g. "
                           f"experiments/oracle_structure/structure.yaml)")
@@ -226,74 +267,90 @@ def load_sweep(path: str | Path) -> Sweep:
     if not isinstance(groups, list) or not groups:
         raise ConfigError(f"sweep file {path}: runs must be a non-empty list of groups "
                           f"({{variants: [...], seeds: [...]}})")
-    root = _portable_root(str(data["output_root"]))
-    common = _mapping(data.get("set"), "set", path)
-    runs: list[SweepRun] = []
-    for i, group in enumerate(groups):
-        where = f"sweep file {path}: runs[{i}]"
-        if not isinstance(group, Mapping):
-            raise ConfigError(f"{where} must be a mapping with variants and seeds")
-        bad = sorted(set(group) - _GROUP_KEYS - ({"stage"} if group.get("stage", 1) == 1 else _STAGE2_KEYS))
-        if bad:
-            raise ConfigError(f"{where}: unknown key {bad[0]!r}; allowed: {', '.join(sorted(_GROUP_KEYS))}")
-        stage = group.get("stage", 1)
-        if stage not in (1, 2) or isinstance(stage, bool):
-            raise ConfigError(f"{where}: stage must be 1 (PPO worker runs) or 2 (manager runs over a worker)")
-        seeds = group.get("seeds")
-        if not isinstance(seeds, list) or not seeds or not all(
-                isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):  # true is no seed 1
-            raise ConfigError(f"{where}: seeds must be a non-empty list of integers >= 0")
-        steps = group.get("steps", data.get("steps"))
-        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-            raise ConfigError(f"{where}: steps must be a positive integer (set it at the top or in the group)")
-        if stage == 2:
-            runs += _stage2_runs(group, where, root, steps, path)
-            continue
-        variants = group.get("variants", group.get("variant"))
-        variants = [variants] if isinstance(variants, str) else variants
-        if not variants or not isinstance(variants, list):
-            raise ConfigError(f"{where}: variants is missing (a list of Stage-1 variant names)")
-        group_set = {**common, **_mapping(group.get("set"), "set", path)}
-        conditions = group.get("conditions")
-        if conditions is not None:
-            if group.get("arms"):
-                raise ConfigError(f"{where}: give arms or conditions, not both")
-            if not isinstance(conditions, Mapping) or not conditions:
-                raise ConfigError(f"{where}: conditions must map condition names to override mappings")
-            if len(variants) != 1:  # runs are named by the condition alone
-                raise ConfigError(f"{where}: a group of conditions takes one variant, got {len(variants)}")
-        entries, label = (conditions, "conditions") if conditions is not None else (group.get("arms") or {None: {}}, "arms")
-        if not isinstance(entries, Mapping):
+    return data
+
+
+def _group_basics(group: Any, where: str, data: Mapping[str, Any]) -> tuple[int, list[int], int]:
+    """(stage, seeds, steps) of a group of runs, its keys known."""
+    if not isinstance(group, Mapping):
+        raise ConfigError(f"{where} must be a mapping with variants and seeds")
+    bad = sorted(set(group) - _GROUP_KEYS - ({"stage"} if group.get("stage", 1) == 1 else _STAGE2_KEYS))
+    if bad:
+        raise ConfigError(f"{where}: unknown key {bad[0]!r}; allowed: {', '.join(sorted(_GROUP_KEYS))}")
+    stage = group.get("stage", 1)
+    if stage not in (1, 2) or isinstance(stage, bool):
+        raise ConfigError(f"{where}: stage must be 1 (PPO worker runs) or 2 (manager runs over a worker)")
+    seeds = group.get("seeds")
+    if not isinstance(seeds, list) or not seeds or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):  # true is no seed 1
+        raise ConfigError(f"{where}: seeds must be a non-empty list of integers >= 0")
+    steps = group.get("steps", data.get("steps"))
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ConfigError(f"{where}: steps must be a positive integer (set it at the top or in the group)")
+    return stage, seeds, steps
+
+
+def _stage1_runs(group: Mapping[str, Any], where: str, root: str, seeds: list[int], steps: int,
+                 common: Mapping[str, Any], path: Path) -> list[SweepRun]:
+    """The runs of a Stage-1 group: variants x arms (or conditions) x seeds, each config built."""
+    from rmtl.train.config import VARIANTS
+
+    variants = group.get("variants", group.get("variant"))
+    variants = [variants] if isinstance(variants, str) else variants
+    if not variants or not isinstance(variants, list):
+        raise ConfigError(f"{where}: variants is missing (a list of Stage-1 variant names)")
+    group_set = {**common, **_mapping(group.get("set"), "set", path)}
+    entries, label = _group_entries(group, where, variants)
+    runs = []
+    for variant in variants:
+        if variant not in VARIANTS:
+            raise ConfigError(f"{where}: unknown Stage-1 variant {variant!r}; choose from {', '.join(VARIANTS)}")
+        for arm, arm_set in entries.items():
+            overrides = _arm_overrides(group_set, arm, arm_set, label, where, path)
+            runs += [_stage1_run(variant, arm, label == "conditions", seed, overrides, root, steps, where)
+                     for seed in seeds]
+    return runs
+
+
+def _group_entries(group: Mapping[str, Any], where: str, variants: list[Any]) -> tuple[Mapping[Any, Any], str]:
+    """A group's arms (``{None: {}}`` without any) or its conditions, and which of the two they are."""
+    conditions = group.get("conditions")
+    if conditions is None:
+        arms = group.get("arms") or {None: {}}
+        if not isinstance(arms, Mapping):
             raise ConfigError(f"{where}: arms must map arm names to override mappings")
-        for variant in variants:
-            if variant not in VARIANTS:
-                raise ConfigError(f"{where}: unknown Stage-1 variant {variant!r}; choose from {', '.join(VARIANTS)}")
-            for arm, arm_set in entries.items():
-                overrides = {**group_set, **_entry(arm_set, f"{label}.{arm}", path)}
-                if arm:
-                    overrides["sweep_arm"] = str(arm)  # recorded in the run's config: reports name arms by it
-                unset = next((k for k, v in overrides.items() if str(v).startswith(PLACEHOLDER)), None)
-                if unset:
-                    raise ConfigError(f"{where}: {unset} is still the placeholder {overrides[unset]!r}; set it in the "
-                                      f"sweep file")
-                for seed in seeds:
-                    name = (f"{arm}_s{seed}" if conditions is not None else
-                            f"{variant}_{arm}_s{seed}" if arm else f"{variant}_s{seed}")
-                    out = root.rstrip("/") + "/" + name
-                    seeded = with_seed(overrides, seed)
-                    try:  # the config the trainer will build: unknown keys and bad values fail here
-                        stage1_run_config(variant, seed, seeded, out, steps)
-                    except ConfigError as e:
-                        raise _run_error(e, f"{where}, run {name}", "Stage1Config") from None
-                    runs.append(SweepRun(name, variant, int(seed), seeded, out, int(steps)))
-    names = [r.name for r in runs]
-    dup = next((n for n in names if names.count(n) > 1), None)
-    if dup:
-        raise ConfigError(f"sweep file {path}: run {dup!r} appears twice; give each group other variants, seeds or arms")
-    report = _portable_root(str(data["report"])) if data.get("report") else root.rstrip("/") + "/report"
-    stale = data.get("lock_stale_seconds", DEFAULT_STALE_SECONDS)
-    if not isinstance(stale, (int, float)) or stale <= 0:
-        raise ConfigError(f"sweep file {path}: lock_stale_seconds must be a positive number")
-    pool = str(data.get("pool") or DEFAULT_POOL)
-    # named after the pool by default: sweeps on other pools never repoint each other's deployment
-    return Sweep(path, runs, root, report, pool, str(data.get("deployment") or pool), float(stale))
+        return arms, "arms"
+    if group.get("arms"):
+        raise ConfigError(f"{where}: give arms or conditions, not both")
+    if not isinstance(conditions, Mapping) or not conditions:
+        raise ConfigError(f"{where}: conditions must map condition names to override mappings")
+    if len(variants) != 1:  # runs are named by the condition alone
+        raise ConfigError(f"{where}: a group of conditions takes one variant, got {len(variants)}")
+    return conditions, "conditions"
+
+
+def _arm_overrides(group_set: Mapping[str, Any], arm: Any, arm_set: Any, label: str, where: str,
+                   path: Path) -> dict[str, Any]:
+    """The overrides of one arm or condition over its group's, none left at the placeholder."""
+    overrides = {**group_set, **_entry(arm_set, f"{label}.{arm}", path)}
+    if arm:
+        overrides["sweep_arm"] = str(arm)  # recorded in the run's config: reports name arms by it
+    unset = next((k for k, v in overrides.items() if str(v).startswith(PLACEHOLDER)), None)
+    if unset:
+        raise ConfigError(f"{where}: {unset} is still the placeholder {overrides[unset]!r}; set it in the "
+                          f"sweep file")
+    return overrides
+
+
+def _stage1_run(variant: str, arm: Any, by_condition: bool, seed: int, overrides: Mapping[str, Any], root: str,
+                steps: int, where: str) -> SweepRun:
+    """One Stage-1 run, its config built: unknown keys and bad values fail here, naming the run."""
+    name = (f"{arm}_s{seed}" if by_condition else
+            f"{variant}_{arm}_s{seed}" if arm else f"{variant}_s{seed}")
+    out = root.rstrip("/") + "/" + name
+    seeded = with_seed(overrides, seed)
+    try:  # the config the trainer will build
+        stage1_run_config(variant, seed, seeded, out, steps)
+    except ConfigError as e:
+        raise _run_error(e, f"{where}, run {name}", "Stage1Config") from None
+    return SweepRun(name, variant, int(seed), seeded, out, int(steps))

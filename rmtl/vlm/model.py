@@ -6,7 +6,8 @@ import contextlib
 import functools
 import hashlib
 import json
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import open_clip
@@ -105,7 +106,7 @@ class VLM:
         """Whether image embeddings run through a ``torch.compile``-d image tower."""
         return self._compiled_tower is not None
 
-    def compile_image_tower(self) -> "VLM":
+    def compile_image_tower(self) -> VLM:
         """Run the image tower through ``torch.compile`` from now on; returns self.
 
         Compiles once here, on a batch of the model's input size, so a machine that cannot

@@ -15,7 +15,8 @@ then selects it.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
 
 from rmtl.errors import ConfigError
 from rmtl.reward.config import RewardKindConfig

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar, Literal
+from collections.abc import Callable
 
 import numpy as np
 
@@ -72,7 +73,7 @@ class RewardKind(ABC):
     """Add the env's own reward (the +1 success bonus) to the shaped reward."""
 
     @classmethod
-    def build(cls, reward: Any, task: Any, facts: RunFacts, *, vlm: Any = None, source: Any = None) -> "RewardKind":
+    def build(cls, reward: Any, task: Any, facts: RunFacts, *, vlm: Any = None, source: Any = None) -> RewardKind:
         """The kind of a run: ``reward`` this kind's config (the VLM kind's resolved against the
         task's prompts), ``task`` the run's task (``rmtl.task.Task``), ``facts`` what the kind reads
         of the run (:class:`RunFacts`), ``vlm`` / ``source`` the loaded model and embedding source

@@ -26,7 +26,8 @@ every training seed meets another error landscape). With every error zero it is 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Literal
+from collections.abc import Callable, Mapping
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -75,7 +76,7 @@ class ScorerErrorConfig(Config):
     """Confusion name (the task's ``scorer_confusions``) -> strength in [0, 1]."""
 
     @model_validator(mode="after")
-    def _strengths(self) -> "ScorerErrorConfig":
+    def _strengths(self) -> ScorerErrorConfig:
         for name, strength in self.confusions.items():
             if not 0.0 <= strength <= 1.0:
                 raise ValueError(f"confusion {name!r} has strength {strength}; strengths lie in [0, 1]")
@@ -155,7 +156,7 @@ class DegradedOracleKind(OracleKind):
         return self._fields
 
     @classmethod
-    def build(cls, reward: DegradedOracleRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "DegradedOracleKind":
+    def build(cls, reward: DegradedOracleRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> DegradedOracleKind:
         import functools
 
         if task.oracle_progress is None:

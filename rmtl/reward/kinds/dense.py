@@ -5,7 +5,8 @@ Reference only: it shows what PPO reaches with this task definition and a hand-m
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import Literal
+from collections.abc import Callable
 
 import numpy as np
 from pydantic import Field
@@ -51,7 +52,7 @@ class DenseKind(RewardKind):
         self.add_env_reward = add_env_reward
 
     @classmethod
-    def build(cls, reward: DenseRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "DenseKind":
+    def build(cls, reward: DenseRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> DenseKind:
         from rmtl.errors import ConfigError
 
         if task.dense_reward is None:

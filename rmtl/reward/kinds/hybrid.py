@@ -47,7 +47,7 @@ class HybridKind(VLMKind):
         self.add_env_reward = vlm_kind.add_env_reward
 
     @classmethod
-    def build(cls, reward: HybridRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "HybridKind":
+    def build(cls, reward: HybridRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> HybridKind:
         import functools
 
         vlm_phases = micro_task_indices(task.micro_tasks.names, reward.vlm_micro_tasks, "reward.vlm_micro_tasks")

@@ -9,7 +9,8 @@ the scorer or in the rest of the reward, and is never a VLM result.
 
 from __future__ import annotations
 
-from typing import Callable, Literal
+from typing import Literal
+from collections.abc import Callable
 
 import numpy as np
 from pydantic import Field
@@ -67,7 +68,7 @@ class OracleKind(RewardKind):
         self.add_env_reward = add_env_reward
 
     @classmethod
-    def build(cls, reward: OracleRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "OracleKind":
+    def build(cls, reward: OracleRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> OracleKind:
         import functools
 
         from rmtl.errors import ConfigError

@@ -40,7 +40,7 @@ class RuleOnlyKind(RewardKind):
         self.add_env_reward = add_env_reward
 
     @classmethod
-    def build(cls, reward: RuleOnlyRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "RuleOnlyKind":
+    def build(cls, reward: RuleOnlyRewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> RuleOnlyKind:
         return cls(len(task.micro_tasks.names), reward.u, reward.add_env_reward)
 
     def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render) -> KindStep:

@@ -5,7 +5,8 @@ loads no torch or open_clip (the model is loaded by the caller)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -83,7 +84,7 @@ class RewardConfig(RewardKindConfig):
         return v
 
     @model_validator(mode="after")
-    def _band(self) -> "RewardConfig":
+    def _band(self) -> RewardConfig:
         if self.single_prompt_band and not self.single_prompt:
             raise ValueError("single_prompt_band needs single_prompt: true (a micro-task reward has the band already)")
         return self
@@ -136,13 +137,13 @@ class VLMKind(RewardKind):
         self.num_phases = int(band_phases) if band_phases else scorer.num_phases
 
     @classmethod
-    def build(cls, reward: RewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> "VLMKind":
+    def build(cls, reward: RewardConfig, task, facts: RunFacts, *, vlm=None, source=None) -> VLMKind:
         return cls.from_config(reward, vlm=vlm, source=source,
                                band_phases=len(task.micro_tasks.names) if reward.single_prompt_band else 0)
 
     @classmethod
     def from_config(cls, config: RewardConfig, *, vlm: VLM | None = None, source: EmbeddingSource | None = None,
-                    scorer: PhasedScorer | None = None, band_phases: int = 0) -> "VLMKind":
+                    scorer: PhasedScorer | None = None, band_phases: int = 0) -> VLMKind:
         """The kind of a :class:`RewardConfig` (with ``single_prompt_band``: inside the band of
         ``band_phases`` micro-tasks, default the prompt set's): ``vlm`` is loaded from ``config.model`` only when needed
         (no ``source`` or no ``scorer``); ``source`` replaces render-and-embed (e.g. the state cache);

@@ -18,7 +18,7 @@ the cube centre.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

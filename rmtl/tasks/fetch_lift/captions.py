@@ -53,7 +53,7 @@ within-phase signal a dense reward needs. ``rate = 0`` turns it off.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

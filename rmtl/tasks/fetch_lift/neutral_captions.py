@@ -27,7 +27,7 @@ import functools
 import random
 import re
 from dataclasses import dataclass
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -67,7 +67,7 @@ class Facts:
     speed: float
 
     @classmethod
-    def of(cls, state: np.ndarray) -> "Facts":
+    def of(cls, state: np.ndarray) -> Facts:
         s = np.asarray(state, dtype=np.float64)
         rel = s[CUBE_REL_POS]
         rot = s[CUBE_ROT]

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 import gymnasium as gym
 import numpy as np

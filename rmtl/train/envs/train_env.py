@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
 from rmtl.train.config import EnvConfig

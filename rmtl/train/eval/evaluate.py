@@ -60,7 +60,7 @@ class ObsAdapter:
         """Whose phase rule the one-hot follows."""
 
     @classmethod
-    def for_model(cls, model: Any, normalizer: Any, task: Task) -> "ObsAdapter":
+    def for_model(cls, model: Any, normalizer: Any, task: Task) -> ObsAdapter:
         spaces = getattr(model.observation_space, "spaces", {})
         return cls(PHASE_KEY in spaces, normalizer, task)
 

@@ -9,7 +9,7 @@ that happen to be done would change with the order the runs finished in.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 
 def paired_seed_verdict(a: Mapping[int, float], b: Mapping[int, float], seeds: Sequence[int] = (0, 1, 2),

@@ -7,7 +7,8 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import yaml
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -44,16 +45,43 @@ def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str 
     """Write the report files (module docstring) into ``out_dir``; returns name -> path.
     ``select``: evaluate checkpoints for the success table (validation and test seeds,
     ``validation_episodes`` / ``test_episodes``) where ``selection.json`` lacks them."""
-    from matplotlib.figure import Figure  # object API: no pyplot, no global backend change
-
     if not run_dirs:
         raise ConfigError("give at least one Stage-1 run directory")
     runs = [r if isinstance(r, dict) else load_run(r) for r in run_dirs]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
+    paths.update(success_vs_steps(runs, out))
+    paths.update(curriculum_levels(runs, out))
+    paths.update(final_success(runs, out))
+    paths.update(success_table(runs, out, select=select, validation_episodes=validation_episodes,
+                               test_episodes=test_episodes))
+    paths.update(reward_trace(runs, out))
+    return paths
 
-    # ------------------------------------------------------------ Fig. 5
+
+def _variant_curve(variant: str, vruns: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, str]:
+    """(x, y, low, high, label) of one variant's curve: one run with its Wilson interval, several
+    seeds as their mean with the min..max band."""
+    if len(vruns) == 1:
+        e = vruns[0]["eval"]
+        x = np.array([row["timesteps"] for row in e])
+        y = np.array([row["success_rate"] for row in e])
+        lo = np.array([row["ci_low"] for row in e])
+        hi = np.array([row["ci_high"] for row in e])
+        return x, y, lo, hi, variant
+    # Seeds evaluated at the same steps (same eval_every): align on the common steps.
+    steps = sorted(set.intersection(*[{row["timesteps"] for row in v["eval"]} for v in vruns]))
+    ys = np.array([[next(row["success_rate"] for row in v["eval"] if row["timesteps"] == s) for s in steps]
+                   for v in vruns])
+    return np.array(steps), ys.mean(0), ys.min(0), ys.max(0), f"{variant} (n={len(vruns)})"
+
+
+def success_vs_steps(runs: Sequence[dict[str, Any]], out: Path) -> dict[str, Path]:
+    """Fig. 5: ``success_vs_steps.csv/.png``."""
+    from matplotlib.figure import Figure  # object API: no pyplot, no global backend change
+
+    paths: dict[str, Path] = {}
     rows = [{"variant": r["variant"], "seed": r["seed"], "run": portable_path(r["dir"]), **e}
             for r in runs for e in r["eval"]]
     paths["success_vs_steps_csv"] = write_csv(out / "success_vs_steps.csv", rows)
@@ -64,21 +92,7 @@ def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str 
         if r["eval"]:
             by_variant[r["variant"]].append(r)
     for variant, vruns in sorted(by_variant.items()):
-        if len(vruns) == 1:
-            e = vruns[0]["eval"]
-            x = np.array([row["timesteps"] for row in e])
-            y = np.array([row["success_rate"] for row in e])
-            lo = np.array([row["ci_low"] for row in e])
-            hi = np.array([row["ci_high"] for row in e])
-            label = variant
-        else:
-            # Seeds evaluated at the same steps (same eval_every): align on the common steps.
-            steps = sorted(set.intersection(*[{row["timesteps"] for row in v["eval"]} for v in vruns]))
-            x = np.array(steps)
-            ys = np.array([[next(row["success_rate"] for row in v["eval"] if row["timesteps"] == s) for s in steps]
-                           for v in vruns])
-            y, lo, hi = ys.mean(0), ys.min(0), ys.max(0)
-            label = f"{variant} (n={len(vruns)})"
+        x, y, lo, hi, label = _variant_curve(variant, vruns)
         (line,) = ax.plot(x, y, marker="o", ms=3, label=label)
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.15)
     ax.set_xlabel("env steps")
@@ -91,8 +105,11 @@ def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str 
     fig.tight_layout()
     paths["success_vs_steps_png"] = out / "success_vs_steps.png"
     fig.savefig(paths["success_vs_steps_png"], dpi=120)
+    return paths
 
-    # ------------------------------------------------------------ Fig. 6
+
+def _level_rows(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Env steps, episodes and successes per curriculum level per run."""
     level_rows = []
     for r in runs:
         c = r["curriculum"]
@@ -107,7 +124,15 @@ def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str 
                 "env_steps": c["steps_per_stage"][k], "episodes": eps, "successes": succ,
                 "success_rate": round(succ / eps, 4) if eps and succ is not None else "",
             })
-    paths["curriculum_levels_csv"] = write_csv(out / "curriculum_levels.csv", level_rows)
+    return level_rows
+
+
+def curriculum_levels(runs: Sequence[dict[str, Any]], out: Path) -> dict[str, Path]:
+    """Fig. 6: ``curriculum_levels.csv/.png``."""
+    from matplotlib.figure import Figure
+
+    paths: dict[str, Path] = {}
+    paths["curriculum_levels_csv"] = write_csv(out / "curriculum_levels.csv", _level_rows(runs))
     fig = Figure(figsize=(11, 4.5))
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     curr_runs = [r for r in runs if r["curriculum"]]
@@ -139,8 +164,12 @@ def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str 
     fig.tight_layout()
     paths["curriculum_levels_png"] = out / "curriculum_levels.png"
     fig.savefig(paths["curriculum_levels_png"], dpi=120)
+    return paths
 
-    # ------------------------------------------------------------ final table
+
+def final_success(runs: Sequence[dict[str, Any]], out: Path) -> dict[str, Path]:
+    """``final_success.csv/.md``: the last evaluation of every run."""
+    paths: dict[str, Path] = {}
     table = []
     for r in runs:
         last = r["eval"][-1] if r["eval"] else {}
@@ -161,9 +190,6 @@ def stage1_report(run_dirs: Sequence[str | Path | dict[str, Any]], out_dir: str 
         md.append(f"| {t['variant']} | {t['seed']} | {t['env_steps']} | {rate} | {ci} | {t['final_level']} | {wall} |")
     paths["final_success_md"] = out / "final_success.md"
     paths["final_success_md"].write_text("\n".join(md) + "\n")
-    paths.update(success_table(runs, out, select=select, validation_episodes=validation_episodes,
-                               test_episodes=test_episodes))
-    paths.update(reward_trace(runs, out))
     return paths
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
+from collections.abc import Callable, Sequence
 
 from rmtl.provenance import portable_path, recorded_path
 from rmtl.train.stage2.compare import (
@@ -24,6 +25,7 @@ from rmtl.train.stage2.compare import (
     pooled,
 )
 from storage.digest import file_sha256
+from storage.whole_file import write_file_whole
 
 PAIRS = (("worker_manager", "worker_rule"), ("worker_manager", "rule_continued"),
          ("worker_manager", "stage2_worker_rule"))
@@ -83,16 +85,17 @@ def workers_report(arms: Sequence[tuple[str, WorkerArms]], out_dir: str | Path, 
     for name, a in arms:
         kept = out / f"arms_{name}.json"
         key = _measured_on(a, episodes, seed)
-        if kept.is_file() and not again:
-            old = json.loads(kept.read_text())
-            if old.get("measured_on") == key:
+        if kept.exists() and not again:
+            old = read_kept_arms(kept)
+            if old["measured_on"] == key:
                 per_worker[name] = old["arms"]
                 echo(f"{name}: kept from {kept}")
                 continue
         got = evaluate_arms(a, episodes, seed, echo=lambda s, n=name: echo(f"{n}: {s}"))
         for rec in got.values():
             rec["checkpoint"] = portable_path(rec["checkpoint"])
-        kept.write_text(json.dumps({"measured_on": key, "arms": got}, indent=1))
+        # whole or not at all: a kill while writing leaves the earlier file, never a truncated one
+        write_file_whole(kept, json.dumps({"measured_on": key, "arms": got}, indent=1))
         per_worker[name] = got
     pool = pooled(per_worker)
     rewards = sorted({_reward_name(a.worker) for _, a in arms})
@@ -117,6 +120,63 @@ def workers_report(arms: Sequence[tuple[str, WorkerArms]], out_dir: str | Path, 
     paths["fig7_md"].write_text(_markdown(brief, comps, share, rule_share, episodes, seed, len(per_worker), rewards))
     _plot(brief, paths["fig7_png"], rewards)
     return paths
+
+
+ARM_FIELDS = {"successes": int, "episodes": int, "success_rate": (int, float), "ci": list,
+              "step_agreement_rule": (int, float), "decision_agreement_rule": (int, float), "phase_steps": list,
+              "rule_phase_steps": list, "episode_success": list}
+"""The fields of a kept arm the report reads, with their JSON types."""
+
+
+def read_kept_arms(kept: Path) -> dict[str, Any]:
+    """A kept ``arms_<run>.json``: a JSON object with ``measured_on`` (an object) and ``arms`` (each arm a
+    :data:`ARM_LABELS` name with the fields of :data:`ARM_FIELDS`). Anything else, a truncated file
+    included, is one line naming the file and how to measure again (never a traceback, never used)."""
+    from rmtl.errors import ConfigError
+
+    fix = (f"delete {kept} (its arms are evaluated again on the next report) or pass --again to evaluate every "
+           f"worker again")
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"kept evaluation {kept} {what}; {fix}")
+
+    if not kept.is_file():
+        raise bad("is not a file")
+    try:
+        old = json.loads(kept.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise bad("is not text") from None
+    except ValueError as e:
+        raise bad(f"is not valid JSON (truncated or damaged: {e})") from None
+    except OSError as e:
+        raise bad(f"cannot be read ({e.strerror or e})") from None
+    if not (isinstance(old, dict) and isinstance(old.get("measured_on"), dict) and isinstance(old.get("arms"), dict)):
+        raise bad("is not a kept evaluation (a JSON object with 'measured_on' and 'arms' objects)")
+    for arm, rec in old["arms"].items():
+        problem = _arm_problem(arm, rec)
+        if problem:
+            raise bad(f"is not a kept evaluation: {problem}")
+    return old
+
+
+def _arm_problem(arm: str, rec: Any) -> str | None:
+    """What is wrong with one kept arm (None: nothing)."""
+    if arm not in ARM_LABELS:
+        return f"unknown arm {arm!r} (known: {', '.join(ARM_LABELS)})"
+    if not isinstance(rec, dict):
+        return f"arm {arm!r} is not a JSON object"
+    for field, types in ARM_FIELDS.items():
+        v = rec.get(field)
+        if isinstance(v, bool) or not isinstance(v, types):
+            return f"arm {arm!r} has no valid {field!r}"
+    if len(rec["ci"]) != 2 or not all(isinstance(x, (int, float)) for x in rec["ci"]):
+        return f"arm {arm!r} has no valid 'ci' (two numbers)"
+    for field in ("episode_success", "phase_steps", "rule_phase_steps"):
+        if not all(isinstance(x, (int, float)) for x in rec[field]):
+            return f"arm {arm!r} has a {field!r} that is not a list of numbers"
+    if len(rec["episode_success"]) != rec["episodes"]:
+        return f"arm {arm!r} has {len(rec['episode_success'])} episode outcomes for {rec['episodes']} episodes"
+    return None
 
 
 def _reward_name(worker: Path) -> str:

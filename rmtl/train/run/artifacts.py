@@ -177,3 +177,9 @@ def load_torch_state(path: str | Path, what: str, fix: str, map_location: Any = 
     except (RuntimeError, EOFError, ValueError) as err:
         raise ConfigError(f"{p} ({what}) is not a readable torch file ({' '.join(str(err).split())[:160]}); "
                           f"{fix}") from None
+    except OSError as err:
+        if err.filename is not None:  # the file itself cannot be opened: the operating system's line
+            raise
+        # torch's zip reader failing on the bytes (a truncated file: "[Errno 22] Invalid argument"), not the path
+        raise ConfigError(f"{p} ({what}) is not a readable torch file (truncated or damaged: "
+                          f"{err.strerror or err}); {fix}") from None

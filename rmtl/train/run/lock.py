@@ -64,7 +64,7 @@ def lock_info(run_dir: Path, stale_seconds: float = DEFAULT_STALE_SECONDS) -> Lo
     try:
         holder = json.loads(p.read_text())
         age = time.time() - p.stat().st_mtime
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no lock; under a file (no run there either): none can be
         return LockInfo("free", {}, 0.0)
     except (ValueError, OSError):  # half written: its writer is about to finish it
         return LockInfo("live", {}, 0.0)

@@ -107,7 +107,7 @@ def move_aside(run_dir: Path, names: Iterable[str]) -> Path:
     """Move ``names`` (in ``run_dir``) into a new ``run_dir/previous-<UTC time>/``; returns that folder."""
     import datetime
 
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
     dest = run_dir / f"{PREVIOUS}{stamp}"
     n = 1
     while dest.exists():  # two fresh starts within a second

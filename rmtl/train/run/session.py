@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Sequence
 
 from rmtl.train.run.checkpoints import CheckpointCallback, checkpoint_dir, save_checkpoint
 from rmtl.train.run.run_dir import attach_logger, cut_logs_to, restore_normalizer, restore_reward_state
@@ -136,7 +137,7 @@ class RunSession:
         if self._eval_env is not None:
             self._eval_env.close()
 
-    def __enter__(self) -> "RunSession":
+    def __enter__(self) -> RunSession:
         return self
 
     def __exit__(self, *exc: Any) -> None:

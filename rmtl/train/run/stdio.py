@@ -16,7 +16,8 @@ import errno
 import io
 import os
 import sys
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
+from collections.abc import Iterator
 
 _GONE = (errno.EPIPE, errno.EIO, errno.EBADF, errno.ECONNRESET)
 """Errors of a write whose reader is gone: a closed pipe or socket, a hung-up terminal, a closed descriptor."""

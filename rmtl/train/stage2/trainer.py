@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from rmtl.errors import ConfigError
 from rmtl.reward.phase import RulePhaseSelector

@@ -4,7 +4,8 @@ its episode-wise held-out split and accuracy report."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch

@@ -5,7 +5,8 @@ KL(manager || smoothed rule) anchor; and the batch of finished segments it train
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Sequence
 
 import numpy as np
 import torch

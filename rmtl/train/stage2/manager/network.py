@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -32,7 +32,7 @@ class ManagerNet(nn.Module):
         self.state_dim = state_dim
 
     @classmethod
-    def from_state_dict(cls, state: dict, hidden: Sequence[int]) -> "ManagerNet":
+    def from_state_dict(cls, state: dict, hidden: Sequence[int]) -> ManagerNet:
         """A net shaped like the one that saved ``state`` (its state width and number of phases
         are read from the saved tensors), with those weights loaded."""
         weights = [k for k in state if k.startswith("net.") and k.endswith(".weight")]

@@ -15,7 +15,8 @@ old segment) and the new episode's first state gets a fresh decision.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
