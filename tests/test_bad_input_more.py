@@ -17,6 +17,8 @@ import pytest
 
 from conftest import command_env
 
+pytestmark = pytest.mark.slow  # every case runs the real command as a subprocess
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

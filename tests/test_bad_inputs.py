@@ -272,6 +272,7 @@ FAST = [["query", "--store", "/nonexistent.zarr"], ["embed", "--store", "/nonexi
 
 
 @pytest.mark.parametrize("args", FAST, ids=[" ".join(a)[:40] for a in FAST])
+@pytest.mark.slow
 def test_a_bad_path_or_value_fails_without_loading_the_heavy_stack(args):
     code = ("import sys; from rmtl.cli import run; rc = run(sys.argv[1:]); "
             "heavy = [m for m in ('torch', 'open_clip', 'mujoco') if m in sys.modules]; "
@@ -341,6 +342,7 @@ def _console(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     (["-m", "flows.serve", "--limit", "x"], ["--limit", "python -m flows.serve --help"]),
     (["-m", "flows.server", "nosuch"], ["'ACTION'", "'nosuch' is not one of start, stop, status, run"]),
 ], ids=["rmtl usage", "rmtl serve no API", "rmtl serve usage", "flows.serve usage", "flows.server usage"])
+@pytest.mark.slow
 def test_console_entry_points(args, words):
     r = _console(*args)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
@@ -348,6 +350,7 @@ def test_console_entry_points(args, words):
     assert lines[0].startswith("error: ") and all(w in lines[0] for w in words), lines[0]
 
 
+@pytest.mark.slow
 def test_module_mains_return_status_2(tmp_path, capsys):
     from flows.render_and_embed import main as flow_main
     from pipeline.train_vlm import main as train_main
@@ -358,6 +361,7 @@ def test_module_mains_return_status_2(tmp_path, capsys):
     assert "episodes" in one_error_line(capsys, 2)
 
 
+@pytest.mark.slow
 def test_sigint_during_render_and_embed_exits_130_and_keeps_the_store(tmp_path):
     from storage.dataset import DatasetStore
 

@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_the_oracle_and_rule_only_paths_are_timed_and_reported(tmp_path):
     out = tmp_path / "bench.json"
     proc = subprocess.run([sys.executable, "bench/train_fast_path.py", "--paths", "oracle", "rule_only",

@@ -40,6 +40,7 @@ def test_bad_input_is_one_line_error(args, message):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_render_and_embed_command_prints_summary_and_paths(tmp_path):
     store = tmp_path / "s.zarr"
     r = rmtl("render-and-embed", "--episodes", "2", "--views", "wide_view,close_up", "--resolution", "64",

@@ -4,6 +4,7 @@ category showing what it says."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from pipeline.jobs.rollout import RolloutConfig, plan_episode, policy_label, rollout_episodes
 from rmtl.tasks.fetch_lift.coverage import CATEGORY_CYCLE, coverage_category
@@ -36,6 +37,7 @@ def test_scenes_are_deterministic_per_seed_and_episode():
     np.testing.assert_allclose(a[1], b[0], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_render_and_embed_stores_coverage_scenes(tmp_path):
     from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # each test runs real commands as subprocesses (exports, training) and kills them
+
 ROOT = Path(__file__).resolve().parent.parent
 VIEWS = ["wide_view", "close_up"]
 

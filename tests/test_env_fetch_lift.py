@@ -136,6 +136,7 @@ def test_large_frames_raise_offscreen_buffer(small_env):
     assert small_env._cameras.model.vis.global_.offwidth >= 720  # the render model (a decimated copy by default)
 
 
+@pytest.mark.slow
 def test_importing_open_clip_after_rendering_does_not_crash():
     """Triton's LLVM loaded after Mesa's segfaulted render-then-embed processes."""
     import subprocess

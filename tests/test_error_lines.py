@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.slow  # every case runs the real command in a fresh interpreter
+
 REPO = Path(__file__).resolve().parent.parent
 KEPT_RUN = REPO / "results" / "stage1_vlm_budget" / "rmtl_s1"
 """A Stage-1 run kept as its logs (config.yaml, eval.csv, curriculum.csv)."""

@@ -7,6 +7,7 @@ import json
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 from rmtl.reward.kinds.hybrid import HybridKind
 from rmtl.reward.kinds.oracle import OracleKind
@@ -78,6 +79,7 @@ def test_the_vlm_scores_only_its_micro_tasks_and_renders_only_those_envs():
     np.testing.assert_allclose(scores[~by_vlm], OracleKind(TASK.oracle_progress, K).scores(s[~by_vlm]), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_stage1_run_trains_on_a_hybrid(random_tiny_vlm, tmp_path):
     from rmtl.train.config import stage1_config
     from rmtl.train.stage1 import train_stage1

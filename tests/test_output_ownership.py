@@ -17,6 +17,8 @@ import pytest
 
 from conftest import command_env
 
+pytestmark = pytest.mark.slow  # each test runs real commands as subprocesses, one trains a reward model
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "rmtl" / "vlm" / "weights" / "rmtl-fetch-tiny"
 

@@ -42,6 +42,7 @@ def test_render_resumes_without_duplicates(tmp_path):
         assert len(pairs) == store.num_rows  # no duplicated (episode, step)
 
 
+@pytest.mark.slow
 def test_embed_copies_image_embeddings_of_a_model_with_the_same_image_tower(tmp_path, monkeypatch):
     import torch
 
@@ -85,6 +86,7 @@ def test_render_refuses_resume_with_other_settings(tmp_path):
         render_to_store(path, tiny_rollout(episodes=2, seed=9), progress=False)
 
 
+@pytest.mark.slow
 def test_embed_resumes_and_stores_prompts(tmp_path):
     path = tmp_path / "s.zarr"
     render_to_store(path, tiny_rollout(episodes=2), progress=False)
@@ -133,6 +135,7 @@ render_to_store(sys.argv[1], cfg, chunk=1, progress=False)
 """
 
 
+@pytest.mark.slow
 def test_sigkill_mid_render_then_resume_gives_exact_rows(tmp_path):
     path = tmp_path / "k.zarr"
     proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, str(path), "12"], start_new_session=True)

@@ -24,6 +24,7 @@ MODEL = "rmtl-fetch-tiny"
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory, random_tiny_vlm):
+    """6 episodes of every view, embedded by two models (half a minute on 2 cores: its tests are slow)."""
     from pipeline.jobs.embed import embed_store
     from pipeline.jobs.render import render_to_store
 
@@ -56,6 +57,7 @@ def test_noise_levels_cycle_over_stages():
     assert [plan_episode(RolloutConfig.make(noise_std=0.2, stages=(0,)), e).noise_std for e in range(3)] == [0.2, 0.4, 0.2]
 
 
+@pytest.mark.slow
 def test_store_resume_refuses_other_noise_levels(store):
     from pipeline.jobs.render import render_to_store
 
@@ -64,6 +66,7 @@ def test_store_resume_refuses_other_noise_levels(store):
         render_to_store(store, cfg, progress=False)
 
 
+@pytest.mark.slow
 def test_return_ranking_table(ranking):
     assert ranking["bounds"] == "adapted"
     names = [r["variant"] for r in ranking["variants"]]
@@ -77,6 +80,7 @@ def test_return_ranking_table(ranking):
     assert length_only["auc_return"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_returns_are_the_real_shaper_over_stored_scores_in_step_order(store, ranking_running):
     """Recomputed here from the stored embeddings: reward steps only, rule phase, one env
     shaper fed the episodes in id order (bounds carried over from 0.45/0.70, history reset)."""
@@ -142,6 +146,7 @@ def test_adapted_bounds_are_the_limit_of_the_running_bounds():
     assert not np.allclose(r, running)
 
 
+@pytest.mark.slow
 def test_single_prompt_returns_ignore_the_phases(store):
     from pipeline.analyses.return_ranking import variant_rewards
     from pipeline.stores.store_rows import load_rows
@@ -162,6 +167,7 @@ def test_single_prompt_returns_ignore_the_phases(store):
             assert np.array_equal(a, b) == invariant
 
 
+@pytest.mark.slow
 def test_grouped_quality_splits_by_noise_level(store):
     from pipeline.jobs.gate_set import group_table, grouped_quality
 
@@ -172,6 +178,7 @@ def test_grouped_quality_splits_by_noise_level(store):
     assert group_table(str(store), groups, "m").row_count == 2
 
 
+@pytest.mark.slow
 def test_checkpoint_rollouts_are_seeded_and_labelled(tiny_dense_run, tmp_path):
     from pipeline.jobs.gate_set import gate_set_configs
     from pipeline.jobs.rollout import policy_label
@@ -189,6 +196,7 @@ def test_checkpoint_rollouts_are_seeded_and_labelled(tiny_dense_run, tmp_path):
     assert configs[0].noise_levels == (0.1, 1.0) and configs[1].policy == str(ck)
 
 
+@pytest.mark.slow
 def test_cli_return_ranking_and_gate_set(store, tiny_dense_run, tmp_path, capsys):
     from rmtl.cli import run
 
@@ -246,6 +254,7 @@ def test_lockstep_shaping_equals_one_episode_after_another(shaping_kw, num_phase
     np.testing.assert_array_equal(shaped_rewards(active, phases, episodes, shaping, num_phases, "adapted"), expect)
 
 
+@pytest.mark.slow
 def test_rollout_diagnosis_follows_the_shaper_and_writes_its_plots(store, ranking, tmp_path):
     from PIL import Image
 

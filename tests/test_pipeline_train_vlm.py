@@ -45,6 +45,7 @@ def test_task_geometry_shape(data):
     assert task_geometry(data.states).shape == (len(data), 5)
 
 
+@pytest.mark.slow
 def test_train_saves_loadable_model_and_resumes(tmp_path, data):
     from rmtl.vlm import load_vlm
 
@@ -63,6 +64,7 @@ def test_train_saves_loadable_model_and_resumes(tmp_path, data):
     assert json.loads((tmp_path / "metrics.json").read_text())["steps_done"] == 5
 
 
+@pytest.mark.slow
 def test_a_stop_while_the_checkpoint_is_written_keeps_the_previous_one(tmp_path, data, monkeypatch):
     """The resume state is written whole: a stop half-way through writing it leaves the last
     complete checkpoint in place (and no staged file), so the same command resumes from it."""
@@ -86,6 +88,7 @@ def test_a_stop_while_the_checkpoint_is_written_keeps_the_previous_one(tmp_path,
     assert more["steps_done"] == 4
 
 
+@pytest.mark.slow
 def test_bf16_autocast_trains_fp32_weights_and_is_recorded(tmp_path, data):
     import torch
 
@@ -111,6 +114,7 @@ def test_gate_margin_is_the_worst_gate_ratio():
     assert gate_margin(m) < 0
 
 
+@pytest.mark.slow
 def test_fine_tune_keeps_the_best_held_out_weights(tmp_path, data):
     from rmtl.vlm import load_vlm
 
@@ -132,6 +136,7 @@ def test_fine_tune_keeps_the_best_held_out_weights(tmp_path, data):
         assert not np.allclose(tuned, start, atol=2e-3)
 
 
+@pytest.mark.slow
 def test_locked_image_tower_trains_only_the_text_tower(tmp_path, data):
     import torch
 
@@ -165,6 +170,7 @@ def test_baseline_balance_penalty_is_zero_only_for_equal_goal_baseline_cosines()
     assert baseline_balance_penalty(unequal, baseline).item() == pytest.approx(((cos - cos.mean()) ** 2).sum(), rel=1e-5)
 
 
+@pytest.mark.slow
 def test_baseline_balance_pulls_goal_baseline_cosines_together(tmp_path, data):
     # The shipped model's prompts sit at very different distances from the baseline.
     spreads = {}
@@ -178,6 +184,7 @@ def test_baseline_balance_pulls_goal_baseline_cosines_together(tmp_path, data):
     assert spreads[0.0] > 0.3 and spreads[100.0] < 0.5 * spreads[0.0], spreads
 
 
+@pytest.mark.slow
 def test_from_stores_reads_stored_image_embeddings_of_the_init_model(tiny_store, tmp_path):
     from pipeline.train_vlm import encode_rows
     from rmtl.vlm import load_vlm
@@ -272,6 +279,7 @@ def _training_texts(vlm):
     return seen
 
 
+@pytest.mark.slow
 def test_prompt_neutral_training_never_sees_an_evaluated_prompt(tmp_path, data):
     import torch
 
@@ -350,6 +358,7 @@ def test_row_frames_hold_some_rows_and_name_the_missing_ones():
     np.testing.assert_array_equal(joined[[0, 1, 5]], frames[[0, 1, 1]])
 
 
+@pytest.mark.slow
 def test_training_streams_a_store_larger_than_the_frame_cap_in_bounded_memory(tmp_path):
     from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, render_and_embed
     from storage.dataset import DatasetStore

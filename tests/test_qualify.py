@@ -106,6 +106,7 @@ def test_the_verdict_follows_the_map():
     assert held["verdict"] == "uncertain" and "sit" in held["why"]
 
 
+@pytest.mark.slow
 def test_qualify_writes_its_report(families_file, tmp_path):
     map_file = tmp_path / "map.json"
     map_file.write_text(_fitted_map().to_json())
@@ -135,6 +136,7 @@ def _rmtl(*args: str, data: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rmtl", *args], capture_output=True, text=True, env=env, timeout=600)
 
 
+@pytest.mark.slow
 def test_the_command_qualifies_a_degraded_oracle_and_a_vlm(families_file, tmp_path):
     r = _rmtl("qualify", "--reward", "degraded_oracle", "--families", str(families_file),
               "--set", "reward_config.error.confusions.grasp_resting=1.0", data=tmp_path)
@@ -229,6 +231,7 @@ def test_the_replay_fit_recovers_a_degraded_oracles_error(rows):
     assert fit({"confusions": {"grasp_resting": 0.5}})["confusions"]["grasp_resting"] == pytest.approx(0.5, abs=0.1)
 
 
+@pytest.mark.slow
 def test_models_that_see_the_same_frames_share_their_qualification_stores(families_file, tmp_path):
     """Frames are keyed by the declared renderer and input size, not by the model: fast and lit
     (both msaa 0, 64 px) share a folder, r5 (mesh reduction) and tiny (the package renderer) do not;
@@ -245,6 +248,7 @@ def test_models_that_see_the_same_frames_share_their_qualification_stores(famili
     assert frames_folder(tmp_path, "rmtl-fetch-lit", "fetch_lift", fams) == tmp_path / "models" / "rmtl-fetch-lit"
 
 
+@pytest.mark.slow
 def test_a_vlm_is_loaded_once_for_all_families_and_builds_no_state_cache(tmp_path, monkeypatch):
     """model_scores renders and embeds one store per family with one loaded model, and skips the
     FAISS state cache, which nothing reads on a qualification store."""
@@ -378,6 +382,7 @@ def test_compare_ranks_a_good_scorer_above_a_broken_one(tmp_path):
     assert table.index("| 1 | good") < table.index("| 2 | broken")
 
 
+@pytest.mark.slow
 def test_the_command_compares_a_models_configurations(tmp_path):
     one = tmp_path / "one.yaml"
     one.write_text(yaml.safe_dump({"task": "fetch_lift", "seed": 5, "families": {

@@ -62,6 +62,7 @@ def fixture(tmp_path_factory) -> dict:
     return {"root": root, "families": families, "conditions": conditions, "reference": reference}
 
 
+@pytest.mark.slow
 def test_fit_map_refits_a_map_that_qualify_reads(fixture, tmp_path):
     f = fixture
     out = tmp_path / "map"

@@ -156,6 +156,7 @@ def _rewards(config, scorer, selector, steps=8):
     return np.array(out)
 
 
+@pytest.mark.slow
 def test_single_prompt_reward_is_invariant_to_the_rule_phase(config):
     """Same VLM scores, different phases (the rule, fixed phases, a cycle): identical rewards."""
 

@@ -195,6 +195,7 @@ def test_second_task_renders_embeds_caches_and_scores(task, store, random_tiny_v
     assert scores.shape == (len(cols["state"]), 2, 2) and np.isfinite(active).all()
 
 
+@pytest.mark.slow
 def test_second_task_trains_a_tiny_stage1_run(task, tmp_path):
     from rmtl.train.config import stage1_config
     from rmtl.train.run.csv_log import read_csv
@@ -257,6 +258,7 @@ class RewardCheck:
         return _RewardCheck()
 
 
+@pytest.mark.slow
 def test_second_task_trains_on_its_vlm_reward(task, tmp_path, random_tiny_vlm):
     from rmtl.train.config import stage1_config
     from rmtl.train.eval.evaluate import load_checkpoint

@@ -106,6 +106,7 @@ WRITER = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow
 def test_kill_during_background_append_leaves_a_consistent_store(tmp_path):
     from storage.cache import StateCache
     from storage.dataset import DatasetStore

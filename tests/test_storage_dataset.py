@@ -169,6 +169,7 @@ def _check_rows(path) -> int:
     return n
 
 
+@pytest.mark.slow
 def test_sigkill_mid_append_then_resume(tmp_path, child):
     path = tmp_path / "d.zarr"
     make(path).close()

@@ -186,6 +186,7 @@ def test_lock_live_stale_and_refused(tmp_path):
     assert lock_info(run_dir, stale_seconds=60).state == "stale"
 
 
+@pytest.mark.slow
 def test_local_sweep_trains_once_then_skips(tmp_path, capsys):
     root = tmp_path / "runs"
     path = _write(tmp_path / "s.yaml", _spec(root, runs=[{"variants": ["rule_only"], "seeds": [0, 1]}]))
@@ -201,6 +202,7 @@ def test_local_sweep_trains_once_then_skips(tmp_path, capsys):
     assert sum(ln.startswith("| rule_only |") for ln in table.splitlines()) == 2
 
 
+@pytest.mark.slow
 def test_train_flows_wrap_the_cli_entry_points(tmp_path, tiny_dense_run):
     """The flows' bodies (called without the Prefect engine): Stage 2 over a Stage-1 worker trains
     under the run's lock, then counts as finished; Stage 1 skips a finished run."""
@@ -260,6 +262,7 @@ def test_a_sweep_arm_is_recorded_in_the_run_config_and_names_the_run(tmp_path, t
     assert not skipped and runs[0]["variant"] == "dense_reference_lr_low"
 
 
+@pytest.mark.slow
 def test_a_sweep_runs_stage2_groups_and_gives_each_run_its_seed(tmp_path, capsys, tiny_dense_run):
     """A Stage-2 group trains the manager over each seed's worker (``{seed}`` in its path) with its
     own Stage2Config keys; a Stage-1 arm's ``{seed}`` value is its run's seed; the Stage-1 run warm-started

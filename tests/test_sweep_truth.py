@@ -117,6 +117,7 @@ TRAIN = ["train", "stage1", "--variant", "rule_only", "--steps", "64", "--no-pro
 
 
 @pytest.mark.parametrize("fresh", [True, False], ids=["fresh", "start-or-resume"])
+@pytest.mark.slow
 def test_training_is_refused_while_a_live_process_holds_the_run(tmp_path, fresh):
     run = tmp_path / "run"
     run.mkdir()
@@ -134,6 +135,7 @@ def test_training_is_refused_while_a_live_process_holds_the_run(tmp_path, fresh)
         assert json.loads((run / LOCK_FILE).read_text())["pid"] == os.getpid()  # the holder's lock untouched
 
 
+@pytest.mark.slow
 def test_local_sweep_skips_a_run_another_process_holds_and_goes_on(tmp_path):
     path = _sweep_file(tmp_path, "rmtl", (64, 64))
     held, other = tmp_path / "runs" / "rule_only_s0", tmp_path / "runs" / "rule_only_s1"

@@ -34,6 +34,7 @@ class StopAt:
         return _Stop()
 
 
+@pytest.mark.slow
 def test_resume_state_and_best_policy(tmp_path):
     from rmtl.reward.shaping import RewardShaper
     from rmtl.train.run.artifacts import load_normalizer

@@ -15,6 +15,8 @@ from rmtl.errors import ConfigError
 from rmtl.train.config import VARIANTS, stage1_config
 from rmtl.train.variants import VARIANT_REGISTRY, variant_kind
 
+pytestmark = pytest.mark.slow  # every test trains (Stage-1 runs of each variant at smoke size)
+
 VIEWS = ["wide_view", "close_up"]
 MODEL = "rmtl-fetch-tiny@random"
 SMOKE_STEPS = 128  # 4 PPO updates of 2 envs x 16 steps

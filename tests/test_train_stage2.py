@@ -53,6 +53,7 @@ def _ck(run, step):
     return run / "checkpoints" / f"step_{step:09d}"
 
 
+@pytest.mark.slow
 def test_stage2_trains_checkpoints_and_logs(runs):
     from rmtl.train.run.csv_log import read_csv
 
@@ -87,6 +88,7 @@ def test_stage2_trains_checkpoints_and_logs(runs):
     assert meta["stage"] == 2 and meta["config"]["reward"]["model"] == MODEL
 
 
+@pytest.mark.slow
 def test_freeze_keeps_actor_bit_identical_then_trains_it(runs):
     from rmtl.train.eval.evaluate import load_checkpoint
     from rmtl.train.stage2.worker_freeze import actor_parameters
@@ -105,6 +107,7 @@ def test_freeze_keeps_actor_bit_identical_then_trains_it(runs):
         assert m.learning_rate == (3e-4 if k <= FREEZE else 1e-4)
 
 
+@pytest.mark.slow
 def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm, tmp_path, capsys):
     from rmtl.cli import run
     from rmtl.train.run.csv_log import read_csv
@@ -127,6 +130,7 @@ def test_resume_through_cli_continues_and_refuses_changes(runs, random_tiny_vlm,
         train_stage2(small_stage2(runs["worker"], d, total_timesteps=192, manager={"kl_coef": 0.1}), vlm=random_tiny_vlm)
 
 
+@pytest.mark.slow
 def test_evaluate_selectors_and_behaviour_report(runs, tmp_path):
     from rmtl.cli import run
     from rmtl.train.eval.evaluate import load_checkpoint
@@ -186,6 +190,7 @@ def test_single_prompt_worker_is_refused(tmp_path):
                 worker_stage1_config(small_stage2(ck, tmp_path / "s2"))
 
 
+@pytest.mark.slow
 def test_stage2_arms_compare_per_worker_and_pooled(runs):
     """The arms of one worker on the same seeded episodes, paired per episode; pooling two workers
     concatenates their episodes; the sign test counts only the discordant episodes."""
@@ -208,6 +213,7 @@ def test_stage2_arms_compare_per_worker_and_pooled(runs):
     assert sign_test([True, False], [True, False])["p"] == 1.0
 
 
+@pytest.mark.slow
 def test_report_of_several_stage2_runs_per_worker_and_pooled(runs, tmp_path, monkeypatch, capsys):
     """``rmtl report --stage 2 RUN RUN``: every arm of each worker on the same episodes, per worker and
     pooled with sign tests; a worker's arms measured on the same policies are kept, a changed one is
@@ -262,6 +268,7 @@ def test_report_of_several_stage2_runs_per_worker_and_pooled(runs, tmp_path, mon
     assert len(err) == 1 and "--rule-continued gives 1 run(s) for 2 Stage-2 runs" in err[0] and not bad.exists()
 
 
+@pytest.mark.slow
 def test_a_kept_final_policy_counts_as_a_run(runs, tmp_path):
     """A folder holding only a Stage-2 run's final/ is a run: a fresh start moves it aside instead of
     writing the new run's final/ over it; the output guard's twin of the marker list says the same."""

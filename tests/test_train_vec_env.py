@@ -6,6 +6,7 @@ import functools
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from rmtl.tasks.fetch_lift.env import EnvConfig
 
@@ -17,6 +18,7 @@ def _make(cfg):
     return TerminalFrames(FetchPickAndLiftEnv(cfg))
 
 
+@pytest.mark.slow
 def test_workers_match_dummy_vec_env():
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -74,6 +76,7 @@ class _EnvironmentProbe(gym.Env):
         return os.environ.get(name)
 
 
+@pytest.mark.slow
 def test_worker_thread_pools_and_rasteriser():
     from rmtl.env.threads import worker_thread_env
     from rmtl.train.envs.process_group import ProcessGroupVecEnv

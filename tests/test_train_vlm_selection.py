@@ -76,6 +76,7 @@ def test_selection_keeps_the_best_score_and_counts_evaluations_since():
     assert last.best is None
 
 
+@pytest.mark.slow
 def test_caption_loss_selection_never_embeds_a_prompt_and_stops_early(tmp_path, data, monkeypatch):
     """Training and selection by held-out caption loss never pass an evaluated prompt text to the
     text tower. The held-out quality metrics logged at each evaluation (and the final report on the
@@ -121,6 +122,7 @@ def test_caption_loss_selection_never_embeds_a_prompt_and_stops_early(tmp_path, 
     assert metrics["steps_done"] - metrics["selected_step"] == cfg.patience_evals * cfg.eval_every
 
 
+@pytest.mark.slow
 def test_resume_keeps_the_selection_state_and_the_patience_counter(tmp_path, data, monkeypatch):
     """A run stopped mid-way and re-run with the same config ends where an uninterrupted run ends:
     same evaluations, same kept step, same early stop."""

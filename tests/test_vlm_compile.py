@@ -20,6 +20,7 @@ def _frames(n: int, size: int) -> np.ndarray:
 
 
 @pytest.mark.skipif(not HAS_COMPILER, reason="torch.compile (inductor) needs a C++ compiler on CPU")
+@pytest.mark.slow
 def test_compiled_fast_model_embeds_as_the_eager_one():
     eager = load_vlm("rmtl-fetch-fast")
     compiled = load_vlm("rmtl-fetch-fast", compile=True)

@@ -76,6 +76,7 @@ def test_a_packaged_text_tower_that_is_not_installed_fails_in_one_line():
         load_vlm("lit-missing-text@random", device="cpu")
 
 
+@pytest.mark.slow
 def test_training_moves_the_image_tower_only_and_ships_no_text_weights(tmp_path, data):
     import torch
     from safetensors import safe_open
