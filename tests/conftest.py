@@ -21,6 +21,22 @@ def command_env(tmp) -> dict[str, str]:
     return env
 
 
+def reward_stack(n_envs: int, reward, env_config, *, seed: int | None = 0, kind=None, **build):
+    """Training's own env stack (rmtl.train.envs.train_env.build_train_env) at test size: ``n_envs``
+    dummy sub-envs of pick-and-lift with ``env_config``, the reward of ``reward`` (or the ``kind``
+    given, e.g. one with a test scorer), no phase one-hot; ``build`` goes to build_train_env
+    (``vlm``, ``source``, ``phase_selector``). Seeded like PPO seeds it. Returns the TrainEnv."""
+    from rmtl.tasks import get_task
+    from rmtl.train.config import EnvStackConfig
+    from rmtl.train.envs.train_env import build_train_env
+
+    stack = EnvStackConfig(env=env_config, reward=reward, n_envs=n_envs, vec_env="dummy", phase_input=False)
+    env = build_train_env(stack, get_task(), kind=kind, **build)
+    if seed is not None:
+        env.venv.seed(seed)
+    return env
+
+
 @pytest.fixture(scope="session")
 def small_env():
     """One pick-and-lift env rendering 2 views at 64 px (session-wide: building it costs ~1 s)."""

@@ -145,16 +145,18 @@ def test_appended_misses_become_hits_and_persist(built, tmp_path):
 
 def test_reward_wrapper_runs_on_the_cached_source(built):
     from pipeline.stores.stored_text import stored_text_embeddings
-    from rmtl.tasks.fetch_lift.env import FetchPickAndLiftEnv
-    from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
+    from conftest import reward_stack
+    from rmtl.reward import PhasedScorer, RewardConfig
+    from rmtl.reward.kinds.vlm import VLMKind
+    from rmtl.tasks.fetch_lift.env import EnvConfig
 
     path, model_id, vlm = built
     with _source(path, vlm, radius=0.01) as src:
         scorer = PhasedScorer(stored_text_embeddings(src.store, model_id, get_task().prompts()), 0.9, VIEWS)
-        venv = make_reward_vec_env(2, RewardConfig.make(model=SPEC, views=VIEWS, resolution=64),
-                                   env_fn=lambda: FetchPickAndLiftEnv(views=VIEWS, resolution=64),
-                                   seed=0, vlm=vlm, source=src, scorer=scorer,
-                                   phase_selector=RulePhaseSelector(get_task().phases))
+        cfg = get_task().reward_config(RewardConfig.make(model=SPEC, views=VIEWS, resolution=64))
+        kind = VLMKind.from_config(cfg, vlm=vlm, source=src, scorer=scorer)
+        venv = reward_stack(2, cfg, EnvConfig.make(views=VIEWS, resolution=64), kind=kind,
+                            phase_selector=RulePhaseSelector(get_task().phases)).venv
         try:
             venv.reset()
             for _ in range(3):

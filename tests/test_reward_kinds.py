@@ -128,7 +128,9 @@ def test_the_one_wrapper_reproduces_the_v1_wrappers_rewards():
     from pathlib import Path
 
     from rmtl.tasks.fetch_lift.env import EnvConfig
-    from rmtl.reward import PhasedScorer, RewardConfig, make_reward_vec_env
+    from conftest import reward_stack
+    from rmtl.reward import PhasedScorer, RewardConfig
+    from rmtl.reward.kinds.vlm import VLMKind
 
     views = ("wide_view", "close_up")
     before = json.loads((Path(__file__).parent / "data" / "rewards_v1_wrappers.json").read_text())
@@ -156,9 +158,9 @@ def test_the_one_wrapper_reproduces_the_v1_wrappers_rewards():
 
     cfg = get_task().reward_config(RewardConfig.make(model="PE-Core-bigG-14-448:meta", views=views, resolution=64,
                                                      shaping=per_phase_v1))
-    vlm = make_reward_vec_env(2, cfg, env_fn=lambda: FetchPickAndLiftEnv(EnvConfig.make(max_episode_steps=6, views=views, resolution=64)), seed=3,
-                              source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder),
-                              phase_selector=RULE)
+    kind = VLMKind.from_config(cfg, source=SequenceSource(), scorer=PhasedScorer.from_config(cfg, encoder))
+    vlm = reward_stack(2, cfg, EnvConfig.make(max_episode_steps=6, views=views, resolution=64), seed=3, kind=kind,
+                       phase_selector=RULE).venv
     oracle = RewardVecEnv(_venv(), get_kind("oracle")(oracle_progress, 3), RULE,
                           shaper=RewardShaper(2, per_phase_v1, num_phases=3))
     np.testing.assert_allclose(steps(vlm), before["vlm"], atol=1e-5)

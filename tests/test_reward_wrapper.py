@@ -1,5 +1,5 @@
-"""End to end: the VLM reward kind through RewardVecEnv on a DummyVecEnv of FetchPickAndLiftEnv
-(rmtl.reward.vec_env, rmtl.reward.kinds.vlm, rmtl.reward.wrapper)."""
+"""End to end: the VLM reward kind through RewardVecEnv on a DummyVecEnv of FetchPickAndLiftEnv, in
+training's own env stack (rmtl.train.envs.train_env, rmtl.reward.vec_env, rmtl.reward.kinds.vlm)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv
 from rmtl.errors import ConfigError
 from rmtl.tasks.fetch_lift.phases import rule_phase
-from rmtl.reward import (
-    PhasedScorer,
-    RewardConfig,
-    VLMEmbeddingSource,
-    make_reward_vec_env,
-    vlm_reward_env,
-)
+from conftest import reward_stack
+from rmtl.reward import PhasedScorer, RewardConfig, RewardVecEnv, VLMEmbeddingSource
+from rmtl.reward.kinds.vlm import VLMKind
 from rmtl.reward.phase import RulePhaseSelector
 from rmtl.reward.prompts import embed_prompts
 from rmtl.tasks import get_task
@@ -54,8 +50,8 @@ class RecordingSource:
 def test_end_to_end(config):
     vlm = tiny_vlm(seed=0)
     source = RecordingSource(VLMEmbeddingSource(vlm, config.batch_size))
-    env = make_reward_vec_env(2, config, env_fn=lambda: FetchPickAndLiftEnv(ENV_CFG), seed=0, vlm=vlm, source=source,
-                              phase_selector=RULE)
+    train = reward_stack(2, config, ENV_CFG, vlm=vlm, source=source, phase_selector=RULE)
+    env = train.venv
     try:
         env.reset()
         rng = np.random.default_rng(0)
@@ -83,7 +79,7 @@ def test_end_to_end(config):
                     assert not np.allclose(source.states[-1][i], obs["observation"][i])
                     after_reset = env.venv.env_method("render_views", VIEWS, 64, indices=[i])[0]
                     assert not np.array_equal(frames[i], after_reset)
-        assert env.kind.resolution == 64 and env.kind.views == VIEWS
+        assert train.reward_env.kind.resolution == 64 and train.reward_env.kind.views == VIEWS
     finally:
         env.close()
 
@@ -103,8 +99,9 @@ def test_custom_source_needs_no_model(config):
             return np.tile(encoder(["x"] * 2)[None], (len(states), 1, 1))
 
     scorer = PhasedScorer(embed_prompts(encoder, get_task().prompts()), config.alpha, VIEWS)
-    env = make_reward_vec_env(2, config.replace(model="PE-Core-bigG-14-448:meta"), env_fn=lambda: FetchPickAndLiftEnv(ENV_CFG), source=ConstantSource(),
-                              scorer=scorer, phase_selector=RULE)
+    cfg = config.replace(model="PE-Core-bigG-14-448:meta")
+    kind = VLMKind.from_config(cfg, source=ConstantSource(), scorer=scorer)
+    env = reward_stack(2, cfg, ENV_CFG, kind=kind, seed=None, phase_selector=RULE).venv
     try:
         env.reset()
         _, reward, _, infos = env.step(np.zeros((2, 4), np.float32))
@@ -117,7 +114,7 @@ def test_sub_envs_must_keep_terminal_frames(config):
     venv = DummyVecEnv([lambda: FetchPickAndLiftEnv(ENV_CFG)])
     try:
         with pytest.raises(ConfigError, match="TerminalFrames"):
-            vlm_reward_env(venv, config, vlm=tiny_vlm(seed=0), phase_selector=RULE)
+            RewardVecEnv(venv, VLMKind.from_config(config, vlm=tiny_vlm(seed=0)), RULE)
     finally:
         venv.close()
 
@@ -146,8 +143,8 @@ class FixedPhases:
 
 
 def _rewards(config, scorer, selector, steps=8):
-    env = make_reward_vec_env(2, config, env_fn=lambda: FetchPickAndLiftEnv(ENV_CFG), seed=0, source=SequenceSource(len(VIEWS)), scorer=scorer,
-                              phase_selector=selector)
+    kind = VLMKind.from_config(config, source=SequenceSource(len(VIEWS)), scorer=scorer)
+    env = reward_stack(2, config, ENV_CFG, kind=kind, phase_selector=selector).venv
     try:
         env.reset()
         out = [env.step(np.zeros((2, 4), np.float32))[1] for _ in range(steps)]  # crosses 2 episode ends

@@ -139,9 +139,10 @@ def test_curriculum_callback_advances_on_successes():
 
 
 def test_no_curriculum_starts_at_final_stage():
-    cur = make_curriculum(stage1_config("no_curriculum"), PAPER_STAGES)
+    off, on = stage1_config("no_curriculum"), stage1_config("rmtl")
+    cur = make_curriculum(PAPER_STAGES, curriculum=off.curriculum, window=off.curriculum_window)
     assert cur.is_final and (cur.stage.d_min, cur.stage.d_max) == FINAL_STAGE_RANGE
-    assert make_curriculum(stage1_config("rmtl"), PAPER_STAGES).stage_index == 0
+    assert make_curriculum(PAPER_STAGES, curriculum=on.curriculum, window=on.curriculum_window).stage_index == 0
 
 
 def _states(distance, lift):

@@ -74,4 +74,4 @@ def test_a_task_without_oracle_progress_is_refused_in_one_line():
     task = dataclasses.replace(get_task(), name="no_oracle", oracle_progress=None)
     cfg = stage1_config("oracle_rmtl", n_envs=1, n_steps=64, vec_env="dummy")
     with pytest.raises(ConfigError, match="task 'no_oracle' defines no oracle progress"):
-        build_train_env(cfg, task=task)
+        build_train_env(cfg.env_stack(), task)

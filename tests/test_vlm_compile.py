@@ -51,6 +51,7 @@ def test_a_tower_that_cannot_compile_fails_at_load_with_one_line(monkeypatch):
 
 def test_stage1_compiles_an_injected_model_when_its_config_says_so(monkeypatch, tmp_path):
     from rmtl.train import stage1_config
+    from rmtl.tasks import get_task
     from rmtl.train.envs.train_env import build_train_env
     from rmtl.vlm.testing import tiny_vlm
 
@@ -64,7 +65,7 @@ def test_stage1_compiles_an_injected_model_when_its_config_says_so(monkeypatch, 
     vlm = tiny_vlm()
     cfg = stage1_config("rmtl", n_envs=2, vec_env="dummy", output_dir=str(tmp_path),
                         reward={"model": "rmtl-test-tiny@random", "compile": True})
-    env = build_train_env(cfg, vlm=vlm)
+    env = build_train_env(cfg.env_stack(), get_task(), vlm=vlm)
     try:
         assert vlm.compiled and calls == [vlm.model.visual]
     finally:

@@ -313,3 +313,11 @@ class PromptStudyConfig(StoreQuestion):
     """Projection alpha."""
     bounds: str = "adapted"
     """Shaping bounds of the return ranking: 'adapted' or 'running'."""
+
+
+def run(cfg: PromptStudyConfig) -> dict[str, Any]:
+    """The prompt study a config describes (table printed, JSON, CSV and PNG written)."""
+    from rmtl.reward.prompt_sets import load_prompt_sets
+
+    return prompt_study(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, alpha=cfg.alpha, out_dir=cfg.out,
+                        bounds=cfg.bounds)

@@ -430,3 +430,11 @@ class QueryConfig(PromptedQuestion):
     """Cache radii (m) for hit rate vs reward error."""
     holdout: float = 0.25
     """Fraction of episodes used as cache queries."""
+
+
+def run(cfg: QueryConfig) -> dict[str, Any]:
+    """The reward-quality questions a config asks (tables printed, JSON and PNGs written)."""
+    from pipeline.stores.questions import prompt_set_of
+
+    return run_queries(cfg.store, cfg.model, out_dir=cfg.out, alpha=cfg.alpha, radii=list(cfg.radii),
+                       holdout=cfg.holdout, prompts=prompt_set_of(cfg.prompts))

@@ -201,3 +201,8 @@ class ReturnRankingConfig(StoreQuestion):
     """Stage-1 variants whose shaped return to rank."""
     bounds: str = "adapted"
     """'adapted': bounds where long training leaves them; 'running': start at 0.45/0.70 like a fresh env."""
+
+
+def run(cfg: ReturnRankingConfig) -> dict[str, Any]:
+    """The return ranking a config describes (table printed, JSON and CSV written)."""
+    return return_ranking(cfg.store, cfg.model, list(cfg.variants), out_dir=cfg.out, bounds=cfg.bounds)

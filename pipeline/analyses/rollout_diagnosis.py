@@ -302,3 +302,9 @@ class DiagnoseRolloutsConfig(StoreQuestion):
     """Episodes shown in the traces and the montage (failures first)."""
     view: str = "front"
     """Camera view of the montage."""
+
+
+def run(cfg: DiagnoseRolloutsConfig) -> dict[str, Any]:
+    """The rollout diagnosis a config describes (summary printed, JSON, CSV and PNGs written)."""
+    return diagnose_rollouts(cfg.store, cfg.reference, cfg.model, list(cfg.variants), out_dir=cfg.out,
+                             montage_episodes=cfg.episodes, montage_view=cfg.view)

@@ -135,3 +135,10 @@ class EmbedConfig(Config):
     """VLM spec (name, name:tag, hf-hub:..., local dir or file)."""
     batch_size: int = Field(64, ge=1)
     """Images per VLM call."""
+
+
+def run(cfg: EmbedConfig) -> EmbedResult:
+    """The embedding a config describes: the store's rows not yet embedded by ``cfg.model``."""
+    from rmtl.vlm import load_vlm
+
+    return embed_store(cfg.store, load_vlm(cfg.model), batch_size=cfg.batch_size)

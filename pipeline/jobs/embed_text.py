@@ -93,3 +93,10 @@ class EmbedTextConfig(Config):
     """Model spec (default: the spec of the store's only model, else of the default model rmtl-fetch-tiny when stored)."""
     device: str | None = None
     """Torch device (default: CUDA when present, else CPU)."""
+
+
+def run(cfg: EmbedTextConfig) -> list[EmbedTextResult]:
+    """The text embeddings a config asks for: every prompt set of ``cfg.prompts``."""
+    from rmtl.reward.prompt_sets import load_prompt_sets
+
+    return embed_text(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, device=cfg.device)

@@ -168,3 +168,12 @@ class GateSetConfig(Config):
     """Base episode seed."""
     alpha: float = DEFAULT_ALPHA
     """Projection alpha."""
+
+
+def run(cfg: GateSetConfig) -> list[tuple[str, dict[str, dict]]]:
+    """The gate set a config describes, built: each store's path and its within-phase quality per source."""
+    configs = gate_set_configs(Path(cfg.out), checkpoints=[Path(c) for c in cfg.checkpoint],
+                               noise_levels=cfg.noise_levels, episodes=cfg.episodes, model=cfg.model, seed=cfg.seed,
+                               resolution=cfg.resolution, workers=cfg.workers)
+    build_gate_set(configs, against=None if (cfg.against or "none").lower() == "none" else cfg.against)
+    return [(c.store_path(), grouped_quality(c.store_path(), cfg.model, cfg.alpha)) for c in configs]

@@ -3,7 +3,8 @@
 Scores are a pure function of image embeddings, text embeddings and alpha
 (:func:`score_embeddings`), so stored embeddings can be re-scored offline;
 :class:`RewardVecEnv` pays the reward of any kind (:mod:`rmtl.reward.kinds`), the VLM's live
-through an :class:`EmbeddingSource`.
+through an :class:`EmbeddingSource`. Training assembles them into one env stack
+(:func:`rmtl.train.envs.train_env.build_train_env`; ``docs/reward.md``, "One step, file by file").
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the same names, for type checkers and IDEs (at run time: _L
     from rmtl.reward.shaping import RewardShaper, ShapingConfig, ShapingOutput
     from rmtl.reward.source import EmbeddingSource, FrameRenderer, VLMEmbeddingSource
     from rmtl.reward.vec_env import REWARD_INFO, RewardVecEnv
-    from rmtl.reward.wrapper import TerminalFrames, make_reward_vec_env, vlm_reward_env
+    from rmtl.reward.terminal_frames import TerminalFrames
 
 _LAZY = {
     "RewardConfig": "rmtl.reward.kinds.vlm",
@@ -44,9 +45,7 @@ _LAZY = {
     "VLMEmbeddingSource": "rmtl.reward.source",
     "REWARD_INFO": "rmtl.reward.vec_env",
     "RewardVecEnv": "rmtl.reward.vec_env",
-    "TerminalFrames": "rmtl.reward.wrapper",
-    "make_reward_vec_env": "rmtl.reward.wrapper",
-    "vlm_reward_env": "rmtl.reward.wrapper",
+    "TerminalFrames": "rmtl.reward.terminal_frames",
 }
 """Public names and their modules: imported on first use (torch, open_clip and SB3 load only when needed)."""
 
@@ -58,7 +57,7 @@ __all__ = [
     "PhasedScorer", "Scores", "score_embeddings", "select_views",
     "RewardShaper", "ShapingConfig", "ShapingOutput",
     "EmbeddingSource", "FrameRenderer", "VLMEmbeddingSource",
-    "REWARD_INFO", "RewardVecEnv", "TerminalFrames", "make_reward_vec_env", "vlm_reward_env",
+    "REWARD_INFO", "RewardVecEnv", "TerminalFrames",
 ]
 
 __getattr__ = lazy_attributes(__name__, _LAZY)

@@ -9,6 +9,7 @@ same code as RMTL. Stage 2's config (Table 2) follows; configs of reward layout 
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -95,6 +96,28 @@ class CacheConfig(Config):
     """The run's own store of rendered misses (appended off the rollout path); None: <run dir>/overlay.zarr."""
     audit_every: int = Field(50, ge=0)
     """Every this many vec-env steps render one cache hit fresh and log its score error (0: never)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvStackConfig:
+    """What the training env stack reads of a run (rmtl.train.envs.train_env.build_train_env):
+    :meth:`Stage1Config.env_stack` gives it, so no builder of the stack sees the whole run config."""
+
+    env: Any
+    """The task's env config (each sub-env's)."""
+    reward: RewardKindConfig
+    """The reward section as configured (a VLM reward's prompts and views resolve against the task)."""
+    cache: CacheConfig = CacheConfig()
+    n_envs: int = 16
+    vec_env: Literal["workers", "dummy", "subproc"] = "workers"
+    workers: int | None = None
+    worker_threads: int = 1
+    phase_input: bool = True
+    normalize_observations: bool = False
+    seed: int = 0
+    """The run seed, as the reward kind reads it (rmtl.reward.kinds.RunFacts); the envs are seeded by PPO."""
+    overlay: str | None = None
+    """Where a cache atlas appends rendered misses (the run's own store)."""
 
 
 def check_run_output(output_dir: str | None, own: str, writes: str) -> str | None:
@@ -294,6 +317,14 @@ class Stage1Config(Config):
         """A validated copy with some fields changed; steps are rounded from the requested count again
         (a changed rollout size must not round an earlier rounding)."""
         return super().replace(**{"total_timesteps": self.requested_timesteps, **changes})
+
+    def env_stack(self) -> EnvStackConfig:
+        """The part of this config the training env stack reads."""
+        overlay = (self.cache.overlay or str(self.run_dir() / "overlay.zarr")) if self.cache.atlas else None
+        return EnvStackConfig(env=self.env, reward=self.reward, cache=self.cache, n_envs=self.n_envs,
+                              vec_env=self.vec_env, workers=self.workers, worker_threads=self.worker_threads,
+                              phase_input=self.phase_input, normalize_observations=self.normalize_observations,
+                              seed=int(self.seed), overlay=overlay)
 
     def run_dir(self, data_dir: str | Path | None = None) -> Path:
         """Where this run writes (``output_dir`` or the default under the data directory)."""

@@ -29,7 +29,7 @@ from rmtl.train.eval.evaluate import evaluate_policy_success
 from rmtl.train.run.run_dir import check_model_file, open_run, resolve_checkpoint, run_files
 from rmtl.train.run.session import RunSession
 from rmtl.train.run.timing import Timings
-from rmtl.train.envs.train_env import SourceFactory, build_train_env, make_curriculum, task_of
+from rmtl.train.envs.train_env import build_train_env, make_curriculum, task_of
 
 RESUME_FREE_FIELDS = {"total_timesteps", "progress_bar", "output_dir", "checkpoint_every", "eval_every",
                       "eval_episodes", "torch_threads", "vec_env", "workers", "worker_threads", "device",
@@ -90,7 +90,7 @@ def warm_start(model: Any, policy: str) -> None:
 
 
 def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, source: Any = None,
-                 source_factory: SourceFactory | None = None, callbacks: list[Any] | tuple = (),
+                 callbacks: list[Any] | tuple = (),
                  verbose: int = 0, task: Task | None = None) -> Path:
     """Train (or resume) a Stage-1 run; returns its run directory.
 
@@ -99,7 +99,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     to ``config.total_timesteps``; CSV rows written after that checkpoint are dropped.
     ``config.total_timesteps`` is already rounded up to whole rollouts (:class:`Stage1Config`); a
     rounded count is said in one line here. Resumed runs are not bit-identical to uninterrupted ones (env states and RNG
-    streams are reseeded with ``seed + step``). ``vlm``/``source``/``source_factory``
+    streams are reseeded with ``seed + step``). ``vlm``/``source``
     replace the model loaded from ``config.reward.model`` and the reward's embedding
     source (tests, the cached reward path); ``callbacks`` are extra SB3 callbacks. ``task``
     trains another task (its env, curriculum, phase rule, dense reference reward and micro-task
@@ -113,7 +113,7 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
 
     if config.torch_threads:
         torch.set_num_threads(int(config.torch_threads))
-    task = task_of(config, task)
+    task = task_of(config.task, task)
     if isinstance(config.reward, RewardConfig):
         # The texts and views the reward scores, spelled out: config.yaml records them, and a run
         # saved with them written out (or in reward layout v1) resumes under the same config.
@@ -124,9 +124,11 @@ def train_stage1(config: Stage1Config, *, resume: bool = True, vlm: Any = None, 
     ck, meta_prev = open_run(run_dir, config, resume=resume, free_fields=RESUME_FREE_FIELDS, logs=LOGS)
 
     timings = Timings()
-    env = build_train_env(config, vlm=vlm, source=source, source_factory=source_factory, timings=timings, task=task)
+    env = build_train_env(config.env_stack(), task, vlm=vlm, source=source, timings=timings)
     with RunSession(run_dir, config, env, ck, meta_prev, logs=LOGS, verbose=verbose) as session:
-        curriculum_cb = CurriculumCallback(make_curriculum(config, task.curriculum_stages), run_dir / "curriculum.csv",
+        curriculum_cb = CurriculumCallback(make_curriculum(task.curriculum_stages, curriculum=config.curriculum,
+                                                           window=config.curriculum_window),
+                                           run_dir / "curriculum.csv",
                                            verbose=verbose)
         if session.resumed:
             model = PPO.load(ck / "model.zip", env=env.venv, device=config.device)

@@ -167,7 +167,8 @@ class VLMKind(RewardKind):
         if not all(venv.env_is_wrapped(TerminalFrames)):
             raise ConfigError(
                 "every sub-env must be wrapped in rmtl.reward.TerminalFrames so episode ends are scored before "
-                "the auto-reset; build the vec env with rmtl.reward.make_reward_vec_env or wrap each env yourself")
+                "the auto-reset; build the env stack with rmtl.train.envs.train_env.build_train_env, or wrap each env "
+                "yourself")
         venv.env_method("set_reward_render", self.views, self.resolution)
 
     def step(self, states: np.ndarray, phases: np.ndarray, shaper: RewardShaper, render) -> KindStep:

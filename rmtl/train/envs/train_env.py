@@ -1,104 +1,46 @@
-"""The Stage-1 vec-env stack both stages train on and its reward source.
+"""The vec-env stack both stages train on: one step, innermost first, as one ordered list.
 
-The stack, innermost first::
-
-    the task's env (TerminalFrames for kinds that render)  x n_envs, Dummy/SubprocVecEnv
+    the task's env           one per sub-env; in TerminalFrames when the reward renders
+    Dummy/SubprocVecEnv      or ProcessGroupVecEnv (``vec_env``)
     SimTimer                 times simulation
-    RewardVecEnv             the reward of the kind ``config.reward`` names (rmtl.reward.kinds)
-    PhaseObservation         phase one-hot (unless phase_input is off)
-    VecMonitor               episode returns/lengths
-    VecNormalize             only with normalize_observations
+    below_reward             a caller's hook (the Stage-2 manager's decisions), else nothing
+    RewardVecEnv             the reward kind, the phase selector and the shaper
+    PhaseObservation         the active micro-task's one-hot (``phase_input``)
+    above_phase              a caller's hook (the Stage-2 manager's segments), else nothing
+    VecMonitor               episode returns and lengths
+    VecNormalize             observations (``normalize_observations``)
+
+:func:`stack_layers` returns the wrappers above the sub-envs as that list and :func:`compose`
+applies it, in the spirit of torchrl's ``Compose``; :data:`STACK_ORDER` names it, and
+``docs/reward.md`` ("One step, file by file") follows one step through it. Every builder
+takes what it reads (:class:`~rmtl.train.config.EnvStackConfig`, the task, the reward
+config), never the whole run config.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any
-from collections.abc import Callable
+from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
 
 from rmtl.env.curriculum import CurriculumStage, ReverseCurriculum
-from rmtl.train.config import EnvConfig
+from rmtl.reward.config import RewardKindConfig
 from rmtl.task import Task
-from rmtl.train.config import Stage1Config
-from rmtl.train.run.timing import SimTimer, TimedSource, Timings
+from rmtl.train.config import CacheConfig, EnvStackConfig
 from rmtl.train.envs.phase_observation import PHASE_KEY, PhaseObservation
+from rmtl.train.run.timing import SimTimer, TimedSource, Timings
 
-SourceFactory = Callable[[Stage1Config, Any], Any]
-"""(config, loaded VLM) -> EmbeddingSource; replaces the default render-and-embed source."""
-
-
-def task_of(config: Stage1Config, task: Task | None = None) -> Task:
-    """The task a run trains, looked up once at the entry point: ``task`` if injected (a task
-    that is not registered, e.g. in tests), else the registered task ``config.task`` names."""
-    if task is not None:
-        return task
-    from rmtl.tasks import get_task
-
-    return get_task(config.task)
+STACK_ORDER = ("SimTimer", "below_reward", "RewardVecEnv", "PhaseObservation", "above_phase", "VecMonitor",
+               "VecNormalize")
+"""The wrappers above the sub-envs, innermost first; a run leaves out those it does not use."""
 
 
-def _make_env(env_config: EnvConfig, terminal_frames: bool, task: Task):
-    env = task.make_env(env_config)
-    if terminal_frames:
-        from rmtl.reward.terminal_frames import TerminalFrames
+class Layer(NamedTuple):
+    """One wrapper of the stack: its name in :data:`STACK_ORDER` and ``venv -> wrapped venv``."""
 
-        env = TerminalFrames(env)
-    return env
-
-
-def cache_source(config: Stage1Config, vlm: Any, task: Task, reward: Any = None) -> Any:
-    """The cached reward path: FAISS state-cache lookups, render and embed only the misses
-    (``rmtl.reward.cached_source.CachedEmbeddingSource`` over ``config.cache.store``), keyed and
-    phase-labelled as ``task`` says; ``reward``: the run's resolved reward config (:func:`run_reward`)."""
-    from rmtl.reward.cached_source import CachedEmbeddingSource
-
-    c = config.cache
-    reward = reward if reward is not None else task_reward_config(config, task)
-    if c.atlas:
-        from rmtl.reward.scorer import PhasedScorer
-
-        scorer = PhasedScorer.from_config(reward, vlm.encode_text)
-        overlay = c.overlay or str(config.run_dir() / "overlay.zarr")
-        return CachedEmbeddingSource.open_catalogue(
-            c.atlas, vlm, overlay, radius=c.radius, views=reward.active_views,
-            renderer_id=config.env.render_profile()["renderer_id"], batch_size=config.reward.batch_size,
-            audit_every=c.audit_every, audit_scorer=lambda e: scorer(e).aggregate, key_spec=task.key_spec,
-            phase_labels=task.phases)
-    return CachedEmbeddingSource.open(c.store, vlm, radius=c.radius, views=reward.active_views,
-                                      append=c.grow, batch_size=config.reward.batch_size, save_every=c.persist_every,
-                                      key_spec=task.key_spec, phase_labels=task.phases)
-
-
-def task_reward_config(config: Stage1Config, task: Task | None = None) -> Any:
-    """The VLM reward config of a run: ``config.reward`` resolved against its task (prompts: the
-    configured texts, what they leave unset the task's own; views: names of its camera bank)."""
-    from rmtl.errors import ConfigError
-    from rmtl.reward.kinds.vlm import RewardConfig
-
-    if not isinstance(config.reward, RewardConfig):
-        raise ConfigError(f"reward kind {config.reward.kind!r} has no VLM reward config (no prompts, no model)")
-    task = task_of(config, task)
-    return task.reward_config(config.reward)
-
-
-def run_reward(config: Stage1Config, task: Task | None = None) -> Any:
-    """The reward config a run's kind is built with: a VLM reward's resolved against its task
-    (:func:`task_reward_config`), any other kind's as configured."""
-    from rmtl.reward.kinds.vlm import RewardConfig
-
-    return task_reward_config(config, task) if isinstance(config.reward, RewardConfig) else config.reward
-
-
-def build_reward_kind(config: Stage1Config, task: Task | None, *, reward: Any = None, vlm: Any = None,
-                      source: Any = None) -> Any:
-    """The run's reward kind (the one ``config.reward`` names, rmtl.reward.kinds), built from its
-    reward config (``reward``, else :func:`run_reward`), its task and the run's facts it reads."""
-    from rmtl.reward.kinds import RunFacts, get_kind
-
-    task = task_of(config, task)
-    reward = reward if reward is not None else run_reward(config, task)
-    return get_kind(config.reward.kind).build(reward, task, RunFacts(seed=int(config.seed)), vlm=vlm, source=source)
+    name: str
+    wrap: Callable[[Any], Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,77 +64,160 @@ class TrainEnv:
     timings: Timings
 
 
-def build_train_env(config: Stage1Config, *, vlm: Any = None, source: Any = None,
-                    source_factory: SourceFactory | None = None, timings: Timings | None = None,
-                    task: Task | None = None, phase_selector: Any = None,
-                    hooks: EnvHooks | None = None) -> TrainEnv:
-    """The Stage-1 vec-env stack of the module docstring (seeding is left to PPO).
+def task_of(name: str, task: Task | None = None) -> Task:
+    """The task a run trains, looked up once at the entry point: ``task`` if injected (a task
+    that is not registered, e.g. in tests), else the registered task called ``name``."""
+    if task is not None:
+        return task
+    from rmtl.tasks import get_task
 
-    ``task``: another task's env, reference reward, phase rule and micro-task prompts instead
-    of pick-and-lift's (its envs are made in this process unless ``task.make_env`` pickles):
-    its VLM reward scores the goals of its micro-tasks (:func:`task_reward_config`) and picks
-    the active one with its rule.
+    return get_task(name)
 
-    ``phase_selector`` replaces the rule for the reward and the phase one-hot (a Stage-2
-    manager's); ``hooks`` inserts wrappers below the reward and above the phase one-hot.
+
+def resolve_reward(reward: RewardKindConfig, task: Task) -> Any:
+    """The reward config a run's kind is built with: a VLM reward's resolved against its task
+    (prompts: the configured texts, what they leave unset the task's own; views: names of its
+    camera bank), any other kind's as configured."""
+    from rmtl.reward.kinds.vlm import RewardConfig
+
+    return task.reward_config(reward) if isinstance(reward, RewardConfig) else reward
+
+
+def make_sub_envs(task: Task, env_config: Any, stack: EnvStackConfig, *, terminal_frames: bool) -> Any:
+    """``stack.n_envs`` envs of ``task``, each in TerminalFrames when the reward renders (so an
+    episode's last state is rendered before SB3's auto-reset), vectorised as ``stack.vec_env`` says."""
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    make = functools.partial(_make_env, env_config, terminal_frames, task)
+    if stack.vec_env == "workers":
+        from rmtl.train.envs.process_group import ProcessGroupVecEnv
+
+        return ProcessGroupVecEnv([make] * stack.n_envs, stack.workers, stack.worker_threads)
+    return (SubprocVecEnv if stack.vec_env == "subproc" else DummyVecEnv)([make for _ in range(stack.n_envs)])
+
+
+def _make_env(env_config: Any, terminal_frames: bool, task: Task):
+    env = task.make_env(env_config)
+    if terminal_frames:
+        from rmtl.reward.terminal_frames import TerminalFrames
+
+        env = TerminalFrames(env)
+    return env
+
+
+def reward_vlm(reward: Any, vlm: Any = None) -> Any:
+    """The reward model of a VLM reward config: ``vlm`` if given (compiled when the config says
+    so, as config.yaml records), else loaded from ``reward.model``."""
+    if vlm is None:
+        from rmtl.vlm.loader import load_vlm
+
+        return load_vlm(reward.model, reward.device, reward.precision, compile=reward.compile)
+    if reward.compile and not getattr(vlm, "compiled", True):
+        vlm.compile_image_tower()
+    return vlm
+
+
+def embedding_source(vlm: Any, reward: Any, cache: CacheConfig, task: Task, *, renderer_id: str,
+                     overlay: str | None = None) -> Any:
+    """States -> per-view embeddings of a resolved VLM reward: render and embed every state, or,
+    with ``cache.store`` / ``cache.atlas``, FAISS state-cache lookups that render and embed only
+    the misses (rmtl.reward.cached_source), keyed and phase-labelled as ``task`` says."""
+    if not (cache.store or cache.atlas):
+        from rmtl.reward import VLMEmbeddingSource
+
+        return VLMEmbeddingSource(vlm, reward.batch_size)
+    from rmtl.reward.cached_source import CachedEmbeddingSource
+
+    if cache.atlas:
+        from rmtl.reward.scorer import PhasedScorer
+
+        scorer = PhasedScorer.from_config(reward, vlm.encode_text)
+        return CachedEmbeddingSource.open_catalogue(
+            cache.atlas, vlm, overlay, radius=cache.radius, views=reward.active_views, renderer_id=renderer_id,
+            batch_size=reward.batch_size, audit_every=cache.audit_every, audit_scorer=lambda e: scorer(e).aggregate,
+            key_spec=task.key_spec, phase_labels=task.phases)
+    return CachedEmbeddingSource.open(cache.store, vlm, radius=cache.radius, views=reward.active_views,
+                                      append=cache.grow, batch_size=reward.batch_size, save_every=cache.persist_every,
+                                      key_spec=task.key_spec, phase_labels=task.phases)
+
+
+def build_reward_kind(reward: Any, task: Task, seed: int, *, vlm: Any = None, source: Any = None) -> Any:
+    """The reward kind ``reward.kind`` names (rmtl.reward.kinds), built from its resolved config
+    (:func:`resolve_reward`), its task and the run seed."""
+    from rmtl.reward.kinds import RunFacts, get_kind
+
+    return get_kind(reward.kind).build(reward, task, RunFacts(seed=int(seed)), vlm=vlm, source=source)
+
+
+def stack_layers(*, timings: Timings, reward: Callable[[Any], Any], phase: Callable[[Any], Any] | None,
+                 normalize: Callable[[Any], Any] | None, hooks: EnvHooks = EnvHooks()) -> list[Layer]:
+    """The wrappers above the sub-envs, innermost first, in :data:`STACK_ORDER` (those left as
+    None are not used): ``reward`` makes the RewardVecEnv, ``phase`` the phase one-hot,
+    ``normalize`` the observation normaliser."""
+    from stable_baselines3.common.vec_env import VecMonitor
+
+    layers = [Layer("SimTimer", functools.partial(SimTimer, timings=timings)),
+              Layer("below_reward", hooks.below_reward), Layer("RewardVecEnv", reward),
+              Layer("PhaseObservation", phase), Layer("above_phase", hooks.above_phase),
+              Layer("VecMonitor", VecMonitor), Layer("VecNormalize", normalize)]
+    return [layer for layer in layers if layer.wrap is not None]
+
+
+def compose(venv: Any, layers: Sequence[Layer]) -> tuple[Any, dict[str, Any]]:
+    """``venv`` wrapped in ``layers``, innermost first; also each layer's wrapper by name."""
+    built = {}
+    for layer in layers:
+        venv = built[layer.name] = layer.wrap(venv)
+    return venv, built
+
+
+def build_train_env(stack: EnvStackConfig, task: Task, *, kind: Any = None, vlm: Any = None, source: Any = None,
+                    timings: Timings | None = None, phase_selector: Any = None,
+                    hooks: EnvHooks = EnvHooks()) -> TrainEnv:
+    """The stack of the module docstring for ``task`` (seeding is left to PPO).
+
+    ``kind``: a reward kind already built (tests inject a scorer this way), else the one
+    ``stack.reward`` names; ``vlm`` / ``source``: the reward model and embedding source of a
+    kind that renders, else loaded from the reward config (:func:`reward_vlm`,
+    :func:`embedding_source`). ``phase_selector`` replaces the task's rule for the reward and
+    the phase one-hot (a Stage-2 manager's); ``hooks`` inserts wrappers below the reward and
+    above the phase one-hot.
     """
-    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecMonitor, VecNormalize
-
-    from rmtl.reward.phase import RulePhaseSelector
+    from stable_baselines3.common.vec_env import VecNormalize
 
     from rmtl.reward import RewardShaper, RewardVecEnv
     from rmtl.reward.kinds import get_kind
+    from rmtl.reward.phase import RulePhaseSelector
 
-    task = task_of(config, task)
-    reward = run_reward(config, task)  # resolved once: the cache source and the kind share it
-    rule = RulePhaseSelector(task.phases)
     timings = timings or Timings()
-    needs_frames = get_kind(config.reward.kind).needs_frames
-    make = functools.partial(_make_env, config.env, needs_frames, task)
-    if config.vec_env == "workers":
-        from rmtl.train.envs.process_group import ProcessGroupVecEnv
-
-        raw = ProcessGroupVecEnv([make] * config.n_envs, config.workers, config.worker_threads)
-    else:
-        raw = (SubprocVecEnv if config.vec_env == "subproc" else DummyVecEnv)([make for _ in range(config.n_envs)])
-    venv: Any = SimTimer(raw, timings)
-    if hooks is not None and hooks.below_reward is not None:
-        venv = hooks.below_reward(venv)
+    reward = resolve_reward(stack.reward, task)
+    needs_frames = kind.needs_frames if kind is not None else get_kind(reward.kind).needs_frames
     timed = None
-    if needs_frames:
-        from rmtl.reward import VLMEmbeddingSource
+    if kind is None:
+        if needs_frames:
+            vlm = reward_vlm(reward, vlm)
+            source = source if source is not None else embedding_source(
+                vlm, reward, stack.cache, task, renderer_id=stack.env.render_profile()["renderer_id"],
+                overlay=stack.overlay)
+            timed = TimedSource(source, timings)
+        kind = build_reward_kind(reward, task, stack.seed, vlm=vlm, source=timed)
+    selector = phase_selector or RulePhaseSelector(task.phases)
+    shaper = RewardShaper(stack.n_envs, reward.shaping_config(), num_phases=kind.num_phases)
+    num_micro_tasks = len(task.micro_tasks.names)
 
-        if vlm is None:
-            from rmtl.vlm.loader import load_vlm
+    def normalize(venv: Any) -> Any:
+        keys = [k for k in venv.observation_space.spaces if k != PHASE_KEY]  # the one-hot stays as it is
+        return VecNormalize(venv, norm_obs=True, norm_reward=False, norm_obs_keys=keys)
 
-            vlm = load_vlm(config.reward.model, config.reward.device, config.reward.precision,
-                           compile=config.reward.compile)
-        elif config.reward.compile and not getattr(vlm, "compiled", True):
-            vlm.compile_image_tower()  # an injected model runs as the config (and config.yaml) says
-        if source is None:
-            if source_factory is not None:
-                source = source_factory(config, vlm)
-            elif config.cache.store or config.cache.atlas:
-                source = cache_source(config, vlm, task, reward)
-            else:
-                source = VLMEmbeddingSource(vlm, config.reward.batch_size)
-        timed = TimedSource(source, timings)
-    kind = build_reward_kind(config, task, reward=reward, vlm=vlm, source=timed)
-    shaper = RewardShaper(config.n_envs, config.reward.shaping_config(), num_phases=kind.num_phases)
-    venv = reward_env = RewardVecEnv(venv, kind, phase_selector or rule, shaper)
-    if config.phase_input:
-        venv = PhaseObservation(venv, phase_selector or rule, len(task.micro_tasks.names))
-    if hooks is not None and hooks.above_phase is not None:
-        venv = hooks.above_phase(venv)
-    venv = VecMonitor(venv)
-    normalizer = None
-    if config.normalize_observations:
-        keys = [k for k in venv.observation_space.spaces if k != PHASE_KEY]
-        venv = normalizer = VecNormalize(venv, norm_obs=True, norm_reward=False, norm_obs_keys=keys)
-    return TrainEnv(venv, reward_env, timed, normalizer, timings)
+    layers = stack_layers(
+        timings=timings, hooks=hooks,
+        reward=lambda venv: RewardVecEnv(venv, kind, selector, shaper),
+        phase=(lambda venv: PhaseObservation(venv, selector, num_micro_tasks)) if stack.phase_input else None,
+        normalize=normalize if stack.normalize_observations else None)
+    venv, built = compose(make_sub_envs(task, stack.env, stack, terminal_frames=needs_frames), layers)
+    return TrainEnv(venv, built["RewardVecEnv"], timed, built.get("VecNormalize"), timings)
 
 
-def make_curriculum(config: Stage1Config, stages: tuple[CurriculumStage, ...]) -> ReverseCurriculum:
+def make_curriculum(stages: tuple[CurriculumStage, ...], *, curriculum: bool, window: int) -> ReverseCurriculum:
     """The task's curriculum stages; without curriculum, the same object pinned at the final stage."""
-    start = 0 if config.curriculum else len(stages) - 1
-    return ReverseCurriculum(stages, window=config.curriculum_window, start_stage=start)
+    return ReverseCurriculum(stages, window=window, start_stage=0 if curriculum else len(stages) - 1)

@@ -81,14 +81,14 @@ def worker_stage1_config(config: Stage2Config) -> Stage1Config:
 
 
 def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, source: Any = None,
-                 source_factory: Any = None, callbacks: Sequence[Any] = (), verbose: int = 0) -> Path:
+                 callbacks: Sequence[Any] = (), verbose: int = 0) -> Path:
     """Train (or resume) a Stage-2 run; returns its run directory.
 
     Fresh: load the worker checkpoint, BC-warm-start the manager, then PPO (worker, actor
     frozen for ``freeze_steps``) + REINFORCE (manager) for ``total_timesteps`` Stage-2
     env steps. With ``resume`` and a Stage-2 checkpoint in the run directory, training
     continues from it (worker, manager, optimisers, manager RNG, curriculum, step count).
-    ``vlm``/``source``/``source_factory``/``callbacks`` as in :func:`train_stage1`.
+    ``vlm``/``source``/``callbacks`` as in :func:`train_stage1`.
     """
     check_device(config.device)  # before the worker and the reward model load
     import torch
@@ -110,7 +110,7 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
     torch.manual_seed(config.seed)
 
     # ------------------------------------------------------------ manager (+ BC warm start)
-    task = task_of(s1)
+    task = task_of(s1.task)
     net = ManagerNet(config.manager.hidden, num_phases=len(task.micro_tasks.names), state_dim=task.key_spec.state_dim)
     bc_info: dict[str, Any] = {}
     if ck is None:
@@ -134,10 +134,11 @@ def train_stage2(config: Stage2Config, *, resume: bool = True, vlm: Any = None, 
 
     # ------------------------------------------------------------ env + worker
     timings = Timings()
-    env = build_stage2_env(s1, controller, vlm=vlm, source=source, source_factory=source_factory, timings=timings)
+    env = build_stage2_env(s1.env_stack(), task, controller, vlm=vlm, source=source, timings=timings)
     with RunSession(run_dir, config, env, ck, meta_prev, logs=LOGS, verbose=verbose) as session:
         stages = task.curriculum_stages
-        curriculum = make_curriculum(s1 if config.curriculum == "continue" else s1.replace(curriculum=False), stages)
+        curriculum = make_curriculum(stages, curriculum=s1.curriculum and config.curriculum == "continue",
+                                     window=s1.curriculum_window)
         curriculum_cb = CurriculumCallback(curriculum, run_dir / "curriculum.csv", verbose=verbose)
         manager_cb = ManagerCallback(controller, config, run_dir / "manager.csv", phase_names=task.micro_tasks.names)
         ppo_kw = dict(n_steps=s1.n_steps, batch_size=s1.batch_size, n_epochs=s1.n_epochs)
