@@ -138,3 +138,32 @@ def test_lift_focused_captions_state_the_lift_at_the_gripper_and_paraphrase_no_p
     assert audit["exact_leaks"] == 0 and audit["near_paraphrases"] == 0
     caps = sample_mode(_random_states(200), np.random.default_rng(1), CaptionConfig(mode="compositional_lift"))
     assert len(caps) == 200 and not [c for c in caps if leaks(c)]
+
+
+def test_graded_lift_captions_grade_the_height_by_degree_and_paraphrase_no_prompt():
+    """Round 8's captions: at the gripper the cube's height is said by degree; a cube raised 5 mm is
+    never "still down on the table" (the lift-focused captions called it that below 1.5 cm)."""
+    import re
+
+    from rmtl.tasks.fetch_lift.neutral_captions import LIFT_GRADES, leak_audit, lift_grade
+
+    assert [lift_grade(h) for h in (0.0, 0.002, 0.005, 0.012, 0.025, 0.08)] == [
+        "resting", "resting", "just raised", "a few centimetres", "a few centimetres", "high"]
+    assert [name for name, _ in LIFT_GRADES] == ["resting", "just raised", "a few centimetres", "high"]
+    down = r"still down|not left|no gap below|not raised|0 mm up|no light shows"
+    for lift, pattern in ((0.0, down), (0.005, r"barely|thin|just|few millimetres|only just"),
+                          (0.02, r"cm off|cm gap|few centimetres|cm up|cm clear"), (0.08, r"high|well up|far off|wide")):
+        caps = [caption(_state(fingers=0.05, lift=lift), random.Random(i), graded_lift=True) for i in range(200)]
+        assert all(re.search(pattern, c) for c in caps), (lift, [c for c in caps if not re.search(pattern, c)][:3])
+        if lift > 0:
+            assert not any(re.search(down, c) for c in caps), lift
+    # the lift-focused captions (round 7) call a 5 mm lift resting: the defect the grades remove
+    assert all(re.search(down + r"|flat on|not in the air",
+                         caption(_state(fingers=0.05, lift=0.005), random.Random(i), lift_focus=True)) for i in range(50))
+    states = _random_states(3000)
+    small = np.random.default_rng(2).random(3000) < 0.3  # many small lifts near the gripper
+    states[small, CUBE_POS.start + 2] = CUBE_REST_HEIGHT + np.random.default_rng(3).uniform(0, 0.03, small.sum())
+    audit = leak_audit(sample_captions(states, np.random.default_rng(0), graded_lift=True))
+    assert audit["exact_leaks"] == 0 and audit["near_paraphrases"] == 0
+    caps = sample_mode(states[:200], np.random.default_rng(1), CaptionConfig(mode="compositional_graded_lift"))
+    assert len(caps) == 200 and not [c for c in caps if leaks(c)]

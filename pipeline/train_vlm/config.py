@@ -47,12 +47,13 @@ class TrainVLMConfig(Config):
     target_prompt_rate: float | None = Field(_CAPTIONS["target_prompt_rate"], ge=0, le=1)
     """Probability that a micro-task's target state is captioned with the paper prompt
     rather than another paraphrase of its situation (None: uniform over paraphrases)."""
-    captions: Literal["graded", "neutral", "compositional", "compositional_lift"] = "graded"
+    captions: Literal["graded", "neutral", "compositional", "compositional_lift", "compositional_graded_lift"] = "graded"
     """'graded': the shipped recipe (paper prompts among the captions). 'neutral': the
     prompt-neutral stand-in, whose training never sees an evaluated prompt text (captions
     from rmtl.tasks.fetch_lift.captions' neutral mode); 'compositional': prompt-neutral as well, with
     rich compositional captions (rmtl.tasks.fetch_lift.neutral_captions); 'compositional_lift': compositional,
-    with the cube's height always stated at the gripper and no near paraphrase of a prompt. All three need baseline_balance 0 and a
+    with the cube's height always stated at the gripper and no near paraphrase of a prompt; 'compositional_graded_lift':
+    as compositional_lift, the height graded by degree (resting, just raised, a few centimetres, high). All of them need baseline_balance 0 and a
     select_by other than gate_margin (both use the evaluated prompts), and reset_text_tower when starting from ``init``."""
     reset_text_tower: bool = False
     """Re-initialise the text tower and logit scale to random weights (seed ``seed``) before
@@ -118,7 +119,7 @@ class TrainVLMConfig(Config):
             raise ValueError("tune='text' locks the image tower, so it needs trained weights: set init (e.g. init=rmtl-fetch-tiny)")
         if self.reset_text_tower and self.init is None:
             raise ValueError("reset_text_tower keeps init's image tower: set init (without init every tower starts random)")
-        if self.captions in ("neutral", "compositional", "compositional_lift"):
+        if self.captions != "graded":
             leaks = [name for name, bad in (("baseline_balance > 0", self.baseline_balance > 0),
                                             ("select_by gate_margin", self.select_by == "gate_margin"),
                                             ("init without reset_text_tower", self.init is not None and not self.reset_text_tower))

@@ -119,6 +119,11 @@ def write_model_card(out_dir: str | Path, cfg: TrainVLMConfig, data_desc: str, m
         "compositional_lift": "prompt-neutral, compositional with the lift focus (rmtl/tasks/fetch_lift/neutral_captions.py): "
                               "as compositional, and at the gripper every caption says whether the cube is off the table; "
                               "no caption nearly paraphrases an evaluated prompt; no prompt-based loss or model selection",
+        "compositional_graded_lift": "prompt-neutral, compositional with the graded lift (rmtl/tasks/fetch_lift/"
+                                     "neutral_captions.py): as compositional_lift, the cube's height at the gripper "
+                                     "graded by degree (resting, just raised, a few centimetres, high) in many "
+                                     "wordings; no caption nearly paraphrases an evaluated prompt; no prompt-based "
+                                     "loss or model selection",
         "graded": "graded: the paper prompts are among the captions (progress-graded, target situations, baseline)",
     }[cfg.captions]
     audit = metrics.get("caption_leak_audit")

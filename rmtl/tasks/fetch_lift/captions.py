@@ -18,7 +18,9 @@ only pixels and the prompt. Two caption modes (``CaptionConfig.mode``):
   (:mod:`rmtl.tasks.fetch_lift.neutral_captions`);
 - ``compositional_lift``: ``compositional``, and at the gripper every caption says whether the
   cube is off the table, in many words, and none nearly paraphrases an evaluated prompt
-  (word overlap below ``neutral_captions.NEAR_PARAPHRASE``).
+  (word overlap below ``neutral_captions.NEAR_PARAPHRASE``);
+- ``compositional_graded_lift``: ``compositional_lift``, with the height graded by degree (resting,
+  just raised, a few centimetres, high: ``neutral_captions.LIFT_GRADES``) instead of on or off.
 
 Situations, checked in this order (distances in metres, from the 25-D state):
 
@@ -129,8 +131,8 @@ approach target, which lies in the align phase: without it the align caption rat
 monotone in distance over that phase). 'phase': each prompt only within its own rule
 phase's distance bin."""
 
-CAPTION_MODES = ("graded", "neutral", "compositional", "compositional_lift")
-PROMPT_NEUTRAL_MODES = ("neutral", "compositional", "compositional_lift")
+CAPTION_MODES = ("graded", "neutral", "compositional", "compositional_lift", "compositional_graded_lift")
+PROMPT_NEUTRAL_MODES = ("neutral", "compositional", "compositional_lift", "compositional_graded_lift")
 """Caption modes whose text contains no evaluated prompt."""
 
 GRADED_PROMPT_RATE = 0.3
@@ -242,10 +244,11 @@ def sample_captions(states: np.ndarray, rng: np.random.Generator, captions: Capt
     dist = np.linalg.norm(s[:, CUBE_REL_POS], axis=1)
     if captions.mode == "neutral":
         return _neutral_captions(sit, dist, rng)
-    if captions.mode in ("compositional", "compositional_lift"):
+    if captions.mode.startswith("compositional"):
         from rmtl.tasks.fetch_lift.neutral_captions import sample_captions as compositional
 
-        return compositional(s, rng, lift_focus=captions.mode == "compositional_lift")
+        return compositional(s, rng, lift_focus=captions.mode == "compositional_lift",
+                             graded_lift=captions.mode == "compositional_graded_lift")
     graded = _graded(sit, dist, captions)
     target_rate = captions.target_prompt_rate
     out = []

@@ -276,12 +276,18 @@ def leak_audit(captions: Sequence[str], threshold: float = NEAR_PARAPHRASE) -> d
             "examples": [list(e) for e in exact[:3]]}
 
 
-def caption(state: np.ndarray, rng: random.Random, max_facts: int = 3, lift_focus: bool = False) -> str:
+def caption(state: np.ndarray, rng: random.Random, max_facts: int = 3, lift_focus: bool = False,
+            graded_lift: bool = False) -> str:
     """One compositional caption of a 25-D state (see the module docstring). ``lift_focus``: at the
     gripper (:data:`LIFT_FOCUS_DISTANCE`) the cube's height fact is always stated, in the wordings of
-    :func:`_lift_phrase`, and no caption nearly paraphrases an evaluated prompt (:func:`near_paraphrases`)."""
+    :func:`_lift_phrase`, and no caption nearly paraphrases an evaluated prompt (:func:`near_paraphrases`).
+    ``graded_lift`` (implies ``lift_focus``): that fact grades the height by degree
+    (:func:`lift_grade`: resting, just raised, a few centimetres, high), in the wordings of
+    :func:`_graded_lift_phrase`."""
     f = Facts.of(state)
+    lift_focus = lift_focus or graded_lift
     focus = lift_focus and f.distance <= LIFT_FOCUS_DISTANCE and f.cube in ("resting", "lifted")
+    lift_phrase = _graded_lift_phrase if graded_lift else _lift_phrase
     for _ in range(16):
         g, c, t = _pick(rng, GRIPPERS), _pick(rng, CUBES), _pick(rng, TABLES)
         # Always some of the facts that decide the task (how far, the jaws, the cube), then maybe others.
@@ -289,7 +295,7 @@ def caption(state: np.ndarray, rng: random.Random, max_facts: int = 3, lift_focu
         extra = [p for p in (_direction_phrase(f, g, c, rng), _height_phrase(f, g, c, rng),
                              _between_phrase(f, g, c, rng)) if p]
         if focus:
-            chosen = [_lift_phrase(f, g, c, t, rng)] + rng.sample(core[:2] + extra, rng.randint(0, max_facts - 1))
+            chosen = [lift_phrase(f, g, c, t, rng)] + rng.sample(core[:2] + extra, rng.randint(0, max_facts - 1))
         else:
             chosen = rng.sample(core, rng.randint(1, len(core)))
             if extra and len(chosen) < max_facts:
@@ -323,7 +329,45 @@ def _lift_phrase(f: Facts, g: str, c: str, t: str, rng: random.Random) -> str:
                        f"the {c} touches the {t}, not raised at all", f"the {c} is on the {t}, not in the air"))
 
 
-def sample_captions(states: np.ndarray, rng: np.random.Generator, lift_focus: bool = False) -> list[str]:
-    """One prompt-neutral caption per state ([N, 25]); ``rng`` seeds the wording; ``lift_focus`` as in :func:`caption`."""
+LIFT_GRADES = (("resting", 0.003), ("just raised", 0.01), ("a few centimetres", 0.03), ("high", np.inf))
+"""The graded lift's grades, each with the height (m above rest) it lasts up to: a resting cube reads
+0.000002 m, the success lift is 0.02 m. A cube raised 3 mm to 1.5 cm was "still down on the table"
+in the lift-focused captions (their lifted threshold is :data:`LIFTED`), so the first centimetre of a
+lift was taught as resting."""
+
+
+def lift_grade(lift: float) -> str:
+    """The grade of a cube height above rest (m), one of :data:`LIFT_GRADES`."""
+    return next(name for name, upto in LIFT_GRADES if lift < upto)
+
+
+def _graded_lift_phrase(f: Facts, g: str, c: str, t: str, rng: random.Random) -> str:
+    """The cube's height at the gripper by degree, in many words; the millimetres or centimetres are
+    named, so neighbouring heights get neighbouring captions."""
+    lift = max(f.lift, 0.0)
+    mm, cm = int(round(lift * 1000)), _cm(lift, 1)
+    options = {
+        "resting": (f"the {c} is still down on the {t}", f"the {c} has not left the {t}",
+                    f"the {c} sits on the {t} with no gap below it", f"the {c} touches the {t}, not raised at all",
+                    f"the {c} is on the {t}, 0 mm up", f"no light shows under the {c}"),
+        "just raised": (f"the {c} is barely off the {t}, {mm} mm up", f"a thin {mm} mm gap shows under the {c}",
+                        f"the {c} has just come off the {t}", f"the {c} is raised a few millimetres, {mm} mm",
+                        f"the {g} has just begun to raise the {c}, {mm} mm clear",
+                        f"the {c} no longer touches the {t}, only just"),
+        "a few centimetres": (f"the {c} is {cm} cm off the {t}", f"there is a {cm} cm gap under the {c}",
+                              f"the {c} hangs a few centimetres over the {t}, {cm} cm",
+                              f"the {g} carries the {c} {cm} cm up", f"the {c} is up in the air, {cm} cm clear"),
+        "high": (f"the {c} is high above the {t}, {cm} cm up", f"the {g} holds the {c} well up, {cm} cm high",
+                 f"the {c} is raised far off the {t}, {cm} cm", f"a wide {cm} cm gap under the {c}",
+                 f"the {c} is lifted high in the air"),
+    }
+    return _pick(rng, options[lift_grade(lift)])
+
+
+def sample_captions(states: np.ndarray, rng: np.random.Generator, lift_focus: bool = False,
+                    graded_lift: bool = False) -> list[str]:
+    """One prompt-neutral caption per state ([N, 25]); ``rng`` seeds the wording; ``lift_focus`` and
+    ``graded_lift`` as in :func:`caption`."""
     r = random.Random(int(rng.integers(2**63)))
-    return [caption(s, r, lift_focus=lift_focus) for s in np.atleast_2d(np.asarray(states, dtype=np.float64))]
+    return [caption(s, r, lift_focus=lift_focus, graded_lift=graded_lift)
+            for s in np.atleast_2d(np.asarray(states, dtype=np.float64))]
