@@ -384,7 +384,8 @@ def test_training_streams_a_store_larger_than_the_frame_cap_in_bounded_memory(tm
 
 
 @pytest.mark.parametrize("name", ["rmtl-fetch-fast", "rmtl-fetch-fast-r5", "rmtl-fetch-fast-r6",
-                                  "rmtl-fetch-fast-r6-labelled", "rmtl-fetch-fast-r7"])
+                                  "rmtl-fetch-fast-r6-labelled", "rmtl-fetch-fast-r7",
+                                  "rmtl-fetch-fast-r8"])
 def test_the_fast_models_load_by_name_and_score_through_the_openclip_path(name):
     from rmtl.reward.prompts import embed_prompts
     from rmtl.reward.projection import goal_baseline_scores
