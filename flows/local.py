@@ -96,13 +96,15 @@ def run_deployment(
     log_dir: str | Path | None = None,
     wait_for_log: str | None = None,
     serve_all: bool = False,
+    say: Callable[[str], Any] | None = None,
 ) -> DeploymentRun:
     """Serve ``flow`` and run its deployment with ``parameters`` via the Prefect CLI.
 
     ``api_url``: an existing Prefect API (default ``PREFECT_API_URL``, else a local server
     is started). ``wait_for_log``: also wait (up to 30 s) for a log message containing
     this text (logs reach the API in batches, after the final state). ``serve_all``: serve
-    every flow's deployment, not only ``flow``'s. Raises ServerError
+    every flow's deployment, not only ``flow``'s. ``say``: told each new message of the flow run's
+    Running state while it runs (a wait it reports: flows.common.run_notice). Raises ServerError
     when a process fails to come up or a wait times out; a failed run is returned with its
     state (check ``.completed``).
     """
@@ -151,9 +153,15 @@ def run_deployment(
                               + (run.stderr.strip() or run.stdout.strip()).splitlines()[-1][:300])
         flow_run_id = m.group(1)
 
+        told: set[str] = set()
+
         def finished():
             served()  # a dead serve process would leave the run pending forever
             fr = api(api_url, f"/flow_runs/{flow_run_id}")
+            message = fr["state"].get("message") or ""
+            if say is not None and fr["state"]["type"] == "RUNNING" and message and message not in told:
+                told.add(message)
+                say(message)
             return fr if fr["state"]["type"] in FINAL_STATES else None
 
         fr = _wait(f"flow run {flow_run_id}", finished, timeout, logs)
@@ -186,7 +194,8 @@ def render_and_embed_deployment(cfg: Any = None, keep_server: bool = False, **pa
     store = str(Path(cfg.store_path()).resolve()) if "://" not in cfg.store_path() else cfg.store_path()
     parameters = {"config": {**cfg.model_dump(mode="json"), "store": store}}  # the flow's one parameter
     run = run_deployment("render-and-embed", parameters, keep_server=keep_server,
-                         wait_for_log="render-and-embed summary")
+                         wait_for_log="render-and-embed summary",
+                         say=lambda line: print(line, file=sys.stderr, flush=True))  # a wait, as the plain command says it
     summary = None
     if run.completed:
         p = Path(store)

@@ -30,7 +30,7 @@ from typing import Any
 from prefect import flow, get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.common import as_config, one_line_failures, retry_unless_user_error
+from flows.common import as_config, one_line_failures, retry_unless_user_error, run_notice
 from pipeline.jobs.render_and_embed import RenderAndEmbedConfig, Steps, build_cache, format_summary, run_steps
 
 FLOW_NAME = "render-and-embed"
@@ -55,7 +55,7 @@ def render(store: Any, cfg: RenderAndEmbedConfig, rollout: Any, resumed: bool):
     from pipeline.jobs.render import render_into
 
     result = render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
-                         progress=False)
+                         progress=False, worker_wait=cfg.dask_worker_wait_s, say=run_notice)
     get_run_logger().info("rendered %d episodes; store has %d rows", result.episodes_rendered, result.rows)
     return result
 
@@ -97,7 +97,7 @@ def render_and_embed_flow(config: RenderAndEmbedConfig = RenderAndEmbedConfig())
 
 
 def _run(cfg: RenderAndEmbedConfig) -> dict:
-    summary = run_steps(cfg, Steps(load_model, render, embed, build_cache_task, quality))
+    summary = run_steps(cfg, Steps(load_model, render, embed, build_cache_task, quality, say=run_notice))
     get_run_logger().info("render-and-embed summary\n%s", format_summary(summary))
     return summary
 

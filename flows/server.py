@@ -1,13 +1,15 @@
 """Start, check and stop a local Prefect server.
 
-The local server keeps its SQLite database and logs under ``PREFECT_HOME``, which lives
-in the data directory (``<data dir>/prefect``) instead of ``~/.prefect``; analytics are
+The local server keeps its SQLite database and logs under ``PREFECT_HOME``: ``--home``, else an
+exported ``PREFECT_HOME``, else the data directory's (``<data dir>/prefect``), never ``~/.prefect``
+by default (:func:`server_home`, one rule for every action of both entry points); analytics are
 off (with no network the server otherwise dies in the background). Clients (a serve
 process, ``prefect deployment run``, a flow called in-process) reach it through
 ``PREFECT_API_URL``. A remote Prefect API is the same ``PREFECT_API_URL`` pointing
 elsewhere: nothing here is needed then.
 
-Used by ``rmtl server ...``, ``python -m flows.server`` and the integration test. The settings
+Used by ``rmtl server ...`` and ``python -m flows.server`` (the same functions: same lines, same
+exit statuses; ``status`` with no server exits 1) and the tests. The settings
 and addresses are :mod:`flows.prefect_settings`'s, stopping process groups :mod:`flows.process_group`'s.
 Nothing here imports Prefect, so the helpers are cheap and settings are in place before it loads.
 """
@@ -25,6 +27,7 @@ from typing import IO, Annotated, Any, Literal
 from collections.abc import Mapping
 
 import tyro
+from pydantic import Field
 
 from flows.prefect_settings import (
     DEFAULT_HOST,
@@ -49,6 +52,15 @@ STATE_FILE = "rmtl-server.json"
 
 class ServerError(RmtlError):
     """A local Prefect server that failed to start, or is not running."""
+
+
+def server_home(home: str | Path | None = None) -> Path:
+    """The PREFECT_HOME a server command uses: ``home`` (``--home``) when given, else an exported
+    ``PREFECT_HOME`` (as every Prefect client in that shell uses), else ``<data dir>/prefect``."""
+    if home:
+        return Path(home).expanduser()
+    exported = os.environ.get("PREFECT_HOME", "").strip()
+    return Path(exported).expanduser() if exported else prefect_home()
 
 
 def wait_healthy(url: str, timeout: float = 180.0, proc: subprocess.Popen | None = None,
@@ -83,7 +95,7 @@ class LocalServer:
                  ui: bool = False, log_file: str | Path | None = None, extra_env: Mapping[str, str] | None = None):
         self.host = host
         self.port = int(port) if port else free_port(host)
-        self.home = Path(home) if home else prefect_home()
+        self.home = server_home(home)
         self.ui = ui
         self.log_file = Path(log_file) if log_file else self.home / "logs" / f"server-{self.port}.log"
         self.extra_env = dict(extra_env or {})
@@ -204,7 +216,7 @@ def server_status(home: str | Path | None = None, port: int | None = None, by_po
     """The server recorded in PREFECT_HOME (by ``start`` or a foreground ``run``) if its process
     is alive, else (``by_port``) a Prefect server answering on ``port`` of this machine (default
     :func:`default_port`; ``recorded``: False), else None."""
-    home = Path(home) if home else prefect_home()
+    home = server_home(home)
     info = _read_state(home)
     if info is not None:
         if group_alive(int(info["pid"])):
@@ -234,7 +246,7 @@ def start_background(port: int = DEFAULT_PORT, host: str = DEFAULT_HOST, home: s
                      ui: bool = True, timeout: float = 180.0) -> dict:
     """Start a server that outlives this process; record it in ``PREFECT_HOME``. Returns
     {pid, url, log, home}. A server already recorded there is returned as is."""
-    home = Path(home) if home else prefect_home()
+    home = server_home(home)
     running = server_status(home, by_port=False)
     if running is not None:
         return running
@@ -260,7 +272,7 @@ def stop_background(home: str | Path | None = None, timeout: float = 15.0, port:
     """Stop the server recorded in ``PREFECT_HOME``, else a Prefect server of this user answering
     on ``port``; returns what was stopped (None: nothing was running). One line (ServerError)
     for a server on the port whose process is not this user's or not a Prefect server."""
-    home = Path(home) if home else prefect_home()
+    home = server_home(home)
     info = server_status(home, port)
     if info is None:
         return None
@@ -348,9 +360,19 @@ class ServerConfig(Config):
     host: str = DEFAULT_HOST
     """Address to listen on."""
     home: str | None = None
-    """PREFECT_HOME (default <data dir>/prefect)."""
+    """PREFECT_HOME (default: an exported PREFECT_HOME, else <data dir>/prefect)."""
     ui: bool = True
     """Serve the web UI."""
+
+
+class ServerLookupConfig(Config):
+    """``rmtl server status`` / ``rmtl server stop``: which server they look for."""
+
+    port: int | None = Field(None, ge=1, le=65535)
+    """Port where a server not recorded in PREFECT_HOME is looked for (default: that of a loopback
+    PREFECT_API_URL, else 4200)."""
+    home: str | None = None
+    """PREFECT_HOME (default: an exported PREFECT_HOME, else <data dir>/prefect)."""
 
 
 class ServerActionConfig(ServerConfig):
@@ -358,6 +380,9 @@ class ServerActionConfig(ServerConfig):
 
     action: Annotated[Literal["start", "stop", "status", "run"], tyro.conf.Positional]
     """start/stop/status: a background server recorded in PREFECT_HOME; run: in the foreground."""
+    port: int | None = Field(None, ge=1, le=65535)  # type: ignore[assignment]
+    """Port on the host (start, run: default 4200); where stop and status look for a server not
+    recorded in PREFECT_HOME (default: that of a loopback PREFECT_API_URL, else 4200)."""
 
 
 def _started_lines(info: dict) -> str:
@@ -367,43 +392,49 @@ def _started_lines(info: dict) -> str:
 
 def start(cfg: ServerConfig) -> None:
     """Start a background Prefect server and print the settings clients need."""
-    info = start_background(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
-    print(f"Prefect server at {info['url']} (log {info['log']})\n{_started_lines(info)}")
+    info = start_background(cfg.port or DEFAULT_PORT, cfg.host, cfg.home, ui=cfg.ui)
+    print(f"Prefect server at {info['url']} (pid {info['pid']}, log {info['log']})\n{_started_lines(info)}")
 
 
-def _stopped_line(info: dict | None) -> str:
+def _none_line(home: str | Path | None, port: int | None) -> str:
+    """What status and stop print when they find no server: where they looked."""
+    return (f"no server running (none recorded in PREFECT_HOME {server_home(home)}, none answering on port "
+            f"{default_port() if port is None else port})")
+
+
+def _stopped_line(info: dict | None, home: str | Path | None = None, port: int | None = None) -> str:
     if info is None:
-        return "no server running"
+        return _none_line(home, port)
     how = "" if info.get("recorded", True) else " (not recorded in PREFECT_HOME: found by its port)"
     return f"stopped the Prefect server at {info['url']} (pid {info['pid']}){how}"
 
 
-def stop(cfg: Any = None) -> None:
-    """Stop the background Prefect server."""
-    print(_stopped_line(stop_background()))
+def stop(cfg: ServerLookupConfig | None = None) -> int:
+    """Stop the background Prefect server (status 0, also when none runs)."""
+    cfg = cfg or ServerLookupConfig()
+    print(_stopped_line(stop_background(cfg.home, port=cfg.port), cfg.home, cfg.port))
+    return 0
 
 
-def status(cfg: Any = None) -> None:
-    """Show the background Prefect server, if any."""
-    info = server_status()
-    print(json.dumps(info, indent=2) if info else "not running")
+def status(cfg: ServerLookupConfig | None = None) -> int:
+    """Show the Prefect server recorded in PREFECT_HOME, else one answering on the port (one line of
+    JSON); with none, say where it looked and exit with status 1."""
+    cfg = cfg or ServerLookupConfig()
+    info = server_status(cfg.home, cfg.port)
+    print(_none_line(cfg.home, cfg.port) if info is None else json.dumps(info))
+    return 0 if info is not None else 1
 
 
 def server_action(cfg: ServerActionConfig) -> int:
-    """Start, stop or show a local Prefect server, or run one in the foreground."""
+    """Start, stop or show a local Prefect server, or run one in the foreground (the same
+    commands as ``rmtl server start/stop/status``)."""
     if cfg.action == "run":
-        return run_foreground(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
+        return run_foreground(cfg.port or DEFAULT_PORT, cfg.host, cfg.home, ui=cfg.ui)
     if cfg.action == "start":
-        info = start_background(cfg.port, cfg.host, cfg.home, ui=cfg.ui)
-        print(f"Prefect server running: pid {info['pid']}, log {info['log']}\n{_started_lines(info)}")
+        start(cfg)
         return 0
-    port = None if cfg.port == DEFAULT_PORT else cfg.port  # default: that of PREFECT_API_URL, else 4200
-    if cfg.action == "stop":
-        print(_stopped_line(stop_background(cfg.home, port=port)))
-        return 0
-    info = server_status(cfg.home, port)
-    print("no server running" if info is None else json.dumps(info))
-    return 0 if info is not None else 1
+    lookup = ServerLookupConfig(port=cfg.port, home=cfg.home)
+    return stop(lookup) if cfg.action == "stop" else status(lookup)
 
 
 STANDALONE = Command("flows.server:ServerActionConfig", "flows.server:server_action",

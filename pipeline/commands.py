@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Callable
 
-from pipeline.stores.questions import StoreQuestion, prompt_set_of
+from pipeline.stores.questions import StoreQuestion
 from rmtl.errors import ConfigError, StoreError
 from rmtl.provenance import portable_values
 
@@ -30,8 +30,8 @@ if TYPE_CHECKING:  # the step modules load only when their command runs
     from pipeline.jobs.embed import EmbedConfig
     from pipeline.jobs.embed_text import EmbedTextConfig
     from pipeline.jobs.gate_set import GateSetConfig
-    from pipeline.jobs.render_and_embed import RewardQualityConfig
-    from pipeline.qualify.report import QualifyConfig
+    from pipeline.jobs.reward_quality import RewardQualityConfig
+    from pipeline.qualify.step import QualifyConfig
 
 
 def _out_dir(cfg: StoreQuestion) -> Path | None:
@@ -97,10 +97,9 @@ def stores_first(run_it: Callable[[Any], None]) -> Callable[[Any], None]:
 @stores_first
 def embed(cfg: EmbedConfig) -> None:
     """Embed a store's rows not yet embedded by a model, and the prompts' text (no rendering)."""
-    from pipeline.jobs.embed import embed_store
-    from rmtl.vlm import load_vlm
+    from pipeline.jobs.embed import run
 
-    res = embed_store(cfg.store, load_vlm(cfg.model), batch_size=cfg.batch_size)
+    res = run(cfg)
     copied = f" ({res.rows_copied} copied from {res.copied_from}: same image tower)" if res.rows_copied else ""
     print(f"store {res.store}: embedded {res.rows_embedded} rows{copied}; {res.rows_total} rows have "
                f"embeddings of {res.model_id}")
@@ -109,20 +108,19 @@ def embed(cfg: EmbedConfig) -> None:
 @stores_first
 def embed_text(cfg: EmbedTextConfig) -> None:
     """Store the text embeddings of prompt sets: the text tower only, no frame read, no image encoded."""
-    from pipeline.jobs.embed_text import embed_text as run
-    from rmtl.reward.prompt_sets import load_prompt_sets
+    from pipeline.jobs.embed_text import run
 
-    for r in run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, device=cfg.device):
+    for r in run(cfg):
         print(f"{r.store}: prompt set {r.prompt_set} ({r.prompt_set_id}), {r.texts} texts of {r.model_id}")
 
 
 @stores_first
 def query(cfg: QueryConfig) -> None:
     """Reward-quality questions over a store: tables, JSON and PNG plots."""
-    from pipeline.analyses.query import run_queries
+    from pipeline.analyses.query import run
 
-    run_queries(cfg.store, cfg.model, out_dir=_out_dir(cfg), alpha=cfg.alpha, radii=list(cfg.radii),
-                holdout=cfg.holdout, prompts=prompt_set_of(cfg.prompts))
+    _out_dir(cfg)  # checked before the step loads the store
+    run(cfg)  # prints its tables
 
 
 @stores_first
@@ -148,19 +146,20 @@ def per_view(cfg: PerViewConfig) -> None:
 @stores_first
 def return_ranking(cfg: ReturnRankingConfig) -> None:
     """ROC AUC of successful vs failed episodes for each reward variant's shaped return, from stored embeddings."""
-    from pipeline.analyses.return_ranking import return_ranking as run
+    from pipeline.analyses.return_ranking import run
 
-    res = run(cfg.store, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg), bounds=cfg.bounds)
+    _out_dir(cfg)  # checked before the step loads the store
+    res = run(cfg)
     print("\n".join(f"wrote {p}" for p in res["files"].values()))
 
 
 @stores_first
 def diagnose_rollouts(cfg: DiagnoseRolloutsConfig) -> None:
     """A policy's own rollouts: VLM vs dense reward along them, what it does (PNG montage), whether it games the reward."""
-    from pipeline.analyses.rollout_diagnosis import diagnose_rollouts as run
+    from pipeline.analyses.rollout_diagnosis import run
 
-    res = run(cfg.store, cfg.reference, cfg.model, list(cfg.variants), out_dir=_out_dir(cfg),
-              montage_episodes=cfg.episodes, montage_view=cfg.view)
+    _out_dir(cfg)  # checked before the step loads the store
+    res = run(cfg)
     print("\n".join(f"wrote {p}" for p in res["files"].values()))
 
 
@@ -168,10 +167,10 @@ def diagnose_rollouts(cfg: DiagnoseRolloutsConfig) -> None:
 def prompt_study(cfg: PromptStudyConfig) -> None:
     """Rank prompt sets on one store from stored embeddings: within-phase ranks, right prompt, spreads,
     success-vs-failure AUCs, flatness against the single prompt (table, JSON, CSV, PNG)."""
-    from pipeline.analyses.prompt_study import prompt_study as run
-    from rmtl.reward.prompt_sets import load_prompt_sets
+    from pipeline.analyses.prompt_study import run
 
-    run(cfg.store, load_prompt_sets(cfg.prompts), cfg.model, alpha=cfg.alpha, out_dir=_out_dir(cfg), bounds=cfg.bounds)
+    _out_dir(cfg)  # checked before the step loads the store
+    run(cfg)  # prints its table
 
 
 def bc_labels(cfg: BCLabelsConfig) -> None:
@@ -190,24 +189,22 @@ def reward_quality(cfg: RewardQualityConfig) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from pipeline.jobs.gate_set import group_table, grouped_quality  # sources: noise levels, checkpoints
-    from pipeline.jobs.render_and_embed import quality_summary
+    from pipeline.jobs.gate_set import group_table
+    from pipeline.jobs.reward_quality import run
     from rmtl.console import check_output_file
     from rmtl.tasks import get_task
 
     out = Path(cfg.out) if cfg.out else None
     if out is not None:
         check_output_file(out, "--out")
-    pset = prompt_set_of(cfg.prompts)
-    m, r = quality_summary(cfg.store, cfg.model, cfg.alpha, pset), quality_summary(cfg.store, cfg.against, cfg.alpha, pset)
-    task = get_task()
-    gates = task.gate_report(m, r)
+    res = run(cfg)
+    m, r, gates = res["model"], res["against"], res["gates"]
     table = Table(title=f"{cfg.store}: within-phase reward quality, multi-view mean, alpha {cfg.alpha}")
     for col in ("metric", "target", cfg.model, cfg.against):
         table.add_column(col)
     for key in ("approach_spearman", "approach_spread", "align_spearman", "align_spread", "grasp_auc",
                 "grasp_spread", "right_prompt_accuracy", "step_variation"):
-        table.add_row(key, str(task.quality_gates.get(key, "")), f"{m['mean'][key]:.4g}", f"{r['mean'][key]:.4g}")
+        table.add_row(key, str(get_task().quality_gates.get(key, "")), f"{m['mean'][key]:.4g}", f"{r['mean'][key]:.4g}")
     for name in m["goal_baseline_cosine"]:
         table.add_row(f"{name} goal-baseline cosine", "", f"{m['goal_baseline_cosine'][name]:.3f}",
                       f"{r['goal_baseline_cosine'][name]:.3f}")
@@ -215,14 +212,11 @@ def reward_quality(cfg: RewardQualityConfig) -> None:
     console.print(table)
     for name, ok in gates.items():
         console.print(f"{'PASS' if ok else 'FAIL'}  {name}")
-    groups = grouped_quality(cfg.store, cfg.model, cfg.alpha, pset)
-    if len(groups) > 1:
-        console.print(group_table(cfg.store, groups, cfg.model))
+    if len(res["groups"]) > 1:
+        console.print(group_table(cfg.store, res["groups"], cfg.model))
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(portable_values({"store": cfg.store, "model": m, "against": r, "gates": gates,
-                                                  "groups": groups}),
-                                  indent=2, default=str))
+        out.write_text(json.dumps(portable_values(res), indent=2, default=str))
         print(f"wrote {out}")
 
 
@@ -230,25 +224,20 @@ def gate_set(cfg: GateSetConfig) -> None:
     """Off-expert gate set: noisy experts and learner checkpoints rendered and embedded; within-phase ranks per source."""
     from rich.console import Console
 
-    from pipeline.jobs.gate_set import build_gate_set, gate_set_configs, group_table, grouped_quality
+    from pipeline.jobs.gate_set import group_table, run
 
-    configs = gate_set_configs(Path(cfg.out), checkpoints=[Path(c) for c in cfg.checkpoint],
-                               noise_levels=cfg.noise_levels, episodes=cfg.episodes, model=cfg.model, seed=cfg.seed,
-                               resolution=cfg.resolution, workers=cfg.workers)
-    build_gate_set(configs, against=None if (cfg.against or "none").lower() == "none" else cfg.against)
-    for c in configs:
-        Console().print(group_table(c.store_path(), grouped_quality(c.store_path(), cfg.model, cfg.alpha), cfg.model))
-        print(f"wrote {c.store_path()}")
+    for store, groups in run(cfg):
+        Console().print(group_table(store, groups, cfg.model))
+        print(f"wrote {store}")
 
 
 @stores_first
 def export_minari(cfg: ExportMinariConfig) -> None:
     """Write a store's episodes as a Minari dataset (observations, actions, rewards, terminations,
     truncations; infos: rule phase, BC label, VLM score) under $MINARI_DATASETS_PATH."""
-    from pipeline.export.minari_export import export_minari as run
+    from pipeline.export.minari_export import run
 
-    res = run(cfg.store, cfg.name, prompts=cfg.prompts, model=cfg.model, reward=cfg.reward, alpha=cfg.alpha,
-              env_reward=cfg.env_reward, overwrite=cfg.overwrite, data_dir=cfg.data_dir)
+    res = run(cfg)
     print(f"wrote Minari dataset {res['dataset_id']} ({res['episodes']} episodes, {res['steps']} steps) at "
                f"{res['path']}; load it with MINARI_DATASETS_PATH={res['root']} and "
                f"minari.load_dataset({res['dataset_id']!r})")
@@ -258,13 +247,12 @@ def export_minari(cfg: ExportMinariConfig) -> None:
 def export_lerobot(cfg: ExportLeRobotConfig) -> None:
     """Write a store's episodes as a LeRobot v3.0 dataset: Parquet frames (state, action, env and VLM rewards),
     one MP4 per camera, metadata (pipeline.export.lerobot_export)."""
-    from pipeline.export.lerobot_export import export_lerobot as run
+    from pipeline.export.lerobot_export import run
     from rmtl.console import check_output_dir
 
     if cfg.out is not None:
         check_output_dir(Path(cfg.out), "--out")
-    res = run(cfg.store, cfg.out, prompts=cfg.prompts, model=cfg.model, alpha=cfg.alpha, overwrite=cfg.overwrite,
-              data_dir=cfg.data_dir)
+    res = run(cfg)
     print(f"wrote LeRobot v3.0 dataset {res['path']} ({res['episodes']} episodes, {res['frames']} frames, "
                f"{res['cameras']} camera videos; VLM reward of prompt set {res['prompt_set']['name']} by "
                f"{res['model_id']} in next.reward_vlm)")
@@ -274,10 +262,10 @@ def export_lerobot(cfg: ExportLeRobotConfig) -> None:
 
 def qualify(cfg: QualifyConfig) -> None:
     """Will this scorer teach? Quality metrics on the qualification set, the battery and the learnability map's verdict."""
-    from pipeline.qualify import format_report, qualify as run
+    from pipeline.qualify import format_compare, format_report
+    from pipeline.qualify.step import run
     from rmtl.provenance import data_dir
 
-    reward = {**cfg.reward_config, "kind": cfg.reward} if cfg.reward is not None else None
     if cfg.reward is None and cfg.reward_config:
         raise ConfigError("reward_config is set but --reward is not; name the kind with --reward KIND")
     if cfg.model is not None:
@@ -286,17 +274,14 @@ def qualify(cfg: QualifyConfig) -> None:
         parse_spec(cfg.model)
     root = data_dir()
     out = Path(cfg.out) if cfg.out else root / "qualification" / "reports"
-    if cfg.compare:
-        from pipeline.qualify import compare, format_compare
+    from rmtl.outputs import check_writable_into
 
-        if cfg.model is None or cfg.vlm_micro_tasks:
-            raise ConfigError("--compare ranks reward configurations of one VLM: give --model M (and no --vlm-micro-tasks)")
-        ranked = compare(cfg.model, list(cfg.variants), out, families_file=cfg.families, small=cfg.small,
-                         data_dir=root, seed=cfg.seed, map_file=Path(cfg.map) if cfg.map else None)
-        print(format_compare(ranked))
-        print("\n".join(f"wrote {p}" for p in ranked["files"].values()))
-        return
-    report = run(model=cfg.model, reward=reward, families_file=cfg.families, small=cfg.small, out_dir=out,
-                 data_dir=root, seed=cfg.seed, vlm_micro_tasks=cfg.vlm_micro_tasks,
-                 map_file=Path(cfg.map) if cfg.map else None, variant=cfg.variant)
-    print(format_report(report))
+    check_writable_into(out, own=(), writes="the qualification report")  # not a store, a cache, a run, an export
+    if cfg.compare and (cfg.model is None or cfg.vlm_micro_tasks):
+        raise ConfigError("--compare ranks reward configurations of one VLM: give --model M (and no --vlm-micro-tasks)")
+    result = run(cfg, out, root)
+    if cfg.compare:
+        print(format_compare(result))
+        print("\n".join(f"wrote {p}" for p in result["files"].values()))
+    else:
+        print(format_report(result))

@@ -6,26 +6,40 @@ cache or records, a Stage-1 or Stage-2 run, a reward model or a ``train-reward-v
 export, a file, a folder of other files), reading a few small files only (no Zarr, no torch).
 The checks built on it:
 
+- :func:`write_manifest`: an export records, when it writes its dataset, what it wrote: the kind,
+  the command, and every file (relative path, size, modification time, SHA-256) in its manifest,
+  :data:`MARKER`, at the dataset's top;
 - :func:`check_replaceable`: ``--overwrite`` of an export may replace only an export of the same
-  kind that this project wrote (its marker file :data:`MARKER`, or the layout of an export written
-  before the marker existed); anything else is refused in one line naming what is there;
-- :func:`check_writable_into`: a command that writes into a folder (a run, a model) may use an
-  empty or new folder, a folder of its own kind, or a folder of other files; never a store, a
-  cache, an export, a model or a run of another kind.
+  kind that this project wrote, and only while the folder holds exactly what its manifest lists
+  (an export written before manifests: only the files of its layout); a folder that holds anything
+  else (a file the export did not write, a listed file that changed, a store, a run, a model or a
+  cache at any depth) is refused in one line naming the first such path;
+- :func:`check_writable_into`: a command that writes into a folder (a run, a model, a report) may
+  use an empty or new folder, a folder of its own kind, or a folder of other files; never a store,
+  a cache, an export, a model or a run of another kind, nor a place inside a store, a cache or an
+  export.
 """
 
 from __future__ import annotations
 
+import datetime
+import fnmatch
+import hashlib
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable
 
 from rmtl.errors import ConfigError
 
 MARKER = ".rmtl-output.json"
-"""The file an export writes at its top: ``{"kind": "lerobot"|"minari", "written_by": ...}``."""
+"""The manifest an export writes at its top: ``{"kind": "lerobot"|"minari", "written_by", "command",
+"written_at", "manifest": 1, "files": {relative path: {"size", "mtime_ns", "sha256"}}, ...}``. Exports
+written before manifests have ``kind`` and ``written_by`` only (or no marker at all)."""
+
+MANIFEST_VERSION = 1
+"""The manifest's ``manifest`` field: the version of its ``files`` record."""
 
 EXPORT_NAMES = {"lerobot": "LeRobot dataset", "minari": "Minari dataset"}
 """Export kinds and how messages name them."""
@@ -42,6 +56,16 @@ _MODEL_FILES = ("open_clip_config.json", "open_clip_model.safetensors", "open_cl
 _VLM_RUN_FILES = ("checkpoint.pt", "caption_bank.pt", "train_log.csv")
 _EXPORT_LAYOUT = {"lerobot": {"meta", "data", "videos", MARKER}, "minari": {"data", MARKER}}
 """The top-level entries of an export: a folder with anything else is not only an export."""
+_LEGACY_FILES = {
+    "lerobot": ("meta/info.json", "meta/stats.json", "meta/tasks.parquet", "meta/episodes/chunk-*/file-*.parquet",
+                "data/chunk-*/file-*.parquet", "videos/observation.images.*/chunk-*/file-*.mp4"),
+    "minari": ("data/metadata.json", "data/main_data.hdf5", "data/episode_id=*"),
+}
+"""The files an export written before manifests can hold (paths relative to its top, fnmatch patterns):
+what ``--overwrite`` may delete of one; anything else in it is refused."""
+_HELD = ("store", "zarr", "beside-store", "stage1-run", "stage2-run", "vlm-run", "model", "export:lerobot",
+         "export:minari")
+"""Kinds that, found anywhere inside an output, make replacing the output refused."""
 
 
 def _json(path: Path) -> Any:
@@ -69,20 +93,34 @@ def _enclosing_store(path: Path) -> Path | None:
     return None
 
 
+def _manifest(path: Path) -> dict[str, Any] | None:
+    """The export manifest at ``path`` (its marker with a ``files`` record), else None."""
+    marker = _json(path / MARKER)
+    if isinstance(marker, dict) and marker.get("kind") in EXPORT_NAMES and isinstance(marker.get("files"), dict):
+        return marker
+    return None
+
+
+def _legacy_kind(path: Path) -> str | None:
+    """The kind of an export written before the marker existed: its layout and record, and no other
+    top-level entries; None otherwise."""
+    info = _json(path / "meta" / "info.json")
+    if isinstance(info, dict) and isinstance(info.get("rmtl"), dict) and "codebase_version" in info:
+        return "lerobot" if {c.name for c in path.iterdir()} <= _EXPORT_LAYOUT["lerobot"] else None
+    meta = _json(path / "data" / "metadata.json")
+    if isinstance(meta, dict) and "rmtl" in (meta.get("author") or ()) and "dataset_id" in meta:
+        return "minari" if {c.name for c in path.iterdir()} <= _EXPORT_LAYOUT["minari"] else None
+    return None
+
+
 def _export_kind(path: Path) -> str | None:
     """The kind of an export this project wrote at ``path`` (its marker; or, written before the
-    marker, the layout and record of one), else None."""
+    marker, the layout and record of one), else None. Whether the folder still holds only what the
+    export wrote is :func:`check_replaceable`'s question."""
     marker = _json(path / MARKER)
     if isinstance(marker, dict) and marker.get("kind") in EXPORT_NAMES:
         return str(marker["kind"])
-    entries = {c.name for c in path.iterdir()}
-    info = _json(path / "meta" / "info.json")
-    if isinstance(info, dict) and isinstance(info.get("rmtl"), dict) and "codebase_version" in info:
-        return "lerobot" if entries <= _EXPORT_LAYOUT["lerobot"] else None
-    meta = _json(path / "data" / "metadata.json")
-    if isinstance(meta, dict) and "rmtl" in (meta.get("author") or ()) and "dataset_id" in meta:
-        return "minari" if entries <= _EXPORT_LAYOUT["minari"] else None
-    return None
+    return _legacy_kind(path)
 
 
 def _names(path: Path, limit: int = 3) -> str:
@@ -102,12 +140,19 @@ def what_is(path: str | os.PathLike[str]) -> tuple[str, str] | None:
         return None
     if not p.is_dir():
         return "file", "a file"
-    zarr = _zarr_root(p)
-    if zarr == "store":
+    if _zarr_root(p) == "store":
         return "store", "a dataset store"
     outer = _enclosing_store(p)
     if outer is not None:
         return "store-node", f"a folder inside the dataset store {outer}"
+    return _what_dir(p)
+
+
+def _what_dir(p: Path) -> tuple[str, str] | None:
+    """:func:`what_is` of a directory that lies in no store."""
+    zarr = _zarr_root(p)
+    if zarr == "store":
+        return "store", "a dataset store"
     if zarr == "zarr":
         return "zarr", "a Zarr store (not written by rmtl)"
     for suffix, what in _BESIDE.items():
@@ -138,64 +183,190 @@ def what_is(path: str | os.PathLike[str]) -> tuple[str, str] | None:
     return "folder", f"a folder of other files ({_names(p)}){held}"
 
 
-def _inside_store(target: Path, what: str, fix: str) -> None:
+def _inside_owned(target: Path, what: str, fix: str) -> None:
+    """One line if ``target`` lies inside a dataset store, a store's cache or records, or an export:
+    nothing is written into what another command owns."""
     outer = _enclosing_store(target)
     if outer is not None:
         raise ConfigError(f"{what} {target} lies inside the dataset store {outer}; nothing is written into a store: {fix}")
+    for parent in target.parents:
+        owner = None
+        for suffix, desc in _BESIDE.items():
+            if parent.name.endswith(suffix) and _zarr_root(parent.with_name(parent.name[: -len(suffix)])) == "store":
+                owner = f"{desc} of the dataset store {parent.with_name(parent.name[: -len(suffix)])}"
+        kind = _export_kind(parent) if owner is None and parent.is_dir() else None
+        if kind is not None:
+            owner = f"a {EXPORT_NAMES[kind]} exported by rmtl ({parent})"
+        if owner is not None:
+            raise ConfigError(f"{what} {target} lies inside {owner}; nothing is written into it: {fix}")
 
 
-def _contained(path: Path, depth: int = 3) -> str | None:
-    """A dataset store, run or model inside ``path`` (a few levels down), described; None if none."""
-    frontier = [path]
-    for _ in range(depth):
-        nxt = []
-        for d in frontier:
-            try:
-                children = [c for c in d.iterdir() if c.is_dir() and not c.is_symlink()]
-            except OSError:
+def _walk(path: Path) -> Iterator[tuple[Path, list[str], list[str]]]:
+    """``os.walk`` of ``path`` in sorted order, symbolic links not followed."""
+    for top, dirs, files in os.walk(path, followlinks=False):
+        dirs.sort()
+        yield Path(top), dirs, sorted(files)
+
+
+def _contained(path: Path) -> str | None:
+    """A dataset store, a store's cache, a run, a model or an export anywhere inside ``path`` (at any
+    depth), described; None if none."""
+    for top, dirs, _ in _walk(path):
+        for name in list(dirs):
+            c = top / name
+            if c.is_symlink():
                 continue
-            for c in children:
-                found = what_is(c)
-                if found and found[0] in ("store", "zarr", "stage1-run", "stage2-run", "vlm-run", "model"):
-                    return f"{found[1]} at {c}"
-                nxt.append(c)
-        frontier = nxt
+            try:
+                found = _what_dir(c)
+            except OSError:  # unreadable: the walk does not enter it either
+                continue
+            if found and found[0] in _HELD:
+                return f"{found[1]} at {c}"
+    return None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _file_record(path: Path) -> dict[str, Any]:
+    st = path.stat()
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": _sha256(path)}
+
+
+def _command_line(default: str) -> str:
+    """The command line of this process when it is ``rmtl ...`` (else ``default``)."""
+    import shlex
+    import sys
+
+    argv0 = Path(sys.argv[0] if sys.argv else "")
+    if argv0.name == "rmtl" or (argv0.name == "__main__.py" and argv0.parent.name == "rmtl"):
+        return shlex.join(["rmtl", *sys.argv[1:]])
+    return default
+
+
+def write_manifest(folder: str | os.PathLike[str], kind: str, **record: Any) -> dict[str, Any]:
+    """Record in ``folder``'s manifest (:data:`MARKER`) what an export of ``kind`` wrote there: every file
+    under it (relative path, size, modification time, SHA-256), the kind and the command; written last,
+    when the dataset is whole and before it is swapped in. Returns the manifest."""
+    root = Path(folder)
+    files: dict[str, dict[str, Any]] = {}
+    for top, _, names in _walk(root):
+        for name in names:
+            p = top / name
+            rel = p.relative_to(root).as_posix()
+            if rel != MARKER and not p.is_symlink():
+                files[rel] = _file_record(p)
+    written_by = f"rmtl export {kind}"
+    manifest = {"kind": kind, "written_by": written_by, "command": _command_line(written_by), **record,
+                "written_at": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "manifest": MANIFEST_VERSION, "files": files}
+    (root / MARKER).write_text(json.dumps(manifest, indent=1, default=str) + "\n")
+    return manifest
+
+
+def _allowed_dirs(files: Iterable[str]) -> set[str]:
+    dirs: set[str] = set()
+    for rel in files:
+        parts = rel.split("/")[:-1]
+        dirs.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+    return dirs
+
+
+def _changed(path: Path, rec: Any) -> str | None:
+    """Why the file at ``path`` is not the one its manifest record describes; None when it is."""
+    if not isinstance(rec, dict):
+        return "its manifest record is damaged"
+    st = path.stat()
+    if st.st_size != rec.get("size"):
+        return f"{st.st_size} bytes, not the {rec.get('size')} its manifest records"
+    if st.st_mtime_ns == rec.get("mtime_ns"):
+        return None  # same size and time: unchanged (as rsync and make judge)
+    if _sha256(path) != rec.get("sha256"):
+        return "its content differs from the checksum its manifest records"
+    return None
+
+
+def _foreign(path: Path, kind: str) -> tuple[Path, str] | None:
+    """The first path in the export at ``path`` that ``--overwrite`` must not delete, and why: one its
+    manifest does not list (or, without a manifest, no file of an export's layout), a listed file that
+    changed, a symbolic link; None when the folder holds only what the export wrote."""
+    name = EXPORT_NAMES[kind]
+    manifest = _manifest(path)
+    files = manifest["files"] if manifest is not None else None
+    dirs = _allowed_dirs(files) if files is not None else None
+    unlisted = (f"which the {name} export there did not write (its manifest, {MARKER}, does not list it)"
+                if files is not None else
+                f"which is no part of a {name} export (written before exports kept a manifest: its known files only)")
+    link = f"a symbolic link, which the {name} export there did not write"
+    for top, subdirs, names in _walk(path):
+        for entry in sorted([*subdirs, *names]):  # the first offending path in name order, level by level
+            p = top / entry
+            rel = p.relative_to(path).as_posix()
+            if rel == MARKER:
+                continue
+            if p.is_symlink():
+                return p, link
+            if entry in subdirs:
+                if dirs is not None and rel not in dirs:
+                    return p, unlisted
+                continue
+            if files is None:
+                if not any(fnmatch.fnmatch(rel, pat) for pat in _LEGACY_FILES[kind]):
+                    return p, unlisted
+                continue
+            if rel not in files:
+                return p, unlisted
+            why = _changed(p, files[rel])
+            if why is not None:
+                return p, f"changed since the {name} export there wrote it ({why})"
     return None
 
 
 def check_replaceable(target: str | os.PathLike[str], kind: str, *, overwrite: bool, what: str = "--out",
                       fix: str = "choose another --out") -> bool:
     """Before an export of ``kind`` ('lerobot', 'minari') writes ``target``: whether an earlier export
-    is there to replace. One-line ConfigError if ``target`` is (or lies in) anything else, or if it is
-    an earlier export and ``overwrite`` is off."""
+    is there to replace. One-line ConfigError if ``target`` is (or lies in) anything else; if it is an
+    earlier export that holds a store, a run, a model, a cache or another export at any depth, anything
+    its manifest does not list, or a listed file that changed; or if it is an earlier export and
+    ``overwrite`` is off."""
     name = EXPORT_NAMES[kind]
     p = Path(target).expanduser().absolute()
-    _inside_store(p, what, fix)
+    _inside_owned(p, what, fix)
     found = what_is(p)
     if found is None:
         return False
-    if found[0] == f"export:{kind}":
-        inside = _contained(p)
-        if inside is not None:
-            raise ConfigError(f"{what} {p} is {found[1]} that now also holds {inside}; --overwrite would delete it: "
-                              f"move it out first, or {fix}")
-        if not overwrite:
-            raise ConfigError(f"{p} already exists and is not empty ({found[1]}); {fix} or pass --overwrite to "
-                              f"replace it")
-        return True
-    raise ConfigError(f"{what} {p} is {found[1]}, not a {name} exported by rmtl; an export replaces only an earlier "
-                      f"export of its own (--overwrite never deletes anything else): {fix}")
+    if found[0] != f"export:{kind}":
+        raise ConfigError(f"{what} {p} is {found[1]}, not a {name} exported by rmtl; an export replaces only an "
+                          f"earlier export of its own (--overwrite never deletes anything else): {fix}")
+    inside = _contained(p)
+    if inside is not None:
+        raise ConfigError(f"{what} {p} is {found[1]} that now also holds {inside}; --overwrite would delete it: "
+                          f"move it out first, or {fix}")
+    foreign = _foreign(p, kind)
+    if foreign is not None:
+        raise ConfigError(f"{what} {p} holds {foreign[0]}, {foreign[1]}; --overwrite deletes only what an export "
+                          f"wrote, unchanged: move that out of the folder (or delete the folder yourself), or {fix}")
+    if not overwrite:
+        raise ConfigError(f"{p} already exists and is not empty ({found[1]}); {fix} or pass --overwrite to "
+                          f"replace it")
+    return True
 
 
 def check_writable_into(path: str | os.PathLike[str], own: Iterable[str], what: str = "--out",
                         writes: str = "the output", fix: str = "choose another --out") -> tuple[str, str] | None:
     """Before a command writes ``writes`` into the folder ``path``: what is there (None: nothing);
     kinds in ``own`` (and a folder of other files) are accepted, anything else this project
-    recognises is refused in one line."""
+    recognises is refused in one line, and so is a place inside a store, a store's cache or an export."""
     p = Path(path).expanduser().absolute()
     found = what_is(p)
+    if found is None or found[0] in own or found[0] == "folder":
+        _inside_owned(p, what, fix)
     if found is None:
-        _inside_store(p, what, fix)
         above = p.parent
         while not above.exists() and above != above.parent:
             above = above.parent
@@ -207,9 +378,3 @@ def check_writable_into(path: str | os.PathLike[str], own: Iterable[str], what: 
     if found[0] == "file":
         raise ConfigError(f"{what} {p} is a file, not a directory; {fix}")
     raise ConfigError(f"{what} {p} is {found[1]}; {writes} is never written into it: {fix}")
-
-
-def write_marker(folder: str | os.PathLike[str], kind: str, **record: Any) -> None:
-    """Mark ``folder`` as an export of ``kind`` written by rmtl (:data:`MARKER`)."""
-    (Path(folder) / MARKER).write_text(json.dumps({"kind": kind, "written_by": f"rmtl export {kind}", **record},
-                                                  indent=1, default=str) + "\n")

@@ -141,15 +141,16 @@ def test_a_killed_overwrite_keeps_the_old_dataset(store, tmp_path):
     src = _copy_store(store, tmp_path)
     out = tmp_path / "out" / "ds"
     assert rmtl(tmp_path, "export", "lerobot", src, "--out", out).returncode == 0
-    (out / "old-marker").write_text("the earlier export")
     old = digest(out)
+    old_file = (out / "meta" / "info.json").stat().st_ino  # the new export's is another file (written beside it)
     p = _start(tmp_path, "export", "lerobot", src, "--out", out, "--overwrite")
     _stop_when_staging_appears(p, out.parent / f".ds.staging-{p.pid}", signal.SIGKILL)
     assert p.returncode == -signal.SIGKILL and digest(out) == old
+    assert (out / "meta" / "info.json").stat().st_ino == old_file
     assert store_verifies(tmp_path, src)
     r = rmtl(tmp_path, "export", "lerobot", src, "--out", out, "--overwrite")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert not (out / "old-marker").exists() and _lerobot_loads(out) > 0
+    assert (out / "meta" / "info.json").stat().st_ino != old_file and _lerobot_loads(out) > 0
     assert sorted(os.listdir(out.parent)) == ["ds"]
 
 

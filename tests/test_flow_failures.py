@@ -1,7 +1,11 @@
 """What a user is told when a flow or its inputs fail, each through the real command:
 
 - ``prefect deployment run ... --watch`` of a flow that fails prints the one-line reason
-  (``error: ...``) and the flow run's state message is that line (what the UI shows);
+  (``error: ...``) just before the run's end, with no engine traceback, and the flow run's state
+  message is that line (what the UI shows);
+- through the deployment, a Dask scheduler whose only worker was SIGKILLed mid-render: the wait
+  is a line of the flow run's log and the message of its Running state, and the stop after the
+  stated timeout the Failed state's message;
 - ``rmtl render-and-embed --prefect`` prints absolute paths and writes a ``last_summary.json``
   that strict JSON readers take (``null``, never ``NaN``);
 - ``--dask-address`` of a scheduler with no workers says within seconds that it waits, and
@@ -45,43 +49,129 @@ def _no_nan(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
+@pytest.fixture(scope="module")
+def served(prefect_server, tmp_path_factory):
+    """``python -m flows.serve`` of alpha-sweep and render-and-embed on the session's server, under a
+    deployment name of this module's own; (environment, deployment name, API URL)."""
+    from types import SimpleNamespace
+
+    from conftest import _kill_tagged
+    from flows.local import deployment_exists
+
+    tmp = tmp_path_factory.mktemp("served")
+    tag = uuid.uuid4().hex
+    name = f"watch-{tag[:8]}"
+    env = prefect_client_env(prefect_server, tmp / "prefect", _env(tmp, tag))
+    with open(tmp / "serve.log", "wb") as log:
+        serve = subprocess.Popen([sys.executable, "-m", "flows.serve", "--flows", "alpha-sweep", "render-and-embed",
+                                  "--name", name], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not all(deployment_exists(prefect_server.url, f, name) for f in ("alpha-sweep", "render-and-embed")):
+            assert serve.poll() is None and time.monotonic() < deadline, (tmp / "serve.log").read_text()
+            time.sleep(1)
+        yield SimpleNamespace(env=env, name=name, url=prefect_server.url, log=tmp / "serve.log")
+    finally:
+        kill_group(serve, timeout=15)
+        leftovers = _kill_tagged(tag)
+    assert not leftovers, f"processes left running: {leftovers}"
+
+
+def _watch(served, flow: str, config: dict, cwd: Path, timeout: float = 300) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "prefect", "deployment", "run", f"{flow}/{served.name}", "--param",
+                             f"config={json.dumps(config)}", "--watch", "--watch-timeout", str(int(timeout - 30))],
+                            env={**served.env, "COLUMNS": "1000"}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, cwd=cwd, start_new_session=True)
+
+
+def _after_error_line(out: str, reason: str) -> list[str]:
+    """The lines --watch printed after the ``error: <reason>`` log line (which must be there)."""
+    lines = out.splitlines()
+    at = [i for i, ln in enumerate(lines) if f"error: {reason}" in ln]
+    assert at, out
+    return lines[at[0] + 1:]
+
+
+def _only_the_end(after: list[str], out: str) -> None:
+    """After the error line: state events, the engine's one-line "Finished in state Failed(...)" and
+    --watch's last line; no traceback, no other log line."""
+    assert after and after[-1] == "Flow run finished in state 'Failed'.", out
+    for ln in after[:-1]:
+        assert "prefect.flow-run." in ln or "prefect.task-run." in ln or "Finished in state Failed(" in ln, (ln, out)
+    assert "Traceback" not in out and "Engine execution exited" not in out and "Task run failed with" not in out, out
+
+
 @pytest.mark.slow
-def test_deployment_watch_shows_the_one_line_reason(prefect_server, tmp_path, kill_tagged):
-    """On the session's server, under a deployment name of this test's own."""
-    from flows.local import api, deployment_exists
+def test_deployment_watch_shows_the_one_line_reason(served, tmp_path):
+    """On the session's server: --watch shows the one-line reason just before the run's end, and no
+    engine traceback after it (Prefect's flow engine logs the exception of a Failed state it re-raises)."""
+    from flows.local import api
+
+    store = tmp_path / "nowhere.zarr"
+    watch = _watch(served, "alpha-sweep", {"store": str(store)}, tmp_path)
+    out, _ = watch.communicate(timeout=300)
+    assert watch.returncode == 1, out
+    assert out.splitlines()[0].startswith(f"Creating flow run for deployment 'alpha-sweep/{served.name}'"), out
+    reason = f"no dataset store at {store}"
+    _only_the_end(_after_error_line(out, reason), out)  # --watch printed the flow run's one-line reason, then its end
+    flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
+    state = api(served.url, f"/flow_runs/{flow_run_id}")["state"]
+    assert state["type"] == "FAILED" and state["message"].startswith(reason), state
+    assert "\n" not in state["message"] and "Traceback" not in state["message"]
+    print(f"\n--watch printed {len(out.splitlines())} lines")
+
+
+@pytest.mark.slow
+def test_deployment_dask_worker_lost_is_told_on_the_flow_run(served, tmp_path, kill_tagged):
+    """render-and-embed through the deployment, its only Dask worker SIGKILLed mid-render: the wait is a
+    line of the flow run's log (what --watch and the UI show) and the message of its Running state; the
+    stop after the stated timeout is the error line and the Failed state's message, with no traceback."""
+    from flows.local import api
+    from test_dask_worker_loss import _episodes, _scheduler, _sigkill_group, _worker
 
     tag = uuid.uuid4().hex
-    server = prefect_server
-    name = f"watch-{tag[:8]}"
-    serve = None
+    env = _env(tmp_path, tag)
+    store = tmp_path / "stores" / "deployed.zarr"
+    episodes = 24
+    procs: list[subprocess.Popen] = []
     try:
-        env = prefect_client_env(server, tmp_path / "prefect", _env(tmp_path, tag))
-        with open(tmp_path / "serve.log", "wb") as log:
-            serve = subprocess.Popen([sys.executable, "-m", "flows.serve", "--flow", "alpha-sweep", "--name", name],
-                                     env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        deadline = time.monotonic() + 240
-        while not deployment_exists(server.url, "alpha-sweep", name):
-            assert serve.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
-            time.sleep(1)
-        store = tmp_path / "nowhere.zarr"
-        run = subprocess.run([sys.executable, "-m", "prefect", "deployment", "run", f"alpha-sweep/{name}",
-                              "--param", f"config={json.dumps({'store': str(store)})}", "--watch",
-                              "--watch-timeout", "240"],
-                             env={**env, "COLUMNS": "400"}, capture_output=True, text=True, timeout=300, cwd=tmp_path)
-        out = run.stdout + run.stderr
-        assert run.returncode == 1, out
-        assert out.splitlines()[0].startswith(f"Creating flow run for deployment 'alpha-sweep/{name}'"), out
-        reason = f"no dataset store at {store}"
-        error_lines = [ln for ln in out.splitlines() if "error: " in ln]
-        assert error_lines and reason in error_lines[0], out  # --watch printed the flow run's one-line reason
+        sched, address = _scheduler(tmp_path, env)
+        procs.append(sched)
+        worker = _worker(tmp_path, env, address, "w0")
+        procs.append(worker)
+        config = {"store": str(store), "episodes": episodes, "views": ["wide_view"], "resolution": 64,
+                  "model": "rmtl-fetch-tiny@random", "dask_address": address, "dask_worker_wait_s": 6}
+        watch = _watch(served, "render-and-embed", config, tmp_path, timeout=420)
+        procs.append(watch)
+        deadline = time.monotonic() + 300
+        while len(_episodes(store)) < 2:
+            assert watch.poll() is None and time.monotonic() < deadline, \
+                watch.stdout.read() if watch.poll() is not None else "no episode after 300 s"
+            time.sleep(0.2)
+        assert len(_episodes(store)) < episodes, "every episode was rendered before the test could kill the worker"
+        _sigkill_group(worker)
+        out, _ = watch.communicate(timeout=300)
+        print(f"\n{out}")
+        assert watch.returncode == 1, out
+        kept = len(_episodes(store))
+        waiting = (f"waiting for a Dask worker: the scheduler at {address} has no worker left ({kept} of {episodes} "
+                   f"episodes are in {store}) (up to 6 s; start one with `dask worker {address}`)")
+        reason = (f"no Dask worker came back to the scheduler at {address} within 6 s after its last one left; "
+                  f"{kept} of {episodes} episodes are in {store}; start workers there")
+        assert any(ln.endswith(waiting) for ln in out.splitlines()), out  # a log line of the flow run, streamed
+        _only_the_end(_after_error_line(out, reason), out)
         flow_run_id = re.search(r"UUID: ([0-9a-f-]{36})", out).group(1)
-        state = api(server.url, f"/flow_runs/{flow_run_id}")["state"]
-        assert state["type"] == "FAILED" and state["message"].startswith(reason), state
-        assert "\n" not in state["message"] and "Traceback" not in state["message"]
+        state = api(served.url, f"/flow_runs/{flow_run_id}")["state"]
+        assert state["type"] == "FAILED" and state["message"].startswith(reason) and "\n" not in state["message"]
+        history = api(served.url, f"/flow_run_states/?flow_run_id={flow_run_id}")
+        assert any(s["type"] == "RUNNING" and s["message"] == waiting for s in history), history
+        logs = api(served.url, "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run_id]}}, "limit": 200})
+        assert any(lg["message"] == waiting and lg["level"] == 30 for lg in logs), [lg["message"] for lg in logs]
+        assert not any("Traceback" in lg["message"] for lg in logs), [lg["message"] for lg in logs]
     finally:
-        if serve is not None:
-            kill_group(serve, timeout=15)
+        for p in reversed(procs):
+            kill_group(p, timeout=10)
         leftovers = kill_tagged(tag)
     assert not leftovers, f"processes left running: {leftovers}"
 

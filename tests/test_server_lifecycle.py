@@ -64,8 +64,14 @@ def _wait_port_free(port: int, timeout: float = 20) -> bool:
     return False
 
 
-def _run(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(_server_cmd(*args), env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+def _run(args: list[str], env: dict, entry: tuple[str, ...] = ("-m", "flows.server")) -> subprocess.CompletedProcess:
+    """``python -m flows.server ARGS`` (or ``entry``: ``("-m", "rmtl", "server")``)."""
+    return subprocess.run([sys.executable, *entry, *args], env=env, capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+
+
+def _none_line(home: Path, port: int) -> str:
+    return f"no server running (none recorded in PREFECT_HOME {home}, none answering on port {port})"
 
 
 def _prefect_servers(tag: str) -> list[int]:
@@ -107,7 +113,7 @@ def test_run_stops_its_server_on_sigterm_and_status_finds_it(tmp_path, kill_tagg
         assert _wait_port_free(port), "the server still holds the port after its parent was stopped"
         assert not (home / STATE_FILE).exists()
         st = _run(["status", *common], env)
-        assert (st.returncode, st.stdout.splitlines()[0]) == (1, "no server running"), st
+        assert (st.returncode, st.stdout.splitlines()[0]) == (1, _none_line(home, port)), st
         assert not _prefect_servers(tag)
     finally:
         kill_group(proc, timeout=10)
@@ -138,7 +144,7 @@ def test_run_killed_takes_its_server_and_stop_ends_a_run(tmp_path, kill_tagged):
         proc.wait(10)
         assert _wait_port_free(port, 30), "the server outlived its SIGKILLed parent"
         st = _run(["status", *common], env)
-        assert (st.returncode, st.stdout.splitlines()[0]) == (1, "no server running"), st
+        assert (st.returncode, st.stdout.splitlines()[0]) == (1, _none_line(home, port)), st
     finally:
         kill_group(proc, timeout=10)
         leftovers = kill_tagged(tag)
@@ -161,7 +167,7 @@ def test_status_and_stop_find_an_unrecorded_server_by_its_port(tmp_path, kill_ta
         st = subprocess.run([sys.executable, "-m", "rmtl", "server", "status"], capture_output=True, text=True,
                             timeout=120, cwd=ROOT, env={**env, "PREFECT_API_URL": server.url,
                                                         "PREFECT_HOME": str(other_home)})
-        assert st.returncode == 0 and st.stdout.splitlines()[0] == "{", st
+        assert st.returncode == 0 and len(st.stdout.splitlines()) == 1, st  # one line of JSON, as flows.server's
         assert json.loads(st.stdout)["url"] == server.url
         st = _run(["stop", "--port", str(server.port), "--home", str(other_home)], env)
         assert st.returncode == 0, st
@@ -172,3 +178,72 @@ def test_status_and_stop_find_an_unrecorded_server_by_its_port(tmp_path, kill_ta
         server.stop()
         leftovers = kill_tagged(tag)
     assert not leftovers, f"processes left running: {leftovers}"
+
+
+ENTRY_POINTS = {"rmtl server": ("-m", "rmtl", "server"), "python -m flows.server": ("-m", "flows.server")}
+
+
+def _fake_server(home: Path) -> tuple[subprocess.Popen, object, str]:
+    """A server as ``status``/``stop`` see one, without Prefect: an HTTP endpoint answering
+    ``/api/health`` with 200, a process leading its own group, and the record ``start`` writes
+    into ``home``; (process, HTTP server, API URL)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Health(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's name
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"true")
+
+        def log_message(self, *args):
+            pass
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{http.server_address[1]}/api"
+    proc = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / STATE_FILE).write_text(json.dumps({"pid": proc.pid, "url": url, "log": None, "home": str(home),
+                                               "host": "127.0.0.1", "port": http.server_address[1]}))
+    return proc, http, url
+
+
+def test_status_and_stop_are_one_behaviour_in_both_entry_points(tmp_path):
+    """``rmtl server status/stop`` and ``python -m flows.server status/stop``: the same lines and exit
+    statuses (status with no server: 1), ``--port`` taken by both, an exported PREFECT_HOME honoured by
+    both (``--home`` wins over it)."""
+    port = free_port()
+    base = {**_env(tmp_path, uuid.uuid4().hex), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api"}
+    base.pop("PREFECT_HOME", None)
+    data_home = tmp_path / "data" / "prefect"
+    other = free_port()
+    for name, entry in ENTRY_POINTS.items():
+        # no server: where it looked (the data dir's home; the port of PREFECT_API_URL, or --port), status 1
+        st = _run(["status"], base, entry)
+        assert (st.returncode, st.stdout.strip(), st.stderr) == (1, _none_line(data_home, port), ""), (name, st)
+        st = _run(["status", "--port", str(other)], base, entry)
+        assert (st.returncode, st.stdout.strip()) == (1, _none_line(data_home, other)), (name, st)
+        st = _run(["stop", "--port", str(other)], base, entry)  # nothing to stop is no error
+        assert (st.returncode, st.stdout.strip(), st.stderr) == (0, _none_line(data_home, other), ""), (name, st)
+        # a server recorded in an exported PREFECT_HOME: found there, and stopped
+        home = tmp_path / f"home-{name.replace(' ', '_')}"
+        proc, http, url = _fake_server(home)
+        try:
+            env = {**base, "PREFECT_HOME": str(home)}
+            st = _run(["status"], env, entry)
+            assert st.returncode == 0 and len(st.stdout.splitlines()) == 1, (name, st)
+            info = json.loads(st.stdout)
+            assert (info["recorded"], info["pid"], info["url"], info["home"]) == (True, proc.pid, url, str(home))
+            st = _run(["status", "--home", str(tmp_path / "elsewhere")], env, entry)  # --home wins
+            assert (st.returncode, st.stdout.strip()) == (1, _none_line(tmp_path / "elsewhere", port)), (name, st)
+            st = _run(["stop"], env, entry)
+            assert (st.returncode, st.stdout.strip()) == (0, f"stopped the Prefect server at {url} (pid {proc.pid})"), \
+                (name, st)
+            assert proc.wait(20) is not None and not (home / STATE_FILE).exists()
+            st = _run(["status"], env, entry)
+            assert (st.returncode, st.stdout.strip()) == (1, _none_line(home, port)), (name, st)
+        finally:
+            proc.kill()
+            proc.wait(10)
+            http.shutdown()

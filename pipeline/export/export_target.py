@@ -5,10 +5,12 @@ Every export (LeRobot, Minari, any later one) goes through these helpers:
 - :func:`refuse_output_over_inputs`: the output path may not be, contain, or lie inside a
   store the export reads (resolved paths), checked before anything is deleted or written;
 - :func:`rmtl.outputs.check_replaceable`: what is already at the output may be replaced
-  (``--overwrite``) only if it is an export of the same kind that this project wrote, marked by
-  its ``.rmtl-output.json`` (:func:`rmtl.outputs.write_marker`, written into the staged dataset
-  before it is swapped in); a store, a cache, a run, a model, a file or a folder of other files
-  is refused in one line naming it;
+  (``--overwrite``) only if it is an export of the same kind that this project wrote and holds
+  exactly what its manifest, ``.rmtl-output.json``, lists (:func:`rmtl.outputs.write_manifest`,
+  written into the staged dataset before it is swapped in); a store, a cache, a run, a model, a
+  file, a folder of other files, or an export holding anything its manifest does not list (at any
+  depth) or a listed file that changed, is refused in one line naming it. The check runs again just
+  before the swap, so what was put there while the export was written is not deleted either;
 - :class:`StagedDirectory`: the dataset is written into a staging folder beside the target
   (same parent, ``.<name>.staging-<pid>``) and swapped in only once it is whole: the old
   dataset is renamed aside (``.<name>.old-<pid>``), the new one renamed in, the old one
@@ -22,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +79,11 @@ class StagedDirectory:
             staged.discard()               # a failed or interrupted export: the staging folder goes
     """
 
-    def __init__(self, target: str | os.PathLike[str]):
+    def __init__(self, target: str | os.PathLike[str], check: Callable[[], Any] | None = None):
         self.target = Path(target).absolute()
+        self.check = check
+        """Run again just before the swap (the export's output check): it raises if what is at the
+        target may no longer be replaced."""
         self.parent = self.target.parent
         self.path = self.parent / f".{self.target.name}.staging-{os.getpid()}"
         self.committed = False
@@ -127,6 +132,8 @@ class StagedDirectory:
         one and what is left of the staging folder."""
         from rmtl.interrupts import deferred_sigint
 
+        if self.check is not None:
+            self.check()
         aside = self.parent / f".{self.target.name}.old-{os.getpid()}"
         with deferred_sigint():  # Ctrl-C between the renames would leave no dataset under the target's name
             if self.target.exists():

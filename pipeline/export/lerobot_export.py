@@ -27,7 +27,7 @@ step), ``next.reward_vlm`` (the prompt set's shaped VLM reward, as the Minari ex
 
 The dataset is written in a staging folder beside ``out`` and swapped in whole; an ``out`` that
 is, contains or lies inside the store is refused (pipeline.export.export_target), and ``--overwrite`` replaces
-only an earlier LeRobot export of rmtl, marked by its ``.rmtl-output.json`` (rmtl.outputs).
+only an earlier LeRobot export of rmtl that holds just what its manifest, ``.rmtl-output.json``, lists (rmtl.outputs).
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ import tyro
 from pipeline.export.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
 from rmtl.config import Config
 from rmtl.errors import ConfigError, StoreError
-from rmtl.outputs import check_replaceable, write_marker
+from rmtl.outputs import check_replaceable, write_manifest
 from rmtl.provenance import portable_values
 from rmtl.reward.projection import DEFAULT_ALPHA
 from rmtl.reward.prompt_sets import PromptSet
@@ -180,10 +180,11 @@ def export_lerobot(store: Any, out: str | os.PathLike[str] | None = None, prompt
         root = Path(out) if out is not None else default_out(st.path, data_dir)
         refuse_output_over_inputs(root, [st.path])
         StagedDirectory.recover(root)  # what a killed export left: its staging folder, an old dataset set aside
-        # --overwrite replaces only an earlier LeRobot export of rmtl (its marker), never anything else
+        # --overwrite replaces only an earlier LeRobot export of rmtl holding just what its manifest lists
         existed = check_replaceable(root, "lerobot", overwrite=overwrite)
-        # Written beside the target and swapped in whole: a failure or a kill keeps the old dataset.
-        staged = StagedDirectory(root)
+        # Written beside the target and swapped in whole: a failure or a kill keeps the old dataset; the
+        # check runs again right before the swap.
+        staged = StagedDirectory(root, check=lambda: check_replaceable(root, "lerobot", overwrite=overwrite))
         try:
             eps = read_episodes(st, "be exported as a LeRobot dataset", pset, model, "vlm", alpha)
             staged.create()
@@ -294,7 +295,7 @@ def _write_dataset(av: Any, pd: Any, pa: Any, pq: Any, st: Any, eps: Any, staged
     (root / INFO_PATH).write_text(json.dumps(portable_values(doc), indent=4))
     keys = [k for k in features if k in ep_stats[0]]
     (root / STATS_PATH).write_text(json.dumps({k: _merge([s[k] for s in ep_stats]) for k in keys}, indent=4))
-    write_marker(root, "lerobot", store=portable_values(eps.path))  # what --overwrite may replace later
+    write_manifest(root, "lerobot", store=portable_values(eps.path))  # what --overwrite may replace later
     staged.commit()
     return {"path": str(staged.target), "episodes": n_eps, "frames": n_frames, "cameras": len(views),
             "model_id": eps.model_id, "prompt_set": pset.to_dict()}
@@ -322,3 +323,9 @@ class ExportLeRobotConfig(Config):
     """Replace a non-empty --out directory."""
     data_dir: str | None = None
     """Data directory (default $RMTL_DATA_DIR or ./data)."""
+
+
+def run(cfg: ExportLeRobotConfig) -> dict[str, Any]:
+    """The LeRobot export a config describes (:func:`export_lerobot`)."""
+    return export_lerobot(cfg.store, cfg.out, prompts=cfg.prompts, model=cfg.model, alpha=cfg.alpha,
+                          overwrite=cfg.overwrite, data_dir=cfg.data_dir)

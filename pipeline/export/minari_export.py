@@ -22,8 +22,8 @@ in), and the dataset gets:
 
 Datasets go under ``$MINARI_DATASETS_PATH``, by default ``<data-dir>/minari`` (docs/storage.md),
 written in a staging folder beside the dataset's and swapped in whole (pipeline.export.export_target);
-``--overwrite`` replaces only an earlier Minari export of rmtl, marked by its ``.rmtl-output.json``
-(rmtl.outputs), never a store or anything else that sits where the dataset would go.
+``--overwrite`` replaces only an earlier Minari export of rmtl that holds just what its manifest,
+``.rmtl-output.json``, lists (rmtl.outputs), never a store or anything else that sits where the dataset would go.
 Rows, episodes and rewards are read by pipeline.export.episode_rows (shared with the LeRobot export).
 """
 
@@ -41,7 +41,7 @@ import tyro
 from pipeline.export.export_target import StagedDirectory, interrupted_export, refuse_output_over_inputs
 from rmtl.config import Config
 from rmtl.errors import ConfigError
-from rmtl.outputs import check_replaceable, write_marker
+from rmtl.outputs import check_replaceable, write_manifest
 from rmtl.reward.projection import DEFAULT_ALPHA
 from rmtl.reward.prompt_sets import PromptSet
 
@@ -81,10 +81,13 @@ def export_minari(store: Any, name: str, prompts: PromptSet | str | os.PathLike[
                               fix="set MINARI_DATASETS_PATH (or --data-dir) to a folder outside {store}, or choose "
                                   "another --name")
     StagedDirectory.recover(target)  # what a killed export left: its staging folder, an old dataset set aside
-    # --overwrite replaces only an earlier Minari export of rmtl (its marker), never anything else
-    existed = check_replaceable(target, "minari", overwrite=overwrite, what=f"Minari dataset {ds_id} at",
-                                fix="choose another --name (or MINARI_DATASETS_PATH)")
-    staged = StagedDirectory(target)
+    # --overwrite replaces only an earlier Minari export of rmtl holding just what its manifest lists
+    def check() -> bool:
+        return check_replaceable(target, "minari", overwrite=overwrite, what=f"Minari dataset {ds_id} at",
+                                 fix="choose another --name (or MINARI_DATASETS_PATH)")
+
+    existed = check()
+    staged = StagedDirectory(target, check=check)  # checked again right before the swap
     try:
         episodes, steps, model_id = _write_dataset(store, ds_id, staged, pset, model, reward, alpha, env_reward)
     except KeyboardInterrupt:
@@ -150,7 +153,7 @@ def _write_dataset(store: Any, ds_id: str, staged: StagedDirectory, pset: Prompt
             )
             episodes, steps = int(ds.total_episodes), int(ds.total_steps)
             del ds  # its files are closed before they move
-        write_marker(staged.path / ds_id, "minari", dataset_id=ds_id)  # what --overwrite may replace later
+        write_manifest(staged.path / ds_id, "minari", dataset_id=ds_id)  # what --overwrite may replace later
         staged.commit(staged.path / ds_id)
     finally:
         env.close()
@@ -178,3 +181,9 @@ class ExportMinariConfig(Config):
     """Replace a Minari dataset of the same name."""
     data_dir: str | None = None
     """Data directory (default $RMTL_DATA_DIR or ./data)."""
+
+
+def run(cfg: ExportMinariConfig) -> dict[str, Any]:
+    """The Minari export a config describes (:func:`export_minari`)."""
+    return export_minari(cfg.store, cfg.name, prompts=cfg.prompts, model=cfg.model, reward=cfg.reward,
+                         alpha=cfg.alpha, env_reward=cfg.env_reward, overwrite=cfg.overwrite, data_dir=cfg.data_dir)

@@ -8,13 +8,15 @@ renders only the episodes that are missing.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.jobs.dask_cluster import scheduler_client
 from pipeline.jobs.rollout import RolloutConfig, map_rollouts
 from rmtl.env.render_settings import RENDERER_V1_ID
-from rmtl.errors import ConfigError, StoreError
+from rmtl.errors import StoreError
 
 RESUME_KEYS = ("task", "policy", "noise_std", "noise_levels", "deterministic", "stages", "seed", "render_reset")
 """Rollout settings that must match to resume a store (views/resolution are checked too)."""
@@ -29,87 +31,6 @@ class RenderResult:
     resumed: bool
 
 
-SCHEDULER_CONNECT_TIMEOUT_S = 5
-"""Seconds a Dask scheduler address may take to accept a connection before it is named as unreachable."""
-_SCHEDULER_FIX = ("start one there (`dask scheduler`, with workers: `dask worker ADDRESS`), fix --dask-address, "
-                  "or leave it out to render with --workers local processes")
-
-
-def connect_scheduler(address: str) -> Any:
-    """A Dask ``Client`` of the scheduler at ``address``; one ConfigError line when it cannot be reached."""
-    from distributed import Client
-
-    try:
-        return Client(address, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
-    except (OSError, TimeoutError) as e:
-        raise ConfigError(f"the Dask scheduler at {address} cannot be reached ({type(e).__name__}); "
-                          f"{_SCHEDULER_FIX}") from None
-
-
-def check_scheduler(address: str) -> None:
-    """One ConfigError line, within SCHEDULER_CONNECT_TIMEOUT_S, when nothing accepts a TCP
-    connection at a Dask scheduler address (``tcp://host:port``, ``host:port``); other
-    schemes (tls://, inproc://) are left to Dask."""
-    import socket
-    from urllib.parse import urlsplit
-
-    text = address.strip()
-    scheme = text.split("://", 1)[0] if "://" in text else "tcp"
-    if scheme != "tcp":
-        return
-    try:
-        parts = urlsplit(text if "://" in text else f"tcp://{text}")
-        host, port = parts.hostname, parts.port
-    except ValueError as e:
-        raise ConfigError(f"--dask-address {address!r} is not a scheduler address ({e}); give tcp://HOST:PORT, "
-                          f"or leave it out to render with --workers local processes") from None
-    if not host or port is None:
-        raise ConfigError(f"--dask-address {address!r} names no host and port; give tcp://HOST:PORT (a Dask "
-                          f"scheduler listens on 8786 by default), or leave it out to render with --workers local "
-                          f"processes")
-    try:
-        sock = socket.create_connection((host, port), timeout=SCHEDULER_CONNECT_TIMEOUT_S)
-    except OSError as e:
-        why = (f"no answer within {SCHEDULER_CONNECT_TIMEOUT_S} s" if isinstance(e, TimeoutError)
-               else e.strerror or type(e).__name__)
-        raise ConfigError(f"the Dask scheduler at {address} cannot be reached ({why}); {_SCHEDULER_FIX}") from None
-    with sock:
-        problem = _not_dask(sock)
-    if problem is not None:  # Dask's own client would wait for its handshake without end
-        raise ConfigError(f"{address} answers but is not a Dask scheduler ({problem}); {_SCHEDULER_FIX}")
-
-
-def _not_dask(sock: Any) -> str | None:
-    """What a connected peer sent instead of a Dask scheduler's handshake (None: it looks like one). A
-    Dask listener writes its handshake message as soon as it accepts, framed as ``<total bytes><number of
-    frames><frame sizes...>`` (uint64 each); a web server or another service sends nothing (it waits for a
-    request) or text."""
-    import struct
-    import time
-
-    data = b""
-    deadline = time.monotonic() + SCHEDULER_CONNECT_TIMEOUT_S
-    try:
-        while len(data) < 16:
-            sock.settimeout(max(0.05, deadline - time.monotonic()))
-            chunk = sock.recv(16 - len(data))
-            if not chunk:
-                return f"it closed the connection{_sent(data)} without a Dask handshake"
-            data += chunk
-    except TimeoutError:
-        return f"no Dask handshake within {SCHEDULER_CONNECT_TIMEOUT_S} s{_sent(data)}"
-    except OSError as e:
-        return f"the connection failed: {e.strerror or type(e).__name__}"
-    total, frames = struct.unpack("=QQ", data)
-    if not (16 <= total <= 1 << 30 and 1 <= frames <= 4096):
-        return f"it sent {data!r}, not a Dask handshake"
-    return None
-
-
-def _sent(data: bytes) -> str:
-    return f" after sending {data!r}" if data else ""
-
-
 @contextlib.contextmanager
 def dask_client(workers: int, address: str | None = None):
     """A Dask client on ``address`` (an existing cluster), or on a LocalCluster of
@@ -117,14 +38,13 @@ def dask_client(workers: int, address: str | None = None):
     if address is None and workers <= 1:
         yield None
         return
-    from distributed import Client, LocalCluster
-
     if address is not None:
-        check_scheduler(address)
-        with connect_scheduler(address) as client:
+        with scheduler_client(address) as client:  # one line for an address that is no scheduler
             yield client
         return
     import logging
+
+    from distributed import Client, LocalCluster
 
     from rmtl.env.threads import worker_thread_env
 
@@ -219,19 +139,31 @@ def open_for_render(path: str | Path, config: RolloutConfig, overwrite: bool = F
 
 
 def render_into(store, config: RolloutConfig, resumed: bool, workers: int = 1, dask_address: str | None = None,
-                chunk: int = 2, progress: bool = True, render: bool = True, kind: str = "rollout") -> RenderResult:
-    """Roll out the episodes of ``config`` missing from ``store`` (open as writer) into it."""
+                chunk: int = 2, progress: bool = True, render: bool = True, kind: str = "rollout", *,
+                worker_wait: float | None = None, say: Callable[[str], Any] | None = None) -> RenderResult:
+    """Roll out the episodes of ``config`` missing from ``store`` (open as writer) into it.
+
+    On a Dask scheduler (``dask_address``) with no worker left while episodes are pending, it says
+    so (one line through ``say``, default stderr), goes on when a worker joins, and stops with one
+    ConfigError line after ``worker_wait`` seconds (default: pipeline.jobs.dask_cluster.dask_worker_wait);
+    the episodes committed so far stay, so the same command goes on from there."""
+    from pipeline.jobs.dask_cluster import WorkerWait
     from rmtl.console import progress as progress_display
 
     done = set(store.episodes())
     todo = [e for e in range(config.episodes) if e not in done]
     name = Path(store.path).name
+    stored = [config.episodes - len(todo)]
     with dask_client(workers, dask_address) as client, progress_display(progress) as bar:
-        task = bar.add_task(f"{'render' if render else kind} {name}", total=config.episodes,
-                            completed=config.episodes - len(todo))
-        for batch in map_rollouts(config, todo, workers=1, chunk=chunk, client=client, render=render):
+        watch = None if dask_address is None else WorkerWait(
+            client, dask_address, worker_wait, say,
+            progress=lambda: f"{stored[0]} of {config.episodes} episodes are in {store.path}")
+        task = bar.add_task(f"{'render' if render else kind} {name}", total=config.episodes, completed=stored[0])
+        for batch in map_rollouts(config, todo, workers=1, chunk=chunk, client=client, render=render, watch=watch):
             store.append(batch)
-            bar.advance(task, len(set(batch["episode"].tolist())))
+            n = len(set(batch["episode"].tolist()))
+            stored[0] += n
+            bar.advance(task, n)
     return RenderResult(str(store.path), store.num_rows, len(todo), config.episodes, resumed)
 
 

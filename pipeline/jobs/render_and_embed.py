@@ -15,38 +15,20 @@ from dataclasses import dataclass
 from typing import Any
 from collections.abc import Callable
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from pipeline.jobs.rollout import EpisodeSpec
 from pipeline.stores.questions import StoreLocation
-from rmtl.config import MAX_EPISODES, Config
-from rmtl.default_model import DEFAULT_MODEL, RANDOM_REFERENCE
-from rmtl.env.cameras import Resolution, ViewNames
-from rmtl.env.render_settings import RenderSettings
+from rmtl.default_model import DEFAULT_MODEL
+from rmtl.env.cameras import Resolution
 from rmtl.reward.projection import DEFAULT_ALPHA
-from rmtl.tasks import DEFAULT_TASK, task_views
 
 
-class RenderAndEmbedConfig(StoreLocation):
+class RenderAndEmbedConfig(EpisodeSpec, StoreLocation):
     """The render-and-embed job: ``rmtl render-and-embed``, the ``render-and-embed`` flow's one
-    parameter and :func:`render_and_embed` (store, name: :class:`~pipeline.stores.questions.StoreLocation`)."""
+    parameter and :func:`render_and_embed` (store, name: :class:`~pipeline.stores.questions.StoreLocation`;
+    the episodes: :class:`~pipeline.jobs.rollout.EpisodeSpec`, shared with a rollout)."""
 
-    task: str = DEFAULT_TASK
-    """The task to roll out (rmtl.tasks.get_task)."""
-    episodes: int = Field(8, ge=1, le=MAX_EPISODES)
-    """Episodes to roll out."""
-    policy: str = "expert"
-    """'expert' (noisy scripted), 'random', 'behaviour:<name>' (a scripted degenerate behaviour,
-    e.g. behaviour:push; docs/env.md), or an SB3 checkpoint path."""
-    noise_std: float = Field(0.15, ge=0)
-    """Expert (or behaviour) action noise (episodes alternate 1x and 2x)."""
-    noise_levels: tuple[float, ...] | None = None
-    """Expert noise levels to cycle through instead (pipeline.jobs.rollout.RolloutConfig)."""
-    deterministic: bool = False
-    """Checkpoint policies: deterministic actions (False: sampled, as in training)."""
-    stages: tuple[int, ...] = (0, 1, 2, 3, 4)
-    """Curriculum stages episodes cycle through."""
-    views: ViewNames = ("all",)
-    """Camera views to render."""
     resolution: Resolution | None = None
     """Frame size in px; None uses the model's input size."""
     model: str = DEFAULT_MODEL
@@ -57,27 +39,13 @@ class RenderAndEmbedConfig(StoreLocation):
     """Local render processes (a Dask LocalCluster when > 1)."""
     dask_address: str | None = None
     """Address of an existing Dask scheduler to render on instead."""
-    seed: int = Field(0, ge=0)
-    """Base seed of the episodes."""
+    dask_worker_wait_s: float | None = Field(None, gt=0)
+    """Seconds to wait for a worker when the Dask scheduler has none (at the start, or after losing
+    its last one mid-render) before stopping with one line (default: $RMTL_DASK_WORKER_WAIT_S, else 120)."""
     cache_kind: str = "flat"
     """FAISS index of the state cache: 'flat' or 'hnsw'."""
     alpha: float = Field(DEFAULT_ALPHA, ge=0, le=1)
     """Projection alpha of the quality summary."""
-    render: RenderSettings = RenderSettings()
-    """Renderer settings (culling, mesh simplification, anti-aliasing; rmtl.env.render_settings)."""
-
-    @field_validator("task")
-    @classmethod
-    def _task(cls, v: str) -> str:
-        from rmtl.tasks import get_task
-
-        get_task(v)  # one line naming the known tasks, on this field (not on the views checked against it)
-        return v
-
-    @field_validator("views", mode="after")
-    @classmethod
-    def _bank_views(cls, v: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        return task_views(v, info.data.get("task", DEFAULT_TASK))  # the task's camera bank, in bank order
 
     @model_validator(mode="before")
     @classmethod
@@ -136,16 +104,15 @@ def rollout_config(cfg: RenderAndEmbedConfig, resolution: int):
     """The RolloutConfig of the job at the resolution chosen for the model."""
     from pipeline.jobs.rollout import RolloutConfig
 
-    return RolloutConfig.make(task=cfg.task, episodes=cfg.episodes, policy=cfg.policy, noise_std=cfg.noise_std,
-                              noise_levels=cfg.noise_levels, deterministic=cfg.deterministic,
-                              stages=cfg.stages, views=cfg.views, resolution=resolution, seed=cfg.seed,
-                              render=cfg.render)
+    shared = {name: getattr(cfg, name) for name in EpisodeSpec.model_fields}
+    return RolloutConfig.make(**shared, resolution=resolution)
 
 
-def preflight(cfg: RenderAndEmbedConfig) -> None:
+def preflight(cfg: RenderAndEmbedConfig, say: Callable[[str], Any] | None = None) -> None:
     """Checks before the model loads or anything renders, each failing with one line: the
-    rollout settings (stages, policy), that the store path can be written, and that an
-    existing store opens and has no live writer."""
+    rollout settings (stages, policy), a Dask scheduler at ``dask_address`` and a worker of it
+    (waiting for one, said through ``say``: default stderr), that the store path can be written,
+    and that an existing store opens and has no live writer."""
     from pipeline.jobs.render import check_settings
     from rmtl.console import check_store_path
     from storage.dataset import DatasetStore
@@ -154,10 +121,9 @@ def preflight(cfg: RenderAndEmbedConfig) -> None:
 
     rollout = rollout_config(cfg, cfg.resolution or 64)  # the model picks the real resolution later
     if cfg.dask_address is not None:
-        from pipeline.jobs.render import check_scheduler
+        from pipeline.jobs.dask_cluster import dask_worker_wait, wait_for_dask_workers
 
-        check_scheduler(cfg.dask_address)
-        wait_for_dask_workers(cfg.dask_address)
+        wait_for_dask_workers(cfg.dask_address, dask_worker_wait(cfg.dask_worker_wait_s), say)
     path = cfg.store_path()
     check_store_path(path, "store")
     loc = Location(path)
@@ -165,56 +131,6 @@ def preflight(cfg: RenderAndEmbedConfig) -> None:
         with DatasetStore.open(path, "r") as store:
             WriterLock(loc).check_free()
             check_settings(store, rollout, resolution=cfg.resolution is not None)
-
-
-DASK_WORKER_WAIT_S = 120.0
-"""Seconds ``--dask-address`` waits for a first worker to join a scheduler that has none
-(environment ``RMTL_DASK_WORKER_WAIT_S`` overrides it)."""
-
-
-def dask_worker_wait() -> float:
-    import os
-
-    from rmtl.errors import ConfigError
-
-    text = os.environ.get("RMTL_DASK_WORKER_WAIT_S", "").strip()
-    if not text:
-        return DASK_WORKER_WAIT_S
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ConfigError(f"RMTL_DASK_WORKER_WAIT_S={text!r} is not a positive number of seconds; set it to one "
-                          f"(default {DASK_WORKER_WAIT_S:.0f}) or unset it")
-    return value
-
-
-def wait_for_dask_workers(address: str, timeout: float | None = None, echo: Callable[[str], Any] | None = None) -> int:
-    """Return the number of workers of the Dask scheduler at ``address`` once it has one: at
-    once when it has, else after saying (one line on stderr, within seconds) that it waits
-    for one; one ConfigError line when none joins within ``timeout`` seconds (default
-    :func:`dask_worker_wait`)."""
-    import sys
-
-    from pipeline.jobs.render import connect_scheduler
-    from rmtl.errors import ConfigError
-
-    timeout = dask_worker_wait() if timeout is None else float(timeout)
-    echo = echo or (lambda line: print(line, file=sys.stderr, flush=True))
-    with connect_scheduler(address) as client:
-        n = len(client.scheduler_info().get("workers", {}))
-        if n:
-            return n
-        echo(f"waiting for a Dask worker: the scheduler at {address} has none (up to {timeout:.0f} s; start one "
-             f"with `dask worker {address}`)")
-        try:
-            client.wait_for_workers(1, timeout=timeout)
-        except TimeoutError:
-            raise ConfigError(f"no Dask worker joined the scheduler at {address} within {timeout:.0f} s; start "
-                              f"workers there (`dask worker {address}`), or leave out --dask-address to render "
-                              f"with --workers local processes") from None
-        return len(client.scheduler_info().get("workers", {})) or 1
 
 
 def build_cache(path, model_id: str, kind: str) -> dict:
@@ -262,6 +178,8 @@ class Steps:
     """(store, VLM, batch size) -> EmbedResult."""
     build_cache: Callable[[Any, str, str], dict]
     quality: Callable[[Any, str, float], dict]
+    say: Callable[[str], Any] | None = None
+    """Where a wait is told (a Dask scheduler with no worker): None prints it on stderr."""
 
 
 def local_steps(progress: bool = True) -> Steps:
@@ -278,7 +196,7 @@ def local_steps(progress: bool = True) -> Steps:
         from pipeline.jobs.render import render_into
 
         return render_into(store, rollout, resumed, workers=cfg.workers, dask_address=cfg.dask_address,
-                           progress=progress)
+                           progress=progress, worker_wait=cfg.dask_worker_wait_s)
 
     def embed(store: Any, vlm: Any, batch: int) -> Any:
         from pipeline.jobs.embed import embed_store
@@ -296,7 +214,7 @@ def run_steps(cfg: RenderAndEmbedConfig, steps: Steps) -> dict:
     from pipeline.jobs.render import open_for_render
 
     t0 = time.perf_counter()
-    preflight(cfg)  # before the heavy imports and the model
+    preflight(cfg, steps.say)  # before the heavy imports and the model
     vlm = steps.load_model(cfg.model)
     path = cfg.store_path()
     rollout = rollout_config(cfg, cfg.resolution or vlm.image_size)
@@ -341,20 +259,3 @@ def format_summary(summary: dict) -> str:
         f"  {shown(summary['summary_file'])}",
     ]
     return "\n".join(lines)
-
-
-class RewardQualityConfig(Config):
-    """``rmtl reward-quality``: acceptance metrics of a reward model beside a random-weight one."""
-
-    store: str
-    """Dataset store with embeddings of both models."""
-    model: str = DEFAULT_MODEL
-    """Model to judge: a model spec or a stored model id."""
-    against: str = RANDOM_REFERENCE
-    """Model to compare with (random weights): spec or stored id."""
-    alpha: float = DEFAULT_ALPHA
-    """Projection alpha."""
-    out: str | None = None
-    """JSON path for all metrics and gates."""
-    prompts: str | None = None
-    """Prompt-set YAML file or a shipped set's name (default: the paper's prompts)."""

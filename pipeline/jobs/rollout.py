@@ -40,8 +40,9 @@ def behaviour_name(policy: str) -> str | None:
     return policy[len(BEHAVIOUR):] if policy.startswith(BEHAVIOUR) else None
 
 
-class RolloutConfig(Config):
-    """What to roll out and how to render it."""
+class EpisodeSpec(Config):
+    """Which episodes to roll out and how to render them: the fields a rollout and the
+    render-and-embed job share (:class:`RolloutConfig`, ``RenderAndEmbedConfig``), stated once."""
 
     task: str = DEFAULT_TASK
     """The task (rmtl.tasks.get_task) whose env, expert, curriculum and key the rollout uses."""
@@ -62,12 +63,8 @@ class RolloutConfig(Config):
     """Curriculum stages the episodes cycle through; u ~ U[d_min, d_max] of the stage."""
     views: ViewNames = ("all",)
     """Camera views rendered for every step."""
-    resolution: Resolution = 96
-    """Square frame size in pixels."""
     seed: int = Field(0, ge=0)
     """Base seed: episode i resets with seed + i."""
-    render_reset: bool = True
-    """Also store the reset state (step 0) of each episode."""
     render: RenderSettings = RenderSettings()
     """Renderer settings (culling, mesh simplification, anti-aliasing); a store keeps one renderer."""
 
@@ -128,6 +125,15 @@ class EpisodePlan:
     difficulty: float
     noise_std: float
 
+
+
+class RolloutConfig(EpisodeSpec):
+    """What to roll out and how to render it."""
+
+    resolution: Resolution = 96
+    """Square frame size in pixels."""
+    render_reset: bool = True
+    """Also store the reset state (step 0) of each episode."""
 
 def plan_episode(config: RolloutConfig, episode: int) -> EpisodePlan:
     """Deterministic reset seed, difficulty and noise of episode ``episode``."""
@@ -258,21 +264,20 @@ def episode_chunks(episodes: list[int], chunk: int) -> list[list[int]]:
 
 
 def map_rollouts(config: RolloutConfig, episodes: list[int], workers: int = 1, chunk: int = 2,
-                 client=None, render: bool = True):
+                 client=None, render: bool = True, watch=None):
     """Yield row batches (one per chunk of episodes, in completion order) rendered in parallel.
 
     With a Dask ``client`` the chunks run on its workers (a LocalCluster or a cluster
     address); otherwise on ``workers`` local processes (1: in this process). Each chunk is
     one task, so per-task overhead is paid per few episodes, not per frame.
+
+    ``watch`` (with a client): a :class:`pipeline.jobs.dask_cluster.WorkerWait`, asked every
+    second while no chunk arrives (it says when the scheduler has no worker left and gives up
+    with one line after its timeout) and told when one arrives.
     """
     chunks = episode_chunks(episodes, chunk)
     if client is not None:
-        from distributed import as_completed
-
-        futures = [client.submit(rollout_episodes, config, c, render, pure=False) for c in chunks]
-        for fut in as_completed(futures):
-            yield fut.result()
-            fut.release()
+        yield from _dask_rollouts(client, [(config, c, render) for c in chunks], watch)
     elif workers <= 1:
         for c in chunks:
             yield rollout_episodes(config, c, render)
@@ -284,3 +289,39 @@ def map_rollouts(config: RolloutConfig, episodes: list[int], workers: int = 1, c
         with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
             for fut in cf_completed([pool.submit(rollout_episodes, config, c, render) for c in chunks]):
                 yield fut.result()
+
+
+def _dask_rollouts(client, jobs: list[tuple], watch=None):
+    """Results of ``rollout_episodes(*job)`` for each job on the Dask ``client``, in completion
+    order; ``watch``: see :func:`map_rollouts`. A task that killed the workers it ran on (Dask's
+    ``KilledWorker``) or a scheduler gone (its futures cancelled) is one ConfigError line."""
+    import time
+
+    from distributed import as_completed
+
+    from pipeline.jobs.dask_cluster import POLL_S, task_lost
+
+    futures = [client.submit(rollout_episodes, *job, pure=False) for job in jobs]
+    pending = as_completed(futures)
+    asked = time.monotonic()
+    while not pending.is_empty():
+        batch = pending.next_batch(block=False)
+        if not batch:
+            time.sleep(0.1)
+            if watch is not None and time.monotonic() - asked >= POLL_S:
+                watch.poll()
+                asked = time.monotonic()
+            continue
+        for fut in batch:
+            try:
+                rows = fut.result()
+            except Exception as e:  # noqa: BLE001 - the task's own error (a bug) is re-raised as it is
+                lost = task_lost(e, watch, jobs[futures.index(fut)][1])
+                if lost is None:
+                    raise
+                raise lost from None
+            fut.release()
+            if watch is not None:
+                watch.alive()
+            yield rows
+        asked = time.monotonic()

@@ -23,7 +23,6 @@ from pipeline.qualify.scores import (
     state_scorer,
     windowed_scores,
 )
-from rmtl.config import Config
 from rmtl.errors import ConfigError
 from rmtl.micro_tasks import micro_task_indices
 from storage.whole_file import write_file_whole
@@ -188,33 +187,3 @@ def format_report(report: Mapping[str, Any]) -> str:
                      f"nearest conditions {', '.join(v['nearest_conditions'])})" + (f"; {v['why']}" if "why" in v else ""))
     lines += [f"wrote {p}" for p in report["files"].values()]
     return "\n".join(lines)
-
-
-class QualifyConfig(Config):
-    """``rmtl qualify``: will a scorer teach? Metrics on the qualification set, the battery, the map's verdict."""
-
-    model: str | None = None
-    """A VLM spec to qualify (rendered on its declared renderer)."""
-    variant: str = "rmtl"
-    """With --model: the reward configuration of this Stage-1 variant (its prompts and views), e.g.
-    single_prompt_multi_view or single_prompt_single_view."""
-    compare: bool = False
-    """With --model: qualify every variant of --variants and rank them in one table."""
-    variants: tuple[str, ...] = ("rmtl", "single_prompt_multi_view", "single_prompt_single_view")
-    """The configurations --compare ranks."""
-    vlm_micro_tasks: tuple[str, ...] = ()
-    """With --model: qualify the hybrid in which the model scores only these micro-tasks and the oracle the rest."""
-    reward: str | None = None
-    """Instead of a model: a reward kind that reads state (oracle, degraded_oracle, rule_only)."""
-    reward_config: dict[str, Any] = {}
-    """Fields of that kind's config, e.g. --set reward_config.error.default.noise=0.3."""
-    seed: int = 0
-    """The run seed a state kind is built for (a degraded oracle's error seed follows it)."""
-    families: str | None = None
-    """Qualification-set file (default: pipeline/qualify/qualification_families.yaml)."""
-    small: bool = False
-    """The CI-sized set (a few episodes per family)."""
-    out: str | None = None
-    """Output directory (default <data dir>/qualification/reports)."""
-    map: str | None = None
-    """A learnability map file (default: the task's shipped map; 'rmtl qualify fit-map' writes one)."""

@@ -13,6 +13,7 @@ from pydantic import Field
 from rmtl.config import MAX_EPISODES, Config
 from rmtl.console import check_output_dir, check_output_file
 from rmtl.errors import ConfigError
+from rmtl.outputs import check_writable_into
 
 class TrainOptions(Config):
     """How a training command runs (not part of the run's config)."""
@@ -154,6 +155,7 @@ def report(cfg: ReportConfig) -> None:
     # Not a path relative to the working directory: run from a checkout, that is the source tree.
     out = Path(cfg.out) if cfg.out else report_dir(cfg.stage, cfg.data_dir)
     check_output_dir(out, "--out")
+    check_writable_into(out, own=(), writes="a report")  # never into a store, its cache, a run, a model, an export
     if cfg.stage == 2:
         if not cfg.runs:
             raise ConfigError("rmtl report --stage 2 needs the Stage-2 run to report: rmtl report --stage 2 RUN (a run "
@@ -275,6 +277,7 @@ def stage2_report_alias(cfg: Stage2ReportAliasConfig) -> None:
     """The earlier name of ``rmtl report --stage 2``."""
     out = Path(cfg.out) if cfg.out else report_dir(2, cfg.data_dir)
     check_output_dir(out, "--out")
+    check_writable_into(out, own=(), writes="a report")
     _stage2_report(Path(cfg.run), out, cfg, no_phase=cfg.no_phase)
 
 

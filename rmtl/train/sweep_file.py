@@ -245,6 +245,11 @@ def _check_folder(root: str, key: str, path: Path) -> None:
     if q.exists() and not q.is_dir():
         what = "is a file, not a directory" if q == p else f"cannot be created: {q} is a file, not a directory"
         raise ConfigError(f"sweep file {path}: {key} {p} {what}; give a directory there (or another path)")
+    from rmtl.outputs import check_writable_into
+
+    # never a store, a store's cache, a run, a model or an export, nor a place inside a store, a cache or an export
+    check_writable_into(p, own=(), what=f"sweep file {path}: {key}", writes=f"a sweep's {key.split('_')[0]}",
+                        fix=f"give another {key}")
 
 
 def _read_sweep_file(path: Path) -> dict[str, Any]:

@@ -58,6 +58,16 @@ RUN_MARKERS = ("run.json", "summary.json", "selection.json", "eval.csv", "curric
                "manager.csv", RESUME, BEST, FINAL, CHECKPOINTS)
 """Files and folders that mean a directory holds a run (besides ``progress_*.csv`` and ``run_resume_*.json``)."""
 _JSON_FILES = ("meta.json", "curriculum.json", "reward_state.json", "vecnormalize.json")
+RUN_FILES = ("config.yaml", *RUN_MARKERS, "tb", "bc.json", "manager_bc.pt", "bc_labels.npz", "sweep_starts.jsonl",
+             "overlay.zarr")
+"""What a run writes at the top of its directory under fixed names (Stage 1 and Stage 2, their logs, a
+sweep's start records, the cached reward's overlay store); with :data:`RUN_PATTERNS`, the run's own
+files: what ``--fresh`` moves aside, and all it moves."""
+RUN_PATTERNS = ("progress_*.csv", "run_resume_*.json", "overlay.zarr.*",
+                *(f".{kept}.{how}" for kept in (BEST, RESUME, FINAL) for how in ("writing", "replaced")))
+"""Names of the run's own files written under varying names: SB3's logs per session, the record of each
+resume, the overlay store's cache and records, a kept policy being replaced (``.best.writing``). A
+small file of the run being replaced whole (``.selection.json.<hex>.tmp``) is the run's too."""
 
 
 def run_files(run_dir: Path) -> list[str]:
@@ -70,6 +80,26 @@ def run_files(run_dir: Path) -> list[str]:
              if p.name in RUN_MARKERS or (p.name.startswith("progress_") and p.name.endswith(".csv"))
              or (p.name.startswith("run_resume_") and p.name.endswith(".json"))]
     return sorted(found)
+
+
+def _is_own(name: str, known: set[str]) -> bool:
+    import fnmatch
+
+    if name in known or any(fnmatch.fnmatch(name, pat) for pat in RUN_PATTERNS):
+        return True
+    # storage.whole_file.write_file_whole's temp file of one of the run's files
+    return name.startswith(".") and name.endswith(".tmp") and name[1:].rsplit(".", 2)[0] in known
+
+
+def own_files(run_dir: Path, logs: Iterable[str] = ()) -> list[str]:
+    """Names (in ``run_dir``) of what the run wrote there (:data:`RUN_FILES`, :data:`RUN_PATTERNS`,
+    ``logs``); anything else in the directory (a user's store, notes, earlier ``previous-*`` folders,
+    the run lock) is not the run's and stays where it is."""
+    if not run_dir.is_dir():
+        return []
+    known = {*RUN_FILES, *logs}
+    return sorted(p.name for p in run_dir.iterdir()
+                  if _is_own(p.name, known) and p.name != LOCK_FILE and not p.name.startswith(PREVIOUS))
 
 
 def checkpoint_problem(ck: Path, needs: Iterable[str] = ("model.zip",)) -> str | None:
@@ -149,8 +179,9 @@ def open_run(run_dir: Path, config: Any, *, resume: bool, free_fields: Iterable[
 
     - with ``resume``, it resumes when its checkpoint (or ``resume/``) is whole and its config equal
       outside ``free_fields``; otherwise one line names what is missing or damaged, and ``--fresh``;
-    - without ``resume`` (``--fresh``), the earlier run's files move into ``previous-<UTC time>/``
-      inside the run directory (printed), and the new run starts in the emptied directory.
+    - without ``resume`` (``--fresh``), the earlier run's own files (:func:`own_files`) move into
+      ``previous-<UTC time>/`` inside the run directory (printed), and the new run starts there; other
+      files and folders in the directory (a user's store, notes) stay where they are.
 
     Writes ``config.yaml``.
     """
@@ -172,10 +203,16 @@ def open_run(run_dir: Path, config: Any, *, resume: bool, free_fields: Iterable[
         leftovers = [n for n in logs if (run_dir / n).exists()]
         if held or (leftovers and (not resume or saved is None
                                    or config_differences(saved, config, free_fields))):
-            # The run lock of the start that moves the rest aside stays where it is.
-            dest = move_aside(run_dir, [p.name for p in run_dir.iterdir()
-                                        if not p.name.startswith(PREVIOUS) and p.name != LOCK_FILE])
-            print(f"starting over in {run_dir}: the earlier run's files moved to {dest}", flush=True)
+            # Only the run's own files move; the run lock of the start that moves them stays where it is,
+            # and so does whatever else is in the directory.
+            own = own_files(run_dir, logs)
+            dest = move_aside(run_dir, own)
+            others = sorted(p.name + ("/" if p.is_dir() else "") for p in run_dir.iterdir()
+                            if p.name not in own and p != dest and not p.name.startswith(PREVIOUS)
+                            and p.name != LOCK_FILE)
+            kept = (f"; left in place, not the run's: {', '.join(others[:3])}{', ...' if len(others) > 3 else ''}"
+                    if others else "")
+            print(f"starting over in {run_dir}: the earlier run's files moved to {dest}{kept}", flush=True)
     config.to_yaml(run_dir / "config.yaml")
     return ck, meta
 
