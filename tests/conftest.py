@@ -11,6 +11,24 @@ import rmtl  # noqa: F401
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never reach a model hub
 
 
+def rmtl_command(tmp, *args: object, timeout: float = 600):
+    """``python -m rmtl ARGS`` as a user runs it (:func:`command_env`), from the repository root."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    return subprocess.run([sys.executable, "-m", "rmtl", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=command_env(Path(tmp)), cwd=Path(__file__).resolve().parent.parent)
+
+
+def refusal_line(r) -> str:
+    """The first line of a refused command: status 2, an ``error:`` line, no traceback."""
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
+    assert lines and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr[-3000:]
+    return lines[0]
+
+
 def command_env(tmp) -> dict[str, str]:
     """The environment of a command a test runs as a subprocess: its data (and Minari datasets)
     under ``tmp``, offscreen rendering, no model hub, no Prefect server or debug tracebacks."""
@@ -121,7 +139,8 @@ TINY_STORE = {"episodes": 2, "views": ["wide_view", "close_up"], "resolution": 6
 """The session's tiny store: 2 expert episodes of 2 views at 64 px, embedded with the default model."""
 
 
-def _files_digest(folder) -> dict[str, str]:
+def files_digest(folder) -> dict[str, str]:
+    """Every file under ``folder`` and its SHA-256 (what a test checks was left as it was)."""
     import hashlib
     from pathlib import Path
 
@@ -156,9 +175,9 @@ def tiny_store(tmp_path_factory):
 
     path = tmp_path_factory.mktemp("tiny_store") / "s.zarr"
     render_and_embed(RenderAndEmbedConfig.make(store=str(path), **TINY_STORE), progress=False)
-    before = _files_digest(path)
+    before = files_digest(path)
     yield path
-    assert _files_digest(path) == before, f"a test wrote into the shared tiny store {path}; give it tiny_store_copy"
+    assert files_digest(path) == before, f"a test wrote into the shared tiny store {path}; give it tiny_store_copy"
 
 
 @pytest.fixture

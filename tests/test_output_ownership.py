@@ -6,16 +6,14 @@ rmtl``, as a subprocess and asserts its one error line (status 2) and that nothi
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import command_env
+from conftest import files_digest as digest, refusal_line as error_line, rmtl_command
 
 pytestmark = pytest.mark.slow  # each test runs real commands as subprocesses, one trains a reward model
 
@@ -24,21 +22,7 @@ TINY = ROOT / "rmtl" / "vlm" / "weights" / "rmtl-fetch-tiny"
 
 
 def rmtl(tmp: Path, *args: object) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rmtl", *map(str, args)], capture_output=True, text=True,
-                          timeout=300, env=command_env(tmp), cwd=ROOT)
-
-
-def error_line(r: subprocess.CompletedProcess) -> str:
-    """The one line of a refused command (status 2, no traceback)."""
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert r.returncode == 2, (r.returncode, r.stdout[-2000:], r.stderr[-3000:])
-    assert lines and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr[-3000:]
-    return lines[0]
-
-
-def digest(folder: Path) -> dict[str, str]:
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*")) if p.is_file()}
+    return rmtl_command(tmp, *args, timeout=300)
 
 
 @pytest.fixture
