@@ -27,6 +27,8 @@ from pipeline.qualify import FAMILIES_FILE
 spec = yaml.safe_load(FAMILIES_FILE.read_text())
 model = str(Path(sys.argv[1]) / "model")
 for fam in spec["families"].values():
+    if str(fam.get("policy", "")).endswith(".zip"):  # the learners ship beside the shipped file
+        fam["policy"] = str(FAMILIES_FILE.parent / fam["policy"])
     if "rmtl-fetch-fast-r6" in fam.get("trained_on", []):
         fam["trained_on"] = [*fam["trained_on"], model]
 (Path(sys.argv[1]) / "qualification_families.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
