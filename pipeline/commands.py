@@ -263,11 +263,10 @@ def export_lerobot(cfg: ExportLeRobotConfig) -> None:
 def qualify(cfg: QualifyConfig) -> None:
     """Will this scorer teach? Quality metrics on the qualification set, the battery and the learnability map's verdict."""
     from pipeline.qualify import format_compare, format_report
-    from pipeline.qualify.step import run
+    from pipeline.qualify.step import check, run
     from rmtl.provenance import data_dir
 
-    if cfg.reward is None and cfg.reward_config:
-        raise ConfigError("reward_config is set but --reward is not; name the kind with --reward KIND")
+    check(cfg)  # before the output folder is checked
     if cfg.model is not None:
         from rmtl.vlm.spec import parse_spec
 
@@ -277,8 +276,6 @@ def qualify(cfg: QualifyConfig) -> None:
     from rmtl.outputs import check_writable_into
 
     check_writable_into(out, own=(), writes="the qualification report")  # not a store, a cache, a run, an export
-    if cfg.compare and (cfg.model is None or cfg.vlm_micro_tasks):
-        raise ConfigError("--compare ranks reward configurations of one VLM: give --model M (and no --vlm-micro-tasks)")
     result = run(cfg, out, root)
     if cfg.compare:
         print(format_compare(result))

@@ -42,17 +42,22 @@ class QualifyConfig(Config):
     """A learnability map file (default: the task's shipped map; 'rmtl qualify fit-map' writes one)."""
 
 
+def check(cfg: QualifyConfig) -> None:
+    """What a config asks that no qualification can do, in one line (before anything is read or written)."""
+    if cfg.compare and (cfg.model is None or cfg.vlm_micro_tasks):
+        raise ConfigError("--compare ranks reward configurations of one VLM: give --model M (and no --vlm-micro-tasks)")
+    if cfg.reward is None and cfg.reward_config:
+        raise ConfigError("reward_config is set but --reward is not; name the kind with --reward KIND")
+
+
 def run(cfg: QualifyConfig, out_dir: Path, data_dir: Path) -> dict:
     """The qualification a config asks for, written into ``out_dir``: one configuration's report
     (:func:`qualify`), or with ``cfg.compare`` the ranking of ``cfg.variants`` (``pipeline.qualify.compare``)."""
+    check(cfg)
     map_file = Path(cfg.map) if cfg.map else None
-    if cfg.compare:
-        if cfg.model is None or cfg.vlm_micro_tasks:
-            raise ConfigError("--compare ranks reward configurations of one VLM: give --model M (and no --vlm-micro-tasks)")
+    if cfg.compare and cfg.model is not None:  # check() refused --compare without a model
         return compare(cfg.model, list(cfg.variants), out_dir, families_file=cfg.families, small=cfg.small,
                        data_dir=data_dir, seed=cfg.seed, map_file=map_file)
-    if cfg.reward is None and cfg.reward_config:
-        raise ConfigError("reward_config is set but --reward is not; name the kind with --reward KIND")
     reward = {**cfg.reward_config, "kind": cfg.reward} if cfg.reward is not None else None
     return qualify(model=cfg.model, reward=reward, families_file=cfg.families, small=cfg.small, out_dir=out_dir,
                    data_dir=data_dir, seed=cfg.seed, vlm_micro_tasks=cfg.vlm_micro_tasks, map_file=map_file,

@@ -83,12 +83,12 @@ def resolve_reward(reward: RewardKindConfig, task: Task) -> Any:
     return task.reward_config(reward) if isinstance(reward, RewardConfig) else reward
 
 
-def make_sub_envs(task: Task, env_config: Any, stack: EnvStackConfig, *, terminal_frames: bool) -> Any:
-    """``stack.n_envs`` envs of ``task``, each in TerminalFrames when the reward renders (so an
+def make_sub_envs(task: Task, stack: EnvStackConfig, *, terminal_frames: bool) -> Any:
+    """``stack.n_envs`` envs of ``task`` (``stack.env``), each in TerminalFrames when the reward renders (so an
     episode's last state is rendered before SB3's auto-reset), vectorised as ``stack.vec_env`` says."""
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    make = functools.partial(_make_env, env_config, terminal_frames, task)
+    make = functools.partial(_make_env, stack.env, terminal_frames, task)
     if stack.vec_env == "workers":
         from rmtl.train.envs.process_group import ProcessGroupVecEnv
 
@@ -214,7 +214,7 @@ def build_train_env(stack: EnvStackConfig, task: Task, *, kind: Any = None, vlm:
         reward=lambda venv: RewardVecEnv(venv, kind, selector, shaper),
         phase=(lambda venv: PhaseObservation(venv, selector, num_micro_tasks)) if stack.phase_input else None,
         normalize=normalize if stack.normalize_observations else None)
-    venv, built = compose(make_sub_envs(task, stack.env, stack, terminal_frames=needs_frames), layers)
+    venv, built = compose(make_sub_envs(task, stack, terminal_frames=needs_frames), layers)
     return TrainEnv(venv, built["RewardVecEnv"], timed, built.get("VecNormalize"), timings)
 
 
