@@ -1,5 +1,6 @@
 """How well `rmtl qualify`'s P(teaches) predicted the pixel-level runs: every kept pixel run (Stage-1
-VLM and hybrid runs with the micro-task prompts, found under ``--runs``) and every replayed
+VLM and hybrid runs, found under ``--runs``, each beside the report of its own configuration: the
+micro-task prompts, or one single-prompt variant) and every replayed
 stand-in's seed (the map's checks) beside the P(teaches) its scorer got from the map, with the
 Brier score and a reliability plot. Rerun whenever a pixel run lands.
 
@@ -18,6 +19,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import subprocess
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -32,22 +36,85 @@ BINS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 def points(reports: Path, runs_root: Path, fitted: LearnabilityMap) -> list[dict]:
     """One row per pixel run and per replay seed: scorer, run, learner, P(teaches), outcome, taught, counted
     (finished and given a P), predicted (the map's learner: ``rmtl`` from scratch)."""
-    runs = pixel_runs(runs_root)
+    runs = {False: pixel_runs(runs_root), True: pixel_runs(runs_root, single_prompt=True)}
     out = []
     for path in sorted(reports.glob("qualify_*.json")):
         r = json.loads(path.read_text())
         p = r["map"].get("p_teaches")
-        for name, best, _, learner in runs.get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), []):
+        # A report scores one configuration (older reports: the micro-task reward); its runs are that
+        # configuration's: the micro-task runs (with their ablations beside), or one single-prompt variant's.
+        conf = r.get("configuration") or {"variant": "rmtl", "single_prompt": False}
+        variant, one_score = conf.get("variant", "rmtl"), bool(conf.get("single_prompt"))
+        for name, best, _, learner in runs[one_score].get((r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ())), []):
+            if one_score and learner.split()[0] != variant:
+                continue
             finished = "stopped at" not in name
             out.append({"scorer": r["scorer"], "run": name, "learner": learner, "p": p, "outcome": best,
                         "taught": best >= fitted.teaches_at, "counted": finished and p is not None,
-                        "predicted": learner == "rmtl"})
+                        "predicted": learner == variant})
     for check in fitted.checks:
         for seed, best in enumerate(check.outcomes):
             out.append({"scorer": f"{check.name} (replayed degraded oracle)", "run": f"seed {seed}", "learner": "rmtl",
                         "p": (check.verdict or {})["p_teaches"], "outcome": best, "taught": best >= fitted.teaches_at,
                         "counted": True, "predicted": True})
     return out
+
+
+def registered_at(path: Path) -> float | None:
+    """When ``path`` was first committed (unix time), None when git does not know it."""
+    r = subprocess.run(["git", "log", "--diff-filter=A", "--format=%ct", "--", str(path)], capture_output=True,
+                       text=True, cwd=REPO)
+    stamps = r.stdout.split()
+    return float(stamps[-1]) if r.returncode == 0 and stamps else None
+
+
+def prospective(results: Path, teaches_at: float) -> list[dict]:
+    """The predictions registered before their runs: each ``<experiment>/PREDICTIONS.md`` under ``results``
+    gives, per arm (the variant in backticks in its first cell), the verdict and P(teaches) [90%] (bold,
+    third cell; none for an unmapped arm). One row per run of that arm under ``<experiment>/runs`` with a
+    ``selection.json``; ``before`` says whether the run's first start is younger than the file's commit."""
+    out = []
+    for f in sorted(results.glob("*/PREDICTIONS.md")):
+        at = registered_at(f)
+        for line in f.read_text().splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            arm = re.search(r"\(`([a-z_]+)`", cells[0]) if len(cells) >= 3 else None
+            if not arm:
+                continue
+            prob = re.match(r"\*\*([0-9.]+) \[", cells[2])
+            for sel in sorted((f.parent / "runs").glob(f"{arm.group(1)}_s*/selection.json")):
+                starts = (sel.parent / "sweep_starts.jsonl").read_text().splitlines()
+                started = json.loads(starts[0])["time"] if starts else None
+                best = json.loads(sel.read_text())["best"]["test"]["success_rate"]
+                run = sel.parent.resolve()
+                out.append({"run": str(run.relative_to(REPO) if run.is_relative_to(REPO) else run), "arm": arm.group(1), "verdict": cells[1].strip("*"),
+                            "p": float(prob.group(1)) if prob else None, "outcome": best,
+                            "taught": best >= teaches_at, "registered": at, "started": started,
+                            "before": at is not None and started is not None and at < started})
+    return out
+
+
+def prospective_lines(rows: list[dict]) -> list[str]:
+    """The section of calibration.md for the registered predictions, apart from the retrospective ones."""
+    def utc(t: float | None) -> str:
+        return "?" if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+    scored_rows = [r for r in rows if r["p"] is not None and r["before"]]
+    score = f"{brier(scored_rows):.3f} over {len(scored_rows)} run(s)" if scored_rows else "none yet"
+    lines = ["", "## Prospective points: predictions registered before their runs", "",
+             "P(teaches) as committed in an experiment's `PREDICTIONS.md` before its first run (the commit time "
+             "against the run's first start), scored against the run as registered. Kept apart from the "
+             f"retrospective score above. **Prospective Brier: {score}** (an arm registered without a "
+             "probability is listed, not scored).", "",
+             "| run | arm | registered verdict | P(teaches) | registered (UTC) | run started (UTC) | best test success "
+             "| taught | (P - taught)^2 |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        p = "none" if r["p"] is None else f"{r['p']:.2f}"
+        sq = f"{(r['p'] - r['taught']) ** 2:.3f}" if r["p"] is not None and r["before"] else "-"
+        lines.append(f"| `{r['run']}` | {r['arm']} | {r['verdict']} | {p} | {utc(r['registered'])} | "
+                     f"{utc(r['started'])}{'' if r['before'] else ' (not after the registration)'} | "
+                     f"{r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} | {sq} |")
+    return lines
 
 
 def scored(rows: list[dict], every_learner: bool = False) -> list[dict]:
@@ -126,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         in_score = "no" if not r["counted"] else "yes" if r["predicted"] else "every-run score only"
         lines.append(f"| {r['scorer']} | {r['run']} | {r['learner']} | {p} | {r['outcome']:.3f} | "
                      f"{'yes' if r['taught'] else 'no'} | {in_score} |")
+    lines += prospective_lines(prospective(a.runs, fitted.teaches_at))
     a.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
