@@ -140,6 +140,8 @@ class Task:
     early_progress_metrics: Callable[..., dict[str, float]] | None = None
     """(scores [N, K or 1], states, replay=(scores, states, episodes, steps), shaping=...) -> what the
     reward pays for the first steps of progress in each phase (``rmtl qualify``; None: not measured)."""
+    early_progress_axes: tuple[str, ...] = ()
+    """The names ``early_progress_metrics`` reports, in order (a refit with early-progress axes reads them)."""
     map_plane: MapPlane | None = None
     """The map's 2-D view in plots (None: no plot of the map)."""
     learnability_map: Path | None = None

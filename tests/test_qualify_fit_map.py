@@ -161,3 +161,47 @@ def test_fit_map_outside_the_checkout_says_where_to_run_it(tmp_path, monkeypatch
     with pytest.raises(ConfigError, match="run it from the checkout's root, or pass --conditions"):
         fit_map_command(FitMapConfig())
     assert not any(tmp_path.iterdir())  # refused before writing anything
+
+
+@pytest.mark.slow
+def test_an_early_progress_map_fits_two_budgets_and_one_score_rewards_and_qualify_reads_it(fixture, tmp_path):
+    """300k conditions and 600k one-score conditions in one fit: each condition carries its budget, its
+    form (phased or one score) and its early-progress axes; a dead zone on the grasp lowers the grasp's
+    early gain; a one-score reward then gets a verdict where the plain map leaves it unmapped."""
+    from pipeline.qualify.fit import extended_axes, fit_map
+    from pipeline.qualify.report import qualify
+
+    f = fixture
+    families = tmp_path / "families.yaml"  # enough lifts and approaches for the early-progress bins
+    families.write_text(yaml.safe_dump({"task": "fetch_lift", "seed": 321, "families": {
+        "expert": {"group": "expert", "policy": "expert", "noise_levels": [0.0], "episodes": 8, "stages": [4]},
+        "noisy": {"group": "noisy_expert", "policy": "expert", "noise_levels": [0.6, 1.0], "episodes": 12, "stages": [4]}}}))
+    c600 = tmp_path / "one_score.yaml"
+    c600.write_text(yaml.safe_dump({
+        "output_root": str(tmp_path / "runs600"), "steps": 600000, "set": {"vec_env": "dummy"},
+        "runs": [{"variants": ["single_score_oracle"], "seeds": [0], "conditions": {
+            "single_exact": {}, "single_grasp_dead": {"reward.error.micro_tasks.grasp.dead_zone": 1.0}}}]}, sort_keys=False))
+    _selection(tmp_path / "runs600" / "single_exact_s0", 0.95)
+    _selection(tmp_path / "runs600" / "single_grasp_dead_s0", 0.0)
+    common = dict(checks=None, data_dir=tmp_path / "data", reference=[f["reference"]], families_file=str(families),
+                  progress=False, runs=[f["root"] / "runs", tmp_path / "runs600"])
+    with pytest.raises(ConfigError, match="different steps \\(300k, 600k\\).*add --early-progress"):
+        fit_map(conditions=[f["conditions"], c600], out=tmp_path / "plain", **common)
+
+    result = fit_map(conditions=[f["conditions"], c600], out=tmp_path / "map", early_progress=True, **common)
+    fitted = result["map"]
+    assert fitted.fitted and tuple(fitted.axes) == extended_axes(TASK)[0]
+    by_name = {c.name: c.metrics for c in fitted.conditions}
+    assert by_name["exact"]["budget"] == 0.0 and by_name["single_exact"]["budget"] == 1.0
+    assert by_name["exact"]["phased"] == 1.0 and by_name["single_exact"]["phased"] == 0.0
+    assert by_name["rule_only_600k"]["budget"] == pytest.approx(1.0) and by_name["rule_only_600k"]["grasp_early_u"] == 0.0
+    assert by_name["single_grasp_dead"]["grasp_early_snr"] < by_name["single_exact"]["grasp_early_snr"]
+    assert by_name["single_grasp_dead"]["grasp_early_u"] < by_name["single_exact"]["grasp_early_u"]
+
+    one_score = {"kind": "degraded_oracle", "single_score": True}
+    plain = qualify(model=None, reward=one_score, families_file=str(families), small=False, out_dir=tmp_path / "q1",
+                    data_dir=tmp_path / "data", progress=False)
+    assert plain["map"]["verdict"] == "unmapped"  # the shipped map holds no one-score runs
+    read = qualify(model=None, reward=one_score, families_file=str(families), small=False, out_dir=tmp_path / "q2",
+                   data_dir=tmp_path / "data", progress=False, map_file=tmp_path / "map" / "learnability_map.json")
+    assert read["map"]["verdict"] != "unmapped" and 0.0 <= read["map"]["p_teaches"] <= 1.0

@@ -21,7 +21,7 @@ import argparse
 import json
 import re
 import subprocess
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -97,7 +97,7 @@ def prospective(results: Path, teaches_at: float) -> list[dict]:
 def prospective_lines(rows: list[dict]) -> list[str]:
     """The section of calibration.md for the registered predictions, apart from the retrospective ones."""
     def utc(t: float | None) -> str:
-        return "?" if t is None else datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d %H:%M")
+        return "?" if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")
 
     scored_rows = [r for r in rows if r["p"] is not None and r["before"]]
     score = f"{brier(scored_rows):.3f} over {len(scored_rows)} run(s)" if scored_rows else "none yet"

@@ -11,7 +11,9 @@ prediction is its point P. Writes the Brier score, a reliability plot and a tabl
     python experiments/learnability/lomo.py [--runs results] [--out results/learnability]
 
 Writes ``calibration_lomo.md``, ``calibration_lomo.png`` and the figures into ``calibration.json``
-(``lomo_brier``, ``lomo_runs``; other keys of that file are kept).
+(``lomo_brier``, ``lomo_runs``; other keys of that file are kept). ``--map`` folds another fitted map
+(e.g. a refit with the early-progress axes, whose phased feature lets it predict the single-prompt
+arms too); ``--stem`` names its table and plot, and its figures go under that key.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from pipeline.qualify import load_map
 from pipeline.qualify.families import file_slug
+from pipeline.qualify.learnability_map import map_inputs
 from calibration import draw_bins  # this script's folder
 from qualify_table import pixel_runs
 
@@ -39,20 +43,38 @@ def training_points(fitted) -> list[tuple[dict, float]]:
     return [(dict(c.metrics), float(o)) for c in fitted.conditions for o in c.outcomes]
 
 
+def run_steps(name: str) -> int:
+    """The requested steps of the run named ``name`` (its folder in backticks)."""
+    folder = REPO / name.split("`")[1]
+    return int((yaml.safe_load((folder / "config.yaml").read_text()) or {})["total_timesteps"])
+
+
+def report_metrics(report: Path, run: str, one_score: bool) -> dict:
+    """A qualify report's metrics as a map reads them (:func:`map_inputs`), at the run's own budget."""
+    r = json.loads(report.read_text())
+    return map_inputs(r["pooled"]["value"], r.get("early_progress"), one_score=one_score, steps=run_steps(run))
+
+
 def pixel_points(reports: Path, runs_root: Path, fitted) -> list[dict]:
-    """Pixel-level runs from scratch with their scorer's metrics: model, scorer, run, metrics, outcome."""
+    """Pixel-level runs from scratch with their scorer's metrics: model, scorer, run, metrics, outcome. A map
+    with the phased feature (fitted on one-score runs too) also predicts the single-prompt arms, each from
+    the report of its own configuration."""
+    extended = "phased" in fitted.axes
     out = []
-    for (model, hybrid), runs in sorted(pixel_runs(runs_root).items()):
-        slug = file_slug(model if not hybrid else f"{model}_hybrid_{'_'.join(hybrid)}")
-        report = reports / f"qualify_{slug}.json"
-        if not report.is_file():
-            continue
-        metrics = json.loads(report.read_text())["pooled"]["value"]
-        scorer = model if not hybrid else f"{model} on {'+'.join(hybrid)}"
-        for name, best, _, learner in runs:
-            if learner != "rmtl" or "stopped at" in name:
-                continue  # the map predicts an rmtl learner from scratch, trained to its steps
-            out.append({"model": model, "scorer": scorer, "run": name, "metrics": metrics, "outcome": best})
+    for one_score in (False, True) if extended else (False,):
+        for (model, hybrid), runs in sorted(pixel_runs(runs_root, single_prompt=one_score).items()):
+            for name, best, _, learner in runs:
+                variant = learner.split()[0] if one_score else "rmtl"
+                if learner != variant or "stopped at" in name:
+                    continue  # the map predicts a learner of the scored configuration from scratch, trained to its steps
+                slug = file_slug(f"{model}_hybrid_{'_'.join(hybrid)}" if hybrid else
+                                 f"{model}_{variant}" if one_score else model)
+                report = reports / f"qualify_{slug}.json"
+                if not report.is_file():
+                    continue
+                scorer = (f"{model} on {'+'.join(hybrid)}" if hybrid else f"{model} as {variant}" if one_score else model)
+                out.append({"model": model, "scorer": scorer, "run": name, "outcome": best,
+                            "metrics": report_metrics(report, name, one_score)})
     for check in fitted.checks:
         for seed, best in enumerate(check.outcomes):
             out.append({"model": REPLAYS.get(check.name, check.name), "scorer": f"{check.name} (replayed)",
@@ -109,25 +131,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reports", type=Path, default=REPO / "results/learnability/qualify")
     ap.add_argument("--runs", type=Path, default=REPO / "results")
     ap.add_argument("--out", type=Path, default=REPO / "results/learnability")
+    ap.add_argument("--map", type=Path, default=None,
+                    help="the fitted map whose conditions and axes the folds use (default: the task's shipped map)")
+    ap.add_argument("--stem", default="calibration_lomo", help="the names of the table and plot written into --out")
     a = ap.parse_args(argv)
-    fitted = load_map(None)
+    fitted = load_map(a.map)
     axes = list(fitted.axes)
     points = pixel_points(a.reports, a.runs, fitted)
     rows = lomo(points, training_points(fitted), axes, fitted.teaches_at)
     brier = float(np.mean([(r["p"] - r["taught"]) ** 2 for r in rows])) if rows else float("nan")
     base = float(np.mean([r["taught"] for r in rows])) if rows else float("nan")
-    reliability_plot(rows, brier, a.out / "calibration_lomo.png")
+    reliability_plot(rows, brier, a.out / f"{a.stem}.png")
     per_model = defaultdict(list)
     for r in rows:
         per_model[r["model"]].append(r)
     lines = ["# Leave-one-model-out calibration of the learnability map", "",
-             "Written by `python experiments/learnability/lomo.py`. Each pixel-level run (an `rmtl` learner from "
-             "scratch with the micro-task prompts, a hybrid, a replayed stand-in's seed) is predicted by the map's fit "
+             f"Written by `python experiments/learnability/lomo.py{'' if a.map is None else f' --map {a.map}'}`. "
+             "Each pixel-level run (an `rmtl` learner from scratch with the micro-task prompts, a hybrid, a replayed "
+             "stand-in's seed" + (", and each single-prompt arm's run beside the report of its own configuration"
+                                  if "phased" in axes else "") + ") is predicted by the map's fit "
              "(logistic, L2 C = 1, on the map's axes: " + ", ".join(axes) + ") on the degraded-oracle conditions, the "
              "rule-only references and every **other** model's pixel-level runs.", "",
              f"**Leave-one-model-out Brier {brier:.3f} over {len(rows)} runs** (the base rate {base:.2f} as a constant "
              f"scores {np.mean([(base - r['taught']) ** 2 for r in rows]):.3f}; a constant 0.5 scores 0.250). "
-             "Reliability plot: `calibration_lomo.png`.", "",
+             f"Reliability plot: `{a.stem}.png`.", "",
              "| held-out model | runs | taught | mean P(teaches) | Brier |", "|---|---|---|---|---|"]
     for model, rs in sorted(per_model.items()):
         lines.append(f"| {model} | {len(rs)} | {sum(r['taught'] for r in rs)} | {np.mean([r['p'] for r in rs]):.2f} | "
@@ -135,13 +162,15 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "| scorer | run | P(teaches), own model held out | best test success | taught |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['scorer']} | {r['run']} | {r['p']:.2f} | {r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} |")
-    (a.out / "calibration_lomo.md").write_text("\n".join(lines) + "\n")
+    (a.out / f"{a.stem}.md").write_text("\n".join(lines) + "\n")
     summary = a.out / "calibration.json"
     data = json.loads(summary.read_text()) if summary.is_file() else {}
-    data.update({"lomo_brier": round(brier, 4), "lomo_runs": len(rows), "lomo_axes": axes,
-                 "lomo_per_model": {m: {"runs": len(rs), "brier": round(float(np.mean([(r["p"] - r["taught"]) ** 2
-                                                                                      for r in rs])), 4)}
-                                    for m, rs in sorted(per_model.items())}})
+    figures = {"lomo_brier": round(brier, 4), "lomo_runs": len(rows), "lomo_axes": axes,
+               "lomo_per_model": {m: {"runs": len(rs), "brier": round(float(np.mean([(r["p"] - r["taught"]) ** 2
+                                                                                    for r in rs])), 4)}
+                                  for m, rs in sorted(per_model.items())}}
+    # The shipped map's figures at the top; another map's (an interim refit) under its stem.
+    data.update(figures if a.stem == "calibration_lomo" else {a.stem: {"map": str(a.map), **figures}})
     summary.write_text(json.dumps(data, indent=1) + "\n")
     print("\n".join(lines[:6]))
     return 0

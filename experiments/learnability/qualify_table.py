@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from pipeline.qualify import load_map, map_axes, plot_map, scorer_verdict
+from pipeline.qualify.learnability_map import map_inputs
 from rmtl.tasks import get_task
 from rmtl.train.config import Stage1Config
 from storage.whole_file import write_file_whole
@@ -77,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(path.read_text())
         v, ci = r["pooled"]["value"], r["pooled"]["ci"]
         conf = r.get("configuration") or {}
-        if not conf.get("single_prompt") and not conf.get("one_score"):  # the map holds no one-score runs
-            r["map"] = scorer_verdict(v, r["behaviours_at_or_above_expert"], fitted)
+        one_score = bool(conf.get("single_prompt") or conf.get("one_score"))
+        if not one_score or (fitted is not None and "phased" in fitted.axes):  # a map without one-score runs: unmapped
+            r["map"] = scorer_verdict(map_inputs(v, r.get("early_progress"), one_score=one_score),
+                                      r["behaviours_at_or_above_expert"], fitted)
         write_file_whole(path, json.dumps(r, indent=1, default=float))  # never left half-written
         points[r["scorer"]] = v
         cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in axes]

@@ -6,7 +6,11 @@ checks of the map are another such file, kept out of the fit and reported beside
 map gives them. For each condition: the scorer's metrics on the qualification set (``rmtl
 qualify``'s, one error landscape per seed, averaged) and each finished seed's test success (best
 on validation). Reference runs of a reward without a scorer (rule-only) sit at the task's chance
-corner (``Task.map_axes``). Writes the map (:class:`LearnabilityMap`), runs.csv, runs.md (one row
+corner (``Task.map_axes``). With ``early_progress`` the map also reads the task's early-progress axes
+(``Task.early_progress_metrics``, measured as ``rmtl qualify`` measures them), the run budget
+(:func:`budget`) and whether the reward is phased (1) or one score (0), so conditions of several
+sweep files (300k and 600k runs, micro-task and one-score rewards) enter one fit; a verdict is read
+at the budget of a pixel run (600k). Writes the map (:class:`LearnabilityMap`), runs.csv, runs.md (one row
 per run), conditions.md (one row per condition) and the map's PNGs; it never replaces a file it
 did not write (its record: ``.rmtl-output.json`` in ``--out``).
 """
@@ -24,9 +28,19 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 from pydantic import field_validator
 
+from pipeline.qualify.configurations import as_phase_columns
 from pipeline.qualify.families import load_families, state_set
-from pipeline.qualify.learnability_map import MAP_VERSION, LearnabilityMap, LogisticFit, map_support, map_verdict, plot_map
-from pipeline.qualify.metrics import map_axes, better, no_scorer_metrics, scorer_metrics
+from pipeline.qualify.learnability_map import (
+    FEATURES,
+    MAP_VERSION,
+    LearnabilityMap,
+    LogisticFit,
+    budget,
+    map_support,
+    map_verdict,
+    plot_map,
+)
+from pipeline.qualify.metrics import better, early_progress_axes, map_axes, no_scorer_metrics, scorer_metrics
 from pipeline.qualify.scores import STATE_KINDS, state_scorer, windowed_scores
 from rmtl.config import Config
 from rmtl.errors import ConfigError
@@ -42,6 +56,14 @@ KIND = "learnability-map"
 WRITTEN_BY = "rmtl qualify fit-map"
 BOOTSTRAP_FITS = 1000
 
+def extended_axes(task: Any) -> tuple[tuple[str, ...], dict[str, int]]:
+    """The axes and their better-signs of an early-progress map: the map axes, the task's early-progress
+    axes (a bigger gain is better) and :data:`FEATURES` (more budget, a phased reward: both +1)."""
+    from pipeline.qualify.metrics import early_axes
+
+    early = early_axes(task)
+    return (*map_axes(task), *early, *FEATURES), {**better(task), **{k: 1 for k in (*early, *FEATURES)}}
+
 
 @dataclass(frozen=True)
 class Condition:
@@ -54,7 +76,8 @@ class Condition:
 
 def sweep_conditions(path: Path) -> tuple[list[Condition], str, int]:
     """The conditions of a sweep file (its groups' ``conditions``), its output root and its steps."""
-    from rmtl.train.config import stage1_config
+    from rmtl.config import deep_merge
+    from rmtl.train.config import VARIANTS, stage1_config
     from rmtl.train.sweep_file import load_sweep, nest
 
     sweep = load_sweep(path)
@@ -64,8 +87,9 @@ def sweep_conditions(path: Path) -> tuple[list[Condition], str, int]:
         if r.stage != 1 or not name or r.name != f"{name}_s{r.seed}":
             raise ConfigError(f"sweep file {path}: run {r.name} is not a condition of the map; list the map's runs "
                               "under a group's conditions: (runs named <condition>_s<seed>)")
-        reward = {"kind": stage1_config(r.variant).reward.kind,
-                  **nest({k: v for k, v in r.overrides.items() if k.startswith("reward.")}).get("reward", {})}
+        # The variant's own reward overrides (e.g. single_score_oracle's one score), then the condition's.
+        reward = deep_merge({**dict(VARIANTS[r.variant].get("reward", {})), "kind": stage1_config(r.variant).reward.kind},
+                            nest({k: v for k, v in r.overrides.items() if k.startswith("reward.")}).get("reward", {}))
         c = found.get(name, Condition(name, reward, ()))
         found[name] = Condition(name, c.reward, (*c.runs, (r.seed, r.name)))
     steps = sweep.runs[0].steps
@@ -231,40 +255,141 @@ def _reference(run_dir: Path) -> tuple[str, int, dict[str, Any]]:
     return f"{cfg.variant}_{steps}k", int(cfg.seed), cfg.reward.model_dump(mode="json")
 
 
-def fit_map(*, conditions: Path, checks: Path | None, out: Path, data_dir: Path, runs: Sequence[Path] = (),
-            reference: Sequence[Path] = (), map_out: Path | None = None, ship: bool = False,
-            families_file: str | None = None, small: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Refit the learnability map (module docstring); returns {map, files, rows, complete}. ``runs``:
-    the folders the run folders are looked up in (default: each sweep file's output root); ``ship``:
-    also write the task's shipped map (``Task.learnability_map``)."""
+def _sweeps(conditions: Path | Sequence[Path], checks: Path | None,
+            early_progress: bool) -> tuple[list[Condition], list[Condition], dict[str, int], list[Path], int]:
+    """The conditions of every --conditions file and of --checks, each condition's steps, the sweeps'
+    output roots (where runs are looked up by default) and the first file's steps."""
+    files = [Path(conditions)] if isinstance(conditions, (str, Path)) else [Path(c) for c in conditions]
+    if not files:
+        raise ConfigError("fit-map needs at least one sweep file of conditions (--conditions FILE ...)")
+    sweeps = [sweep_conditions(f) for f in files]
+    conds = [c for cs, _, _ in sweeps for c in cs]
+    steps_of = {c.name: st for cs, _, st in sweeps for c in cs}
+    if len(steps_of) < len(conds):
+        raise ConfigError("a condition name appears in two --conditions files; name each condition once")
+    budgets = sorted({st for _, _, st in sweeps})
+    if not early_progress and len(budgets) > 1:
+        raise ConfigError(f"the --conditions files train for different steps ({', '.join(f'{b // 1000}k' for b in budgets)}); "
+                          "a map over several budgets reads the budget: add --early-progress")
+    root, steps = sweeps[0][1], sweeps[0][2]
+    check_conds, check_root, check_steps = sweep_conditions(checks) if checks is not None else ([], root, steps)
+    steps_of.update({c.name: check_steps for c in check_conds})
+    roots = list(dict.fromkeys([*(Path(r) for _, r, _ in sweeps), Path(check_root)]))
+    return conds, check_conds, steps_of, roots, steps
+
+
+def _steps_of_name(name: str) -> int:
+    """The steps in a run condition's name ``<variant>_<steps>k``."""
+    return int(name.rsplit("_", 1)[1].rstrip("k")) * 1000
+
+
+def _run_conditions(task: Any, reference: Sequence[Path],
+                    scored_runs: Sequence[Path]) -> tuple[list[tuple[Path, str, int, dict]], list[Condition]]:
+    """The reference runs (path, condition, seed, reward) and the scored runs as conditions (one per
+    ``<variant>_<steps>k``, its runs by folder); each checked against its role before any rollout."""
+    refs = [(Path(r), *_reference(Path(r))) for r in reference]
+    for path, _name, _, reward in refs:
+        if reward.get("kind") not in STATE_KINDS or hasattr(state_scorer(task, reward)[0], "scores"):
+            raise ConfigError(f"--reference {path} trained on reward kind {reward.get('kind')!r}, which has a scorer; "
+                              "a reference sits at the map's chance corner: give runs of a reward without one (rule_only)")
+    by_name: dict[str, Condition] = {}
+    for path, name, seed, reward in ((Path(r), *_reference(Path(r))) for r in scored_runs):
+        if reward.get("kind") not in STATE_KINDS or not hasattr(state_scorer(task, reward)[0], "scores"):
+            raise ConfigError(f"--scored-runs {path} trained on reward kind {reward.get('kind')!r}; a scored run's "
+                              f"reward reads state and has a scorer ({', '.join(STATE_KINDS[:2])}): give it as "
+                              "--reference when it has none")
+        c = by_name.get(name, Condition(name, reward, ()))
+        by_name[name] = Condition(name, c.reward, (*c.runs, (seed, str(path.resolve()))))
+    return refs, list(by_name.values())
+
+
+def _reference_points(task: Any, refs: Sequence[tuple[Path, str, int, dict]], axes: Sequence[str],
+                      early_progress: bool) -> tuple[list[dict], list[dict]]:
+    """The reference conditions at the chance corner (no scorer: no early gain, phased like the rule it
+    pays, at its own budget) and their finished runs' rows."""
+    mapped, rows = [], []
+    for ref in dict.fromkeys(name for _, name, _, _ in refs):
+        chance = no_scorer_metrics(task)
+        if early_progress:
+            chance.update({k: 0.0 for k in axes if k not in chance and k not in FEATURES})
+            chance.update(budget=budget(_steps_of_name(ref)), phased=1.0)
+        done = [(seed, outcome(path)) for path, name, seed, _ in refs if name == ref]
+        done = [(seed, o) for seed, o in done if o is not None]
+        mapped.append({"name": ref, "metrics": dict(chance), "outcomes": [o["best"] for _, o in done],
+                       "seeds_done": len(done)})
+        rows += [{"condition": ref, "seed": seed, **chance, "test_success": o["best"], "final_test": o["final"],
+                  "best_step": o["best_step"]} for seed, o in done]
+    return mapped, rows
+
+
+def _fit(mapped: list[dict], rows: list[dict], ref_names: set[str], n_seeds: Mapping[str, int], axes: Sequence[str],
+         signs: Mapping[str, int]) -> dict[str, Any]:
+    """The map's fields: fitted when three conditions have all their seeds and the runs show both
+    outcomes (the references are fitted, not support), else why not (with a provisional fit for plots)."""
+    complete = [c for c in mapped if c["name"] in n_seeds and c["seeds_done"] >= n_seeds[c["name"]]]
+    points = [({k: r[k] for k in axes}, r["test_success"]) for r in rows]
+    classes = {o >= TEACHES_AT for _, o in points}
+    result: dict[str, Any] = {"version": MAP_VERSION, "axes": list(axes), "better": dict(signs), "teaches_at": TEACHES_AT,
+                              "conditions": mapped, "runs": len(rows), "complete_conditions": len(complete)}
+    if len(complete) >= 3 and len(classes) == 2:
+        support = map_support([({k: r[k] for k in axes}, r["test_success"]) for r in rows if r["condition"] not in ref_names],
+                              TEACHES_AT, signs)
+        result.update(fitted=True, **logistic_fit(points, axes, TEACHES_AT).model_dump(), support=support)
+    else:
+        seeds_needed = max(n_seeds.values(), default=0)
+        result.update(fitted=False, why=f"{len(complete)} of {len(n_seeds)} conditions have all seeds ({seeds_needed} needed) "
+                                        f"and the runs {'show both outcomes' if len(classes) == 2 else 'show one outcome only'}")
+        if len(classes) == 2 and len(points) >= 6:  # a provisional fit, labelled as such, for the plots only
+            result["provisional"] = logistic_fit(points, axes, TEACHES_AT)
+    return result
+
+
+def fit_map(*, conditions: Path | Sequence[Path], checks: Path | None, out: Path, data_dir: Path,
+            runs: Sequence[Path] = (), reference: Sequence[Path] = (), scored_runs: Sequence[Path] = (),
+            map_out: Path | None = None, ship: bool = False, families_file: str | None = None, small: bool = False,
+            early_progress: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Refit the learnability map (module docstring); returns {map, files, rows, complete}. ``conditions``:
+    one sweep file or several (each with its own steps); ``runs``: the folders the run folders are looked
+    up in (default: each sweep file's output root); ``scored_runs``: finished runs of a state-reading
+    reward outside the sweep files, each its own condition ``<variant>_<steps>k`` measured like one;
+    ``early_progress``: the early-progress axes and the budget and phased features (module docstring);
+    ``ship``: also write the task's shipped map (``Task.learnability_map``)."""
     from rmtl.tasks import get_task
 
-    conds, root, steps = sweep_conditions(conditions)
-    check_conds, check_root, _ = sweep_conditions(checks) if checks is not None else ([], root, steps)
-    roots = [Path(r) for r in runs] or list(dict.fromkeys([Path(root), Path(check_root)]))
+    conds, check_conds, steps_of, default_roots, steps = _sweeps(conditions, checks, early_progress)
+    roots = [Path(r) for r in runs] or default_roots
     task_name, families = load_families(families_file, small=small)
     task = get_task(task_name)
-    axes, signs = map_axes(task), better(task)
+    axes, signs = extended_axes(task) if early_progress else (map_axes(task), better(task))
     if task.map_plane is None:
         raise ConfigError(f"task {task_name!r} defines no plane of its map to plot (Task.map_plane)")
     map_out = Path(map_out) if map_out is not None else out / MAP_FILE
     check_outputs(out, map_out, task.learnability_map, ship)
-    refs = [(Path(r), *_reference(Path(r))) for r in reference]
-    for path, _name, _, reward in refs:  # before any rollout
-        if reward.get("kind") not in STATE_KINDS or hasattr(state_scorer(task, reward)[0], "scores"):
-            raise ConfigError(f"--reference {path} trained on reward kind {reward.get('kind')!r}, which has a scorer; "
-                              "a reference sits at the map's chance corner: give runs of a reward without one (rule_only)")
+    refs, scored = _run_conditions(task, reference, scored_runs)  # before any rollout
+    steps_of.update({c.name: _steps_of_name(c.name) for c in scored})
+    conds += scored
     states = state_set(task_name, families, data_dir / "qualification" / ("small" if small else "full") / "states", progress)
+    learners = [f.name for f in families if f.group == "learner"]
+
+    def condition_metrics(c: Condition, seed: int) -> dict[str, float]:
+        """The axes of the condition's scorer at one seed's error landscape, as ``rmtl qualify`` measures them."""
+        kind, cfg = state_scorer(task, c.reward, seed)
+        raw = windowed_scores(kind.scores(states.states), states, cfg.shaping.score_window)
+        m = scorer_metrics(task, as_phase_columns(raw, len(task.micro_tasks.names)), states)
+        if early_progress:
+            every = np.ones(len(states.states), dtype=bool)
+            m.update(early_progress_axes(task, raw, states, every, cfg.shaping, learners))
+            m.update(budget=budget(steps_of[c.name]), phased=float(raw.shape[1] > 1))
+        return m
 
     def measured(c: Condition, rows: list[dict]) -> dict:
         """A condition's metrics (averaged over its seeds' error landscapes) and finished outcomes;
         each finished run appended to ``rows``."""
         per_seed, outcomes = [], []
         for seed, run_name in c.runs:
-            kind, cfg = state_scorer(task, c.reward, seed)
-            m = scorer_metrics(task, windowed_scores(kind.scores(states.states), states, cfg.shaping.score_window), states)
+            m = condition_metrics(c, seed)
             per_seed.append(m)
-            found = _find_run(run_name, roots)
+            found = Path(run_name) if Path(run_name).is_absolute() else _find_run(run_name, roots)
             o = outcome(found) if found is not None else None
             if o is not None:
                 outcomes.append(o["best"])
@@ -277,36 +402,21 @@ def fit_map(*, conditions: Path, checks: Path | None, out: Path, data_dir: Path,
     check_rows: list[dict] = []
     mapped = [measured(c, rows) for c in conds]
     checked = [measured(c, check_rows) for c in check_conds]
-    chance = no_scorer_metrics(task)
-    ref_names = list(dict.fromkeys(name for _, name, _, _ in refs))
-    for ref in ref_names:
-        done = [(seed, outcome(path)) for path, name, seed, _ in refs if name == ref]
-        done = [(seed, o) for seed, o in done if o is not None]
-        mapped.append({"name": ref, "metrics": dict(chance), "outcomes": [o["best"] for _, o in done],
-                       "seeds_done": len(done)})
-        rows += [{"condition": ref, "seed": seed, **chance, "test_success": o["best"], "final_test": o["final"],
-                  "best_step": o["best_step"]} for seed, o in done]
-    n_seeds = {c.name: len(c.runs) for c in conds}
-    complete = [c for c in mapped if c["name"] in n_seeds and c["seeds_done"] >= n_seeds[c["name"]]]
-    points = [({k: r[k] for k in axes}, r["test_success"]) for r in rows]
-    classes = {o >= TEACHES_AT for _, o in points}
-    result: dict[str, Any] = {"version": MAP_VERSION, "axes": list(axes), "better": signs, "teaches_at": TEACHES_AT,
-                              "conditions": mapped, "runs": len(rows), "complete_conditions": len(complete)}
-    if len(complete) >= 3 and len(classes) == 2:
-        # the reference runs (no scorer) sit at the chance corner: they are fitted, not support
-        support = map_support([({k: r[k] for k in axes}, r["test_success"]) for r in rows if r["condition"] not in ref_names],
-                              TEACHES_AT, signs)
-        result.update(fitted=True, **logistic_fit(points, axes, TEACHES_AT).model_dump(), support=support)
-    else:
-        seeds_needed = max(n_seeds.values(), default=0)
-        result.update(fitted=False, why=f"{len(complete)} of {len(conds)} conditions have all seeds ({seeds_needed} needed) "
-                                        f"and the runs {'show both outcomes' if len(classes) == 2 else 'show one outcome only'}")
-        if len(classes) == 2 and len(points) >= 6:  # a provisional fit, labelled as such, for the plots only
-            result["provisional"] = logistic_fit(points, axes, TEACHES_AT)
+    ref_mapped, ref_rows = _reference_points(task, refs, axes, early_progress)
+    mapped, rows = mapped + ref_mapped, rows + ref_rows
+    result = _fit(mapped, rows, {c["name"] for c in ref_mapped}, {c.name: len(c.runs) for c in conds}, axes, signs)
     fitted = LearnabilityMap.make(**result)
     checked = [{**c, "verdict": map_verdict(c["metrics"], fitted)} for c in checked]
     fitted = LearnabilityMap.make(**{**result, "checks": checked})
+    written = _write_outputs(fitted, out, map_out, task, ship, rows, check_rows, checked, mapped, conds, axes, steps)
+    return {"map": fitted, "files": [str(p) for p in written], "rows": len(rows), "complete": result["complete_conditions"]}
 
+
+def _write_outputs(fitted: LearnabilityMap, out: Path, map_out: Path, task: Any, ship: bool, rows: list[dict],
+                   check_rows: list[dict], checked: list[dict], mapped: list[dict], conds: Sequence[Condition],
+                   axes: Sequence[str], steps: int) -> list[Path]:
+    """The map (and the shipped one with ``ship``), runs.csv, runs.md, conditions.md and the PNGs, and
+    the record of what fit-map wrote into ``out``; the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     text = fitted.to_json()
     write_file_whole(map_out, text)
@@ -335,7 +445,7 @@ def fit_map(*, conditions: Path, checks: Path | None, out: Path, data_dir: Path,
     plot_map(fitted, {}, out / "map_2d.png", task.map_plane)
     written += [out / n for n in TABLES]
     _write_record(out, [p.name for p in written if p.parent.resolve() == out.resolve()])
-    return {"map": fitted, "files": [str(p) for p in written], "rows": len(rows), "complete": len(complete)}
+    return written
 
 
 def format_fit(result: Mapping[str, Any]) -> str:
@@ -352,8 +462,9 @@ def format_fit(result: Mapping[str, Any]) -> str:
 class FitMapConfig(Config):
     """``rmtl qualify fit-map``: refit the learnability map from finished runs (pipeline/qualify/fit.py)."""
 
-    conditions: str = "experiments/learnability/conditions.yaml"
-    """The map's conditions: a sweep file whose groups list conditions (runs <condition>_s<seed>)."""
+    conditions: tuple[str, ...] = ("experiments/learnability/conditions.yaml",)
+    """The map's conditions: sweep files whose groups list conditions (runs <condition>_s<seed>), each
+    with its own steps (several budgets need --early-progress, which reads the budget)."""
     checks: str | None = "experiments/learnability/checks.yaml"
     """Checks of the map (a sweep file like --conditions), kept out of the fit; 'none' for none."""
     runs: tuple[str, ...] = ()
@@ -361,6 +472,11 @@ class FitMapConfig(Config):
     reference: tuple[str, ...] = ("results/oracle_structure/runs/rule_only_s0", "results/oracle_structure/runs/rule_only_s1",
                                   "results/oracle_structure/runs/rule_only_s2")
     """Run folders of a reward without a scorer, placed at the map's chance corner; 'none' for none."""
+    scored_runs: tuple[str, ...] = ()
+    """Finished run folders of a state-reading reward with a scorer outside the sweep files (e.g. the
+    exact oracle's 600k runs): one condition <variant>_<steps>k each, measured like a condition."""
+    early_progress: bool = False
+    """Fit on the early-progress axes too, with the budget and phased features (verdicts at 600k)."""
     out: str | None = None
     """Folder of the map, its tables and plots (default <data dir>/qualification/map); fit-map replaces
     only files it wrote there."""
@@ -389,13 +505,13 @@ def fit_map_command(cfg: FitMapConfig) -> None:
     from rmtl.provenance import data_dir
 
     default = FitMapConfig.model_fields["conditions"].default
-    if cfg.conditions == default and not Path(default).is_file():
-        raise ConfigError(f"{default} is not here ({Path.cwd()}): fit-map refits the map from the runs kept in the "
+    if tuple(cfg.conditions) == default and not Path(default[0]).is_file():
+        raise ConfigError(f"{default[0]} is not here ({Path.cwd()}): fit-map refits the map from the runs kept in the "
                           f"project's checkout; run it from the checkout's root, or pass --conditions and --runs")
     root = data_dir()
-    result = fit_map(conditions=Path(cfg.conditions), checks=Path(cfg.checks) if cfg.checks else None,
+    result = fit_map(conditions=[Path(c) for c in cfg.conditions], checks=Path(cfg.checks) if cfg.checks else None,
                      out=Path(cfg.out) if cfg.out else root / "qualification" / "map", data_dir=root,
                      runs=[Path(r) for r in cfg.runs], reference=[Path(r) for r in cfg.reference or ()],
-                     map_out=Path(cfg.map_out) if cfg.map_out else None, ship=cfg.ship, families_file=cfg.families,
-                     small=cfg.small)
+                     scored_runs=[Path(r) for r in cfg.scored_runs], map_out=Path(cfg.map_out) if cfg.map_out else None,
+                     ship=cfg.ship, families_file=cfg.families, small=cfg.small, early_progress=cfg.early_progress)
     print(format_fit(result))

@@ -107,6 +107,27 @@ class LearnabilityMap(Config):
         return json.dumps(data, indent=1)
 
 
+BASE_STEPS = 300_000
+"""The budget of the map's first runs: :func:`budget` is 0 there."""
+PIXEL_STEPS = 600_000
+"""The budget of a pixel run: verdicts of a map with the budget feature are read there (budget 1)."""
+FEATURES = ("budget", "phased")
+"""The two features a map fitted with early-progress axes adds after them: the run's budget, and
+whether the reward is phased (1) or one score (0)."""
+
+
+def budget(steps: int) -> float:
+    """A run's budget as the map reads it: log2(steps / 300k), so 300k -> 0 and 600k -> 1."""
+    return float(np.log2(max(int(steps), 1) / BASE_STEPS))
+
+
+def map_inputs(pooled: Mapping[str, float], early: Mapping[str, float] | None, *, one_score: bool,
+               steps: int = PIXEL_STEPS) -> dict[str, float]:
+    """What a map reads of a reward: its pooled axes, its early-progress axes, the budget of a run of
+    ``steps`` and its form (phased or one score). A map reads only the axes it has."""
+    return {**pooled, **(early or {}), "budget": budget(steps), "phased": 0.0 if one_score else 1.0}
+
+
 def load_map(path: Path | None = None) -> LearnabilityMap | None:
     """The fitted learnability map at ``path`` (default: the default task's, ``Task.learnability_map``);
     None when there is none. A map of another schema is one ConfigError line."""

@@ -4,6 +4,7 @@ intervals."""
 from __future__ import annotations
 
 from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -16,6 +17,23 @@ def map_axes(task: Any) -> tuple[str, ...]:
     if not task.map_axes:
         raise ConfigError(f"task {task.name!r} defines no learnability-map axes (Task.map_axes); it cannot be qualified")
     return tuple(task.map_axes)
+
+
+def early_axes(task: Any) -> tuple[str, ...]:
+    """The names of the task's early-progress axes (``Task.early_progress_axes``); none when it has none."""
+    return tuple(getattr(task, "early_progress_axes", None) or ())
+
+
+def early_progress_axes(task: Any, scores: np.ndarray | None, rows: StateSet, held_out: np.ndarray, shaping: Any,
+                        learner_families: Sequence[str]) -> dict[str, float]:
+    """The task's early-progress axes of a reward's scores [N, K] (or [N, 1]) on the held-out rows, its
+    shaper's bounds replayed on the learner families' episodes (every row when the set has no learners)."""
+    if scores is None or task.early_progress_metrics is None:
+        return {}
+    learners = np.isin(rows.family, list(learner_families))
+    pick = learners if learners.any() else np.ones(len(rows.states), dtype=bool)
+    replay = (scores[pick], rows.states[pick], rows.episode[pick], rows.step[pick])
+    return task.early_progress_metrics(scores[held_out], rows.states[held_out], replay=replay, shaping=shaping)
 
 
 def better(task: Any) -> dict[str, int]:

@@ -13,8 +13,8 @@ import numpy as np
 from pipeline.qualify.battery import battery, single_prompt_battery
 from pipeline.qualify.configurations import as_phase_columns, configuration
 from pipeline.qualify.families import file_slug, load_families, state_set
-from pipeline.qualify.learnability_map import load_map, plot_map, scorer_verdict
-from pipeline.qualify.metrics import pooled_metrics, scorer_metrics
+from pipeline.qualify.learnability_map import load_map, map_inputs, plot_map, scorer_verdict
+from pipeline.qualify.metrics import early_progress_axes, pooled_metrics, scorer_metrics
 from pipeline.qualify.scores import (
     frames_folder,
     hybrid_scores,
@@ -114,11 +114,13 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         single = {"battery_single_prompt": single_returns,
                   "single_prompt_behaviours_at_or_above_expert": sorted(
                       n for n in degenerate if single_returns.get(n, -np.inf) >= single_returns.get("expert", np.inf))}
-    verdict = scorer_verdict(pooled["value"], beats, fitted) if not one_score else {
-        "verdict": "unmapped", "why": "the map holds no runs of a one-score reward yet (the early-progress "
-        "calibration runs of results/learnability/RULE.md, 2026-12-07, add them); compare its axes"}
-    early = early_progress(task, raw_scores, rows, held_out, shaping,
-                           [n for n, f in fams.items() if f.group == "learner"])
+    early = early_progress_axes(task, raw_scores, rows, held_out, shaping,
+                                [n for n, f in fams.items() if f.group == "learner"])
+    # A map with the budget and phased features reads a pixel run's budget and this reward's form.
+    at = map_inputs(pooled["value"], early, one_score=one_score)
+    verdict = scorer_verdict(at, beats, fitted) if not one_score or (fitted and "phased" in fitted.axes) else {
+        "verdict": "unmapped", "why": "the map holds no runs of a one-score reward (refit it with "
+        "'rmtl qualify fit-map --early-progress' on runs of one), so compare its early-progress axes"}
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
               "vlm_micro_tasks": list(vlm_micro_tasks or []),
               "configuration": ({"variant": conf.variant, "single_prompt": conf.single_prompt, "views": list(conf.views)}
@@ -140,18 +142,6 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     if task.map_plane is not None:
         plot_map(fitted, {label: pooled["value"]}, Path(report["files"]["png"]), task.map_plane)
     return report
-
-
-def early_progress(task: Any, scores: np.ndarray | None, rows: Any, held_out: np.ndarray, shaping: Any,
-                   learner_families: Sequence[str]) -> dict:
-    """The task's early-progress axes of a reward's scores on the held-out rows, its shaper's bounds
-    replayed on the learner families' episodes (every row when the set has no learners)."""
-    if scores is None or task.early_progress_metrics is None:
-        return {}
-    learners = np.isin(rows.family, list(learner_families))
-    pick = learners if learners.any() else np.ones(len(rows.states), dtype=bool)
-    replay = (scores[pick], rows.states[pick], rows.episode[pick], rows.step[pick])
-    return task.early_progress_metrics(scores[held_out], rows.states[held_out], replay=replay, shaping=shaping)
 
 
 def format_report(report: Mapping[str, Any]) -> str:
@@ -183,7 +173,7 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append(f"verdict: unmapped ({v['why']})")
     else:
         lines.append(f"verdict: {v['verdict']} (P(teaches) {f(v['p_teaches'])}, 90% [{f(v['p_interval_90'][0])}, "
-                     f"{f(v['p_interval_90'][1])}]; predicted test success at 300k {f(v['predicted_test_success'])}, "
-                     f"nearest conditions {', '.join(v['nearest_conditions'])})" + (f"; {v['why']}" if "why" in v else ""))
+                     f"{f(v['p_interval_90'][1])}]; predicted test success {f(v['predicted_test_success'])} "
+                     f"(mean of the nearest conditions {', '.join(v['nearest_conditions'])}))" + (f"; {v['why']}" if "why" in v else ""))
     lines += [f"wrote {p}" for p in report["files"].values()]
     return "\n".join(lines)

@@ -17,6 +17,7 @@ from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
 from rmtl.tasks.fetch_lift.captions import CaptionConfig
 from rmtl.tasks.fetch_lift.curriculum_stages import PAPER_STAGES
 from rmtl.tasks.fetch_lift.dense_reward import DenseRewardConfig, dense_reward
+from rmtl.tasks.fetch_lift.early_progress import EARLY_AXES
 from rmtl.tasks.fetch_lift.env import EnvConfig, FetchPickAndLiftEnv, check_difficulty
 from rmtl.tasks.fetch_lift.layout import ACTION_FIELDS, layout
 from rmtl.tasks.fetch_lift.oracle_progress import oracle_progress
@@ -107,7 +108,7 @@ def fetch_lift_task() -> Task:
         caption_leak_audit=_caption_leak_audit,
         soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
         scorer_metrics=_map_metrics, map_axes=MappingProxyType(MAP_AXES), map_plane=MAP_PLANE,
-        early_progress_metrics=_early_progress_metrics,
+        early_progress_metrics=_early_progress_metrics, early_progress_axes=EARLY_AXES,
         learnability_map=Path(__file__).with_name("learnability_map.json"), env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
         phase_metrics=_phase_metrics, lift_height=lift_height, episode_goals=_episode_goals,
         gate_report=_gate_report, check_difficulty=check_difficulty,
