@@ -147,6 +147,11 @@ def test_truncated_init_policy_is_damaged_not_a_mismatch(tmp_path):
                            "--steps", 64, "--out", tmp_path / "r"))
     assert line.startswith(f"error: init_policy: {policy.resolve() / 'model.zip'} is not a readable SB3 model"), line
     assert "does not fit" not in line
+    assert not (tmp_path / "r").exists()  # refused before its first file: no empty run folder left behind
+    (tmp_path / "mine").mkdir()  # a folder the user made is theirs, empty or not
+    first_line(rmtl(tmp_path, "train", "stage1", "--variant", "rule_only", "--init-policy", policy,
+                    "--steps", 64, "--out", tmp_path / "mine"))
+    assert (tmp_path / "mine").is_dir()
 
 
 def test_sweep_output_root_that_is_a_file(tmp_path):

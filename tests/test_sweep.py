@@ -142,6 +142,10 @@ def test_pixel_sweep_needs_its_model(tmp_path):
 
 def test_lock_live_stale_and_refused(tmp_path):
     run_dir = tmp_path / "r"
+    with RunLock(run_dir, stale_seconds=60):  # a run refused before its first file leaves no empty folder
+        assert run_dir.is_dir()
+    assert not run_dir.exists()
+    run_dir.mkdir()  # a folder that was there stays
     with RunLock(run_dir, stale_seconds=60):
         assert lock_info(run_dir).state == "live"
         with RunLock(run_dir, stale_seconds=60):  # the same process again (a sweep calling the command): a no-op

@@ -88,6 +88,7 @@ class RunLock:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nested = False
+        self._made_dir = False
 
     def _create(self) -> bool:
         try:
@@ -99,6 +100,9 @@ class RunLock:
         return True
 
     def acquire(self) -> None:
+        # A run folder the lock made is removed again if nothing was written into it (a run refused
+        # before its first file, e.g. a damaged --init-policy, leaves no empty --out behind).
+        self._made_dir = not self.path.parent.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self._create():
             return self._beat()
@@ -137,6 +141,9 @@ class RunLock:
                 self.path.unlink()
         except (OSError, ValueError):
             pass
+        if self._made_dir:
+            with contextlib.suppress(OSError):  # not empty (the run wrote), or gone: left as it is
+                self.path.parent.rmdir()
 
     def __enter__(self) -> RunLock:
         self.acquire()
