@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import contextlib
 import re
 import signal
 import struct
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import time
 import uuid
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
@@ -121,23 +123,40 @@ def _popen(cmd: list[str], env: dict) -> subprocess.Popen:
                             start_new_session=True)
 
 
-@pytest.mark.slow  # a real scheduler, workers, commands
-def test_the_only_worker_killed_mid_render_gives_up_in_one_line_and_a_rerun_completes(tmp_path, kill_tagged):
-    from storage.dataset import DatasetStore
-
+@contextlib.contextmanager
+def _mid_render_on_one_worker(tmp_path: Path, kill_tagged, name: str, wait_s: float):
+    """A scheduler, its one worker and render-and-embed into ``stores/<name>.zarr`` on them (waiting up
+    to ``wait_s`` for a worker), entered mid-render (some but not all episodes committed). Yields what
+    was started (``procs``: append what the test starts); at the end everything is killed and nothing
+    the test tagged may be left running."""
     tag = uuid.uuid4().hex
     env = _env(tmp_path, tag)
-    store = tmp_path / "stores" / "lost.zarr"
+    store = tmp_path / "stores" / f"{name}.zarr"
     procs: list[subprocess.Popen] = []
     try:
         sched, address = _scheduler(tmp_path, env)
         procs.append(sched)
         worker = _worker(tmp_path, env, address, "w0")
         procs.append(worker)
-        job = _popen(_command(address, store, "--dask-worker-wait-s", str(WAIT_S)), env)
+        job = _popen(_command(address, store, "--dask-worker-wait-s", str(wait_s)), env)
         procs.append(job)
         _mid_render(store, job)
-        _sigkill_group(worker)
+        yield SimpleNamespace(env=env, store=store, address=address, scheduler=sched, worker=worker, job=job,
+                              procs=procs)
+    finally:
+        for p in reversed(procs):
+            kill_group(p, timeout=10)
+        leftovers = kill_tagged(tag)
+    assert not leftovers, f"processes left running: {leftovers}"
+
+
+@pytest.mark.slow  # a real scheduler, workers, commands
+def test_the_only_worker_killed_mid_render_gives_up_in_one_line_and_a_rerun_completes(tmp_path, kill_tagged):
+    from storage.dataset import DatasetStore
+
+    with _mid_render_on_one_worker(tmp_path, kill_tagged, "lost", WAIT_S) as c:
+        env, store, address, job = c.env, c.store, c.address, c.job
+        _sigkill_group(c.worker)
         t_kill = time.monotonic()
         first = job.stderr.readline().strip()
         t_first = time.monotonic() - t_kill
@@ -159,7 +178,7 @@ def test_the_only_worker_killed_mid_render_gives_up_in_one_line_and_a_rerun_comp
                             f"or leave out --dask-address to render with --workers local processes"), lines
         assert WAIT_S - 0.5 <= t_end - t_first <= WAIT_S + 20, (t_first, t_end)  # the stated timeout, not more
         # a worker again, the same command (default wait): only the missing episodes are rendered
-        procs.append(_worker(tmp_path, env, address, "w1"))
+        c.procs.append(_worker(tmp_path, env, address, "w1"))
         again = subprocess.run(_command(address, store), env=env, capture_output=True, text=True, timeout=600,
                                cwd=ROOT)
         assert again.returncode == 0, (again.stdout[-2000:], again.stderr[-2000:])
@@ -169,61 +188,32 @@ def test_the_only_worker_killed_mid_render_gives_up_in_one_line_and_a_rerun_comp
         with DatasetStore.open(store) as ds:
             assert sorted(ds.episodes()) == list(range(EPISODES))
             assert ds.embedded_rows("rmtl-fetch-tiny__random") == ds.num_rows > 0
-    finally:
-        for p in reversed(procs):
-            kill_group(p, timeout=10)
-        leftovers = kill_tagged(tag)
-    assert not leftovers, f"processes left running: {leftovers}"
 
 
 @pytest.mark.slow  # a real scheduler, workers, commands
 def test_the_only_worker_killed_mid_render_goes_on_when_a_worker_joins(tmp_path, kill_tagged):
     from storage.dataset import DatasetStore
 
-    tag = uuid.uuid4().hex
-    env = _env(tmp_path, tag)
-    store = tmp_path / "stores" / "back.zarr"
-    procs: list[subprocess.Popen] = []
-    try:
-        sched, address = _scheduler(tmp_path, env)
-        procs.append(sched)
-        worker = _worker(tmp_path, env, address, "w0")
-        procs.append(worker)
-        job = _popen(_command(address, store, "--dask-worker-wait-s", "300"), env)
-        procs.append(job)
-        _mid_render(store, job)
-        _sigkill_group(worker)
+    with _mid_render_on_one_worker(tmp_path, kill_tagged, "back", 300) as c:
+        env, store, address, job = c.env, c.store, c.address, c.job
+        _sigkill_group(c.worker)
         first = job.stderr.readline().strip()
         assert first.startswith(f"waiting for a Dask worker: the scheduler at {address} has no worker left ("), first
         assert "(up to 300 s; " in first, first
-        procs.append(_worker(tmp_path, env, address, "w1"))
+        c.procs.append(_worker(tmp_path, env, address, "w1"))
         out, err = job.communicate(timeout=600)
         assert job.returncode == 0, (first, out[-2000:], err[-2000:])
         assert [ln for ln in err.splitlines() if ln.strip()] == [
             f"a Dask worker joined the scheduler at {address}; going on"], err
         with DatasetStore.open(store) as ds:
             assert sorted(ds.episodes()) == list(range(EPISODES))
-    finally:
-        for p in reversed(procs):
-            kill_group(p, timeout=10)
-        leftovers = kill_tagged(tag)
-    assert not leftovers, f"processes left running: {leftovers}"
 
 
 @pytest.mark.slow  # a real scheduler, workers, commands
 def test_the_scheduler_killed_mid_render_is_one_line(tmp_path, kill_tagged):
-    tag = uuid.uuid4().hex
-    env = _env(tmp_path, tag)
-    store = tmp_path / "stores" / "nosched.zarr"
-    procs: list[subprocess.Popen] = []
-    try:
-        sched, address = _scheduler(tmp_path, env)
-        procs.append(sched)
-        procs.append(_worker(tmp_path, env, address, "w0"))
-        job = _popen(_command(address, store, "--dask-worker-wait-s", str(WAIT_S)), env)
-        procs.append(job)
-        _mid_render(store, job)
-        _sigkill_group(sched)
+    with _mid_render_on_one_worker(tmp_path, kill_tagged, "nosched", WAIT_S) as c:
+        store, address, job = c.store, c.address, c.job
+        _sigkill_group(c.scheduler)
         t_kill = time.monotonic()
         out, err = job.communicate(timeout=120)
         lines = [ln for ln in err.splitlines() if ln.strip()]
@@ -232,11 +222,6 @@ def test_the_scheduler_killed_mid_render_is_one_line(tmp_path, kill_tagged):
         kept = len(_episodes(store))
         assert lines[0].startswith(f"error: lost the connection to the Dask scheduler at {address}; {kept} of "
                                    f"{EPISODES} episodes are in {store}; start it again"), lines
-    finally:
-        for p in reversed(procs):
-            kill_group(p, timeout=10)
-        leftovers = kill_tagged(tag)
-    assert not leftovers, f"processes left running: {leftovers}"
 
 
 GARBAGE = {

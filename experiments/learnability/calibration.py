@@ -153,10 +153,18 @@ def reliability_plot(rows: list[dict], path: Path) -> None:
     if other:  # ablations and warm-started controls: shown, not in the bins or the score
         ax.scatter([r["p"] for r in other], [float(r["taught"]) for r in other], s=30, marker="x", c="grey",
                    label="other learners (ablations, controls)")
-    draw_bins(ax, p, y)
-    ax.set(xlim=(-0.05, 1.05), ylim=(-0.1, 1.1), xlabel="P(teaches) from rmtl qualify (before the run)",
-           ylabel="share taught (best test success >= 0.5)", title=f"Calibration of the learnability map (Brier {brier(c):.3f})")
     ax.legend(loc="upper left", fontsize=8)
+    finish_reliability(fig, ax, p, y, path, xlabel="P(teaches) from rmtl qualify (before the run)",
+                       ylabel="share taught (best test success >= 0.5)",
+                       title=f"Calibration of the learnability map (Brier {brier(c):.3f})")
+
+
+def finish_reliability(fig, ax, p: np.ndarray, y: np.ndarray, path: Path, **labels: str) -> None:
+    """A reliability plot's bins, limits and labels, saved to ``path`` and closed."""
+    import matplotlib.pyplot as plt
+
+    draw_bins(ax, p, y)
+    ax.set(xlim=(-0.05, 1.05), ylim=(-0.1, 1.1), **labels)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

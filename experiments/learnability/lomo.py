@@ -29,7 +29,7 @@ import yaml
 from pipeline.qualify import load_map
 from pipeline.qualify.families import file_slug
 from pipeline.qualify.learnability_map import map_inputs
-from calibration import draw_bins  # this script's folder
+from calibration import finish_reliability  # this script's folder
 from qualify_table import pixel_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,12 +118,8 @@ def reliability_plot(rows: list[dict], brier: float, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.plot([0, 1], [0, 1], ls="--", c="grey", lw=1)
     ax.scatter(p, y + np.random.default_rng(0).uniform(-0.03, 0.03, len(y)), s=18, alpha=0.6)
-    draw_bins(ax, p, y)
-    ax.set(xlim=(-0.05, 1.05), ylim=(-0.1, 1.1), xlabel="P(teaches), the run's own model held out",
-           ylabel="share taught", title=f"Leave-one-model-out calibration (Brier {brier:.3f}, {len(rows)} runs)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish_reliability(fig, ax, p, y, path, xlabel="P(teaches), the run's own model held out", ylabel="share taught",
+                       title=f"Leave-one-model-out calibration (Brier {brier:.3f}, {len(rows)} runs)")
 
 
 def main(argv: list[str] | None = None) -> int:
