@@ -28,7 +28,7 @@ import yaml
 
 from pipeline.qualify import load_map
 from pipeline.qualify.families import file_slug
-from pipeline.qualify.learnability_map import map_inputs
+from pipeline.qualify.learnability_map import map_inputs, map_verdict
 from calibration import finish_reliability  # this script's folder
 from qualify_table import pixel_runs
 
@@ -80,6 +80,24 @@ def pixel_points(reports: Path, runs_root: Path, fitted) -> list[dict]:
             out.append({"model": REPLAYS.get(check.name, check.name), "scorer": f"{check.name} (replayed)",
                         "run": f"seed {seed}", "metrics": dict(check.metrics), "outcome": float(best)})
     return out
+
+
+def report_verdicts(reports: Path, fitted) -> list[str]:
+    """Every qualify report's verdict under the whole map (no model held out), as a table's lines: what
+    ``rmtl qualify --map`` would say of each scorer, runs or not (a map without the phased feature
+    leaves a one-score configuration unmapped)."""
+    lines = ["| scorer | verdict | P(teaches) [90%] |", "|---|---|---|"]
+    for path in sorted(reports.glob("qualify_*.json")):
+        r = json.loads(path.read_text())
+        conf = r.get("configuration") or {}
+        one_score = bool(conf.get("single_prompt") or conf.get("one_score"))
+        if one_score and "phased" not in fitted.axes:
+            lines.append(f"| {r['scorer']} | unmapped | - |")
+            continue
+        v = map_verdict(map_inputs(r["pooled"]["value"], r.get("early_progress"), one_score=one_score), fitted)
+        lines.append(f"| {r['scorer']} | {v['verdict']} | {v['p_teaches']:.2f} [{v['p_interval_90'][0]:.2f}, "
+                     f"{v['p_interval_90'][1]:.2f}] |")
+    return lines
 
 
 def fit_predict(train: list[tuple[dict, float]], test: list[dict], axes: list[str], teaches_at: float) -> np.ndarray:
@@ -158,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     lines += ["", "| scorer | run | P(teaches), own model held out | best test success | taught |", "|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['scorer']} | {r['run']} | {r['p']:.2f} | {r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} |")
+    lines += ["", "## Every scorer under the whole map (no model held out)", "",
+              "The verdict `rmtl qualify --map` gives each report's scorer from this map (the battery's hold on a "
+              "trap pose not applied). Scorers without pixel runs (random weights, `rmtl-fetch-lit`) are here only.", "",
+              *report_verdicts(a.reports, fitted)]
     (a.out / f"{a.stem}.md").write_text("\n".join(lines) + "\n")
     summary = a.out / "calibration.json"
     data = json.loads(summary.read_text()) if summary.is_file() else {}
