@@ -25,10 +25,12 @@ from pathlib import Path
 
 import numpy as np
 import yaml
+from threadpoolctl import threadpool_limits
 
 from pipeline.qualify import load_map
 from pipeline.qualify.families import file_slug
-from pipeline.qualify.learnability_map import map_inputs, map_verdict
+from pipeline.qualify.fit import logistic_fit
+from pipeline.qualify.learnability_map import fit_probability, interval_verdict, map_inputs, map_verdict
 from calibration import finish_reliability  # this script's folder
 from qualify_table import pixel_runs
 
@@ -100,28 +102,20 @@ def report_verdicts(reports: Path, fitted) -> list[str]:
     return lines
 
 
-def fit_predict(train: list[tuple[dict, float]], test: list[dict], axes: list[str], teaches_at: float) -> np.ndarray:
-    """The map's logistic fit on ``train``; its P(teaches) at each test point's metrics."""
-    from sklearn.linear_model import LogisticRegression
-    from threadpoolctl import threadpool_limits
-
-    x = np.array([[m.get(a, np.nan) for a in axes] for m, _ in train], dtype=float)
-    y = np.array([o >= teaches_at for _, o in train], dtype=int)
-    mean, scale = np.nanmean(x, axis=0), np.nanstd(x, axis=0)
-    scale[scale == 0] = 1.0
-    xt = np.array([[p["metrics"].get(a, np.nan) for a in axes] for p in test], dtype=float)
-    with threadpool_limits(limits=1):
-        model = LogisticRegression(C=1.0).fit(np.nan_to_num((x - mean) / scale), y)
-    return model.predict_proba(np.nan_to_num((xt - mean) / scale))[:, 1]
-
-
 def lomo(points: list[dict], base: list[tuple[dict, float]], axes: list[str], teaches_at: float) -> list[dict]:
+    """Each model's runs predicted by the map's fit (``logistic_fit``, with its bootstrap) on ``base`` and
+    every other model's runs: P(teaches), its 90% interval and the verdict they give."""
     out = []
     for model in sorted({p["model"] for p in points}):
         held = [p for p in points if p["model"] == model]
-        others = [(p["metrics"], p["outcome"]) for p in points if p["model"] != model]
-        for p, prob in zip(held, fit_predict(base + others, held, axes, teaches_at)):
-            out.append({**p, "p": float(prob), "taught": p["outcome"] >= teaches_at})
+        train = [({a: m.get(a, np.nan) for a in axes}, o) for m, o in base]
+        train += [({a: p["metrics"].get(a, np.nan) for a in axes}, p["outcome"]) for p in points if p["model"] != model]
+        with threadpool_limits(limits=1):  # a few dozen rows: BLAS threads only contend for the cores
+            fit = logistic_fit(train, axes, teaches_at)
+        for p in held:
+            prob, lo, hi = fit_probability(fit, axes, p["metrics"])
+            out.append({**p, "p": prob, "interval": [lo, hi], "verdict": interval_verdict(lo, hi),
+                        "taught": p["outcome"] >= teaches_at})
     return out
 
 
@@ -173,9 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     for model, rs in sorted(per_model.items()):
         lines.append(f"| {model} | {len(rs)} | {sum(r['taught'] for r in rs)} | {np.mean([r['p'] for r in rs]):.2f} | "
                      f"{np.mean([(r['p'] - r['taught']) ** 2 for r in rs]):.3f} |")
-    lines += ["", "| scorer | run | P(teaches), own model held out | best test success | taught |", "|---|---|---|---|---|"]
+    lines += ["", "| scorer | run | P(teaches), own model held out [90%] | verdict | best test success | taught |",
+              "|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['scorer']} | {r['run']} | {r['p']:.2f} | {r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} |")
+        lines.append(f"| {r['scorer']} | {r['run']} | {r['p']:.2f} [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}] | "
+                     f"{r['verdict']} | {r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} |")
     lines += ["", "## Every scorer under the whole map (no model held out)", "",
               "The verdict `rmtl qualify --map` gives each report's scorer from this map (the battery's hold on a "
               "trap pose not applied). Scorers without pixel runs (random weights, `rmtl-fetch-lit`) are here only.", "",

@@ -173,6 +173,26 @@ def outside_support(metrics: Mapping[str, float], taught_worst: Mapping[str, flo
             if np.isfinite(metrics.get(axis, np.nan)) and better[axis] * (metrics[axis] - limit) < -1e-9]
 
 
+def fit_probability(fit: LogisticFit, axes: Sequence[str], metrics: Mapping[str, float]) -> tuple[float, float, float]:
+    """P(teaches) of ``metrics`` under a logistic fit, with the 90% interval of its bootstrap refits (an
+    axis not measured sits at the fit's average)."""
+    x = np.array([metrics.get(a, np.nan) for a in axes], dtype=float)
+    z = np.nan_to_num((x - np.asarray(fit.mean)) / np.asarray(fit.scale), nan=0.0)
+
+    def prob(coef: Any, intercept: float) -> float:
+        return float(1.0 / (1.0 + np.exp(-(float(z @ np.asarray(coef)) + intercept))))
+
+    probs = [prob(c, i) for c, i in zip(fit.bootstrap_coef, fit.bootstrap_intercept)]
+    p = prob(fit.coef, fit.intercept)
+    lo, hi = (float(np.percentile(probs, 5)), float(np.percentile(probs, 95))) if probs else (p, p)
+    return p, lo, hi
+
+
+def interval_verdict(lo: float, hi: float) -> str:
+    """The verdict of a 90% interval of P(teaches): teaches at or above 0.5, does not teach below, else uncertain."""
+    return "teaches" if lo >= 0.5 else "does not teach" if hi < 0.5 else "uncertain"
+
+
 def map_verdict(metrics: Mapping[str, float], fitted: LearnabilityMap | None) -> dict[str, Any]:
     """Where ``metrics`` sit on the fitted map: P(teaches) with its interval, the verdict and the nearest
     conditions. A "teaches" that the map's runs do not support on some axis (``outside_support``) is
@@ -183,17 +203,10 @@ def map_verdict(metrics: Mapping[str, float], fitted: LearnabilityMap | None) ->
     fit = fitted.fit
     assert fit is not None  # a fitted map has its fit (LearnabilityMap checks it)
     axes = fitted.axes
-    x = np.array([[metrics.get(a, np.nan) for a in axes]], dtype=float)
+    p, lo, hi = fit_probability(fit, axes, metrics)
     mean, scale = np.asarray(fit.mean), np.asarray(fit.scale)
-    z = np.nan_to_num((x[0] - mean) / scale, nan=0.0)  # an unmeasured axis sits at the map's average
-
-    def prob(coef: Any, intercept: float) -> float:
-        return float(1.0 / (1.0 + np.exp(-(float(z @ np.asarray(coef)) + intercept))))
-
-    probs = [prob(c, i) for c, i in zip(fit.bootstrap_coef, fit.bootstrap_intercept)]
-    p = prob(fit.coef, fit.intercept)
-    lo, hi = (float(np.percentile(probs, 5)), float(np.percentile(probs, 95))) if probs else (p, p)
-    verdict = "teaches" if lo >= 0.5 else "does not teach" if hi < 0.5 else "uncertain"
+    z = np.nan_to_num((np.array([metrics.get(a, np.nan) for a in axes], dtype=float) - mean) / scale, nan=0.0)
+    verdict = interval_verdict(lo, hi)
     beyond = outside_support(metrics, fitted.support, fitted.better) if verdict == "teaches" else []
     if beyond:
         verdict = "uncertain"
