@@ -30,9 +30,9 @@ from threadpoolctl import threadpool_limits
 from pipeline.qualify import load_map
 from pipeline.qualify.families import file_slug
 from pipeline.qualify.fit import logistic_fit
-from pipeline.qualify.learnability_map import fit_probability, interval_verdict, map_inputs, map_verdict
+from pipeline.qualify.learnability_map import fit_probability, interval_verdict, map_inputs, reward_verdict
 from calibration import finish_reliability  # this script's folder
-from qualify_table import pixel_runs
+from qualify_table import is_one_score, pixel_runs
 
 REPO = Path(__file__).resolve().parents[2]
 REPLAYS = {"replay_tiny": "rmtl-fetch-tiny", "replay_r5": "rmtl-fetch-fast-r5"}
@@ -91,12 +91,10 @@ def report_verdicts(reports: Path, fitted) -> list[str]:
     lines = ["| scorer | verdict | P(teaches) [90%] |", "|---|---|---|"]
     for path in sorted(reports.glob("qualify_*.json")):
         r = json.loads(path.read_text())
-        conf = r.get("configuration") or {}
-        one_score = bool(conf.get("single_prompt") or conf.get("one_score"))
-        if one_score and "phased" not in fitted.axes:
+        v = reward_verdict(r["pooled"]["value"], r.get("early_progress"), (), fitted, one_score=is_one_score(r))
+        if v["verdict"] == "unmapped":
             lines.append(f"| {r['scorer']} | unmapped | - |")
             continue
-        v = map_verdict(map_inputs(r["pooled"]["value"], r.get("early_progress"), one_score=one_score), fitted)
         lines.append(f"| {r['scorer']} | {v['verdict']} | {v['p_teaches']:.2f} [{v['p_interval_90'][0]:.2f}, "
                      f"{v['p_interval_90'][1]:.2f}] |")
     return lines

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from pipeline.qualify import load_map, map_axes, plot_map, scorer_verdict
-from pipeline.qualify.learnability_map import map_inputs
+from pipeline.qualify import load_map, map_axes, plot_map
+from pipeline.qualify.learnability_map import maps_one_score, reward_verdict
 from rmtl.tasks import get_task
 from rmtl.train.config import Stage1Config
 from storage.whole_file import write_file_whole
@@ -26,6 +26,13 @@ from storage.whole_file import write_file_whole
 REPO = Path(__file__).resolve().parents[2]
 EARLY = ("grasp_early_snr", "grasp_early_u", "approach_early_u", "align_early_u")
 """The early-progress axes shown (docs/reward_quality.md); n/a for reports made before them."""
+
+
+def is_one_score(report: dict) -> bool:
+    """Whether a qualify report scores a one-score reward (a single-prompt configuration, or a state kind
+    with one score)."""
+    conf = report.get("configuration") or {}
+    return bool(conf.get("single_prompt") or conf.get("one_score"))
 
 
 def pixel_runs(root: Path, single_prompt: bool = False) -> dict[tuple[str, tuple[str, ...]], list[tuple[str, float, float, str]]]:
@@ -78,10 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         r = json.loads(path.read_text())
         v, ci = r["pooled"]["value"], r["pooled"]["ci"]
         conf = r.get("configuration") or {}
-        one_score = bool(conf.get("single_prompt") or conf.get("one_score"))
-        if not one_score or (fitted is not None and "phased" in fitted.axes):  # a map without one-score runs: unmapped
-            r["map"] = scorer_verdict(map_inputs(v, r.get("early_progress"), one_score=one_score),
-                                      r["behaviours_at_or_above_expert"], fitted)
+        one_score = is_one_score(r)
+        if not one_score or maps_one_score(fitted):  # else the report's own "unmapped" stays
+            r["map"] = reward_verdict(v, r.get("early_progress"), r["behaviours_at_or_above_expert"], fitted,
+                                      one_score=one_score)
         write_file_whole(path, json.dumps(r, indent=1, default=float))  # never left half-written
         points[r["scorer"]] = v
         cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in axes]

@@ -37,7 +37,7 @@ from pipeline.qualify.learnability_map import (
     map_support,
     map_verdict,
 )
-from pipeline.qualify.metrics import better, early_progress_axes, map_axes, no_scorer_metrics, scorer_metrics
+from pipeline.qualify.metrics import better, early_axes, early_progress_axes, map_axes, no_scorer_metrics, scorer_metrics
 from pipeline.qualify.scores import STATE_KINDS, state_scorer, windowed_scores
 from rmtl.config import Config
 from rmtl.errors import ConfigError
@@ -49,8 +49,6 @@ BOOTSTRAP_FITS = 1000
 def extended_axes(task: Any) -> tuple[tuple[str, ...], dict[str, int]]:
     """The axes and their better-signs of an early-progress map: the map axes, the task's early-progress
     axes (a bigger gain is better) and :data:`FEATURES` (more budget, a phased reward: both +1)."""
-    from pipeline.qualify.metrics import early_axes
-
     early = early_axes(task)
     return (*map_axes(task), *early, *FEATURES), {**better(task), **{k: 1 for k in (*early, *FEATURES)}}
 

@@ -173,11 +173,15 @@ def outside_support(metrics: Mapping[str, float], taught_worst: Mapping[str, flo
             if np.isfinite(metrics.get(axis, np.nan)) and better[axis] * (metrics[axis] - limit) < -1e-9]
 
 
-def fit_probability(fit: LogisticFit, axes: Sequence[str], metrics: Mapping[str, float]) -> tuple[float, float, float]:
-    """P(teaches) of ``metrics`` under a logistic fit, with the 90% interval of its bootstrap refits (an
-    axis not measured sits at the fit's average)."""
+def standardised(fit: LogisticFit, axes: Sequence[str], metrics: Mapping[str, float]) -> np.ndarray:
+    """``metrics`` on ``axes`` in the fit's standard units (an axis not measured sits at the fit's average, 0)."""
     x = np.array([metrics.get(a, np.nan) for a in axes], dtype=float)
-    z = np.nan_to_num((x - np.asarray(fit.mean)) / np.asarray(fit.scale), nan=0.0)
+    return np.nan_to_num((x - np.asarray(fit.mean)) / np.asarray(fit.scale), nan=0.0)
+
+
+def fit_probability(fit: LogisticFit, axes: Sequence[str], metrics: Mapping[str, float]) -> tuple[float, float, float]:
+    """P(teaches) of ``metrics`` under a logistic fit, with the 90% interval of its bootstrap refits."""
+    z = standardised(fit, axes, metrics)
 
     def prob(coef: Any, intercept: float) -> float:
         return float(1.0 / (1.0 + np.exp(-(float(z @ np.asarray(coef)) + intercept))))
@@ -205,7 +209,7 @@ def map_verdict(metrics: Mapping[str, float], fitted: LearnabilityMap | None) ->
     axes = fitted.axes
     p, lo, hi = fit_probability(fit, axes, metrics)
     mean, scale = np.asarray(fit.mean), np.asarray(fit.scale)
-    z = np.nan_to_num((np.array([metrics.get(a, np.nan) for a in axes], dtype=float) - mean) / scale, nan=0.0)
+    z = standardised(fit, axes, metrics)
     verdict = interval_verdict(lo, hi)
     beyond = outside_support(metrics, fitted.support, fitted.better) if verdict == "teaches" else []
     if beyond:
@@ -229,6 +233,22 @@ def scorer_verdict(metrics: Mapping[str, float], beats: Sequence[str], fitted: L
     if beats and verdict["verdict"] == "teaches":
         verdict = {**verdict, "verdict": "uncertain", "why": f"{', '.join(beats)} earn the noise-free expert's return"}
     return verdict
+
+
+def maps_one_score(fitted: LearnabilityMap | None) -> bool:
+    """Whether the map was fitted on one-score rewards too (it has the ``phased`` feature), so it can
+    give a single-prompt configuration a verdict."""
+    return fitted is not None and "phased" in fitted.axes
+
+
+def reward_verdict(pooled: Mapping[str, float], early: Mapping[str, float] | None, beats: Sequence[str],
+                   fitted: LearnabilityMap | None, *, one_score: bool) -> dict[str, Any]:
+    """The verdict of a reward as a run configures it (:func:`map_inputs` at a pixel run's budget, then
+    :func:`scorer_verdict`); "unmapped" for a one-score reward on a map that holds no one-score runs."""
+    if one_score and not maps_one_score(fitted):
+        return {"verdict": "unmapped", "why": "the map holds no runs of a one-score reward (refit it with "
+                "'rmtl qualify fit-map --early-progress' on runs of one), so compare its early-progress axes"}
+    return scorer_verdict(map_inputs(pooled, early, one_score=one_score), beats, fitted)
 
 
 def fit_replayed_error(scores: np.ndarray, progress: np.ndarray, phases: np.ndarray, episode: np.ndarray, step: np.ndarray,

@@ -13,7 +13,7 @@ import numpy as np
 from pipeline.qualify.battery import battery, single_prompt_battery
 from pipeline.qualify.configurations import as_phase_columns, configuration
 from pipeline.qualify.families import file_slug, load_families, state_set
-from pipeline.qualify.learnability_map import load_map, map_inputs, plot_map, scorer_verdict
+from pipeline.qualify.learnability_map import load_map, plot_map, reward_verdict
 from pipeline.qualify.metrics import early_progress_axes, pooled_metrics, scorer_metrics
 from pipeline.qualify.scores import (
     frames_folder,
@@ -116,11 +116,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
                       n for n in degenerate if single_returns.get(n, -np.inf) >= single_returns.get("expert", np.inf))}
     early = early_progress_axes(task, raw_scores, rows, held_out, shaping,
                                 [n for n, f in fams.items() if f.group == "learner"])
-    # A map with the budget and phased features reads a pixel run's budget and this reward's form.
-    at = map_inputs(pooled["value"], early, one_score=one_score)
-    verdict = scorer_verdict(at, beats, fitted) if not one_score or (fitted and "phased" in fitted.axes) else {
-        "verdict": "unmapped", "why": "the map holds no runs of a one-score reward (refit it with "
-        "'rmtl qualify fit-map --early-progress' on runs of one), so compare its early-progress axes"}
+    verdict = reward_verdict(pooled["value"], early, beats, fitted, one_score=one_score)
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
               "vlm_micro_tasks": list(vlm_micro_tasks or []),
               "configuration": ({"variant": conf.variant, "single_prompt": conf.single_prompt, "views": list(conf.views)}
