@@ -4,6 +4,8 @@ the kept run folders: open while a seed is missing, then supported / contradicte
 import shutil
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 KEPT = ("selection.json", "summary.json", "eval.csv", "config.yaml")
 
@@ -36,3 +38,18 @@ def test_fig5_claims_stay_open_until_seed_2_then_follow_the_rule(tmp_path, monke
     assert "claim 2" in claim2 and ": supported (d = +0.925;" in claim2, claim2  # 0.935 - 0.010
     table = (tmp_path / "b" / "runs.md").read_text()
     assert table.count("| single prompt + one view |") == 3 and table.count("| RMTL |") == 3
+
+
+def test_fig5_refuses_runs_of_two_models_in_one_line(tmp_path, monkeypatch, capsys):
+    """Fig. 5 compares arms of one model: a round-8 run copied among round 7's is refused by name."""
+    monkeypatch.syspath_prepend(str(ROOT / "experiments" / "pixel"))
+    import summarize_fig5
+
+    runs = tmp_path / "runs"
+    _copy_run(ROOT / "results" / "pixel_fig5" / "runs" / "rmtl_s0", runs / "rmtl_s0")
+    assert summarize_fig5.runs_model(runs) == "rmtl-fetch-fast-r7"
+    _copy_run(ROOT / "results" / "pixel_fig5_r8" / "runs" / "rmtl_s0", runs / "rmtl_s1")
+    with pytest.raises(SystemExit) as e:
+        summarize_fig5.main(["--runs", str(runs), "--out", str(tmp_path / "out")])
+    assert "rmtl-fetch-fast-r7" in str(e.value) and "rmtl-fetch-fast-r8" in str(e.value) and "give --runs of one sweep" in str(e.value)
+    assert not (tmp_path / "out").exists()  # nothing written

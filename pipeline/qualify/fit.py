@@ -130,9 +130,10 @@ def logistic_fit(points: Sequence[tuple[Mapping[str, float], float]], axes: Sequ
 
 
 # -- the fit -------------------------------------------------------------------------------
-def _reference(run_dir: Path) -> tuple[str, int, dict[str, Any]]:
-    """A reference run's condition name (``<variant>_<steps>k``), seed and reward section, read as the
-    package reads a run's config (older layouts named the reward kind elsewhere)."""
+def _reference(run_dir: Path) -> tuple[str, int, dict[str, Any], int]:
+    """A finished run's condition name (``<variant>_<steps>k``), seed, reward section and steps (to the
+    thousand, as named), read as the package reads a run's config (older layouts named the reward kind
+    elsewhere)."""
     import yaml
 
     from rmtl.train.config import Stage1Config
@@ -142,8 +143,8 @@ def _reference(run_dir: Path) -> tuple[str, int, dict[str, Any]]:
     except (OSError, yaml.YAMLError, ConfigError, TypeError) as e:
         raise ConfigError(f"--reference {run_dir}: no readable config.yaml of a Stage-1 run ({type(e).__name__}); give "
                           "the folder of a finished run") from None
-    steps = int(round(cfg.requested_timesteps / 1000))
-    return f"{cfg.variant}_{steps}k", int(cfg.seed), cfg.reward.model_dump(mode="json")
+    k = int(round(cfg.requested_timesteps / 1000))
+    return f"{cfg.variant}_{k}k", int(cfg.seed), cfg.reward.model_dump(mode="json"), k * 1000
 
 
 def _sweeps(conditions: Path | Sequence[Path], checks: Path | None,
@@ -169,42 +170,40 @@ def _sweeps(conditions: Path | Sequence[Path], checks: Path | None,
     return conds, check_conds, steps_of, roots, steps
 
 
-def _steps_of_name(name: str) -> int:
-    """The steps in a run condition's name ``<variant>_<steps>k``."""
-    return int(name.rsplit("_", 1)[1].rstrip("k")) * 1000
-
-
-def _run_conditions(task: Any, reference: Sequence[Path],
-                    scored_runs: Sequence[Path]) -> tuple[list[tuple[Path, str, int, dict]], list[Condition]]:
-    """The reference runs (path, condition, seed, reward) and the scored runs as conditions (one per
-    ``<variant>_<steps>k``, its runs by folder); each checked against its role before any rollout."""
+def _run_conditions(task: Any, reference: Sequence[Path], scored_runs: Sequence[Path]
+                    ) -> tuple[list[tuple[Path, str, int, dict, int]], list[Condition], dict[str, int]]:
+    """The reference runs (path, condition, seed, reward, steps), the scored runs as conditions (one per
+    ``<variant>_<steps>k``, its runs by folder) and each scored condition's steps; each run checked
+    against its role before any rollout."""
     refs = [(Path(r), *_reference(Path(r))) for r in reference]
-    for path, _name, _, reward in refs:
+    for path, _name, _, reward, _steps in refs:
         if reward.get("kind") not in STATE_KINDS or hasattr(state_scorer(task, reward)[0], "scores"):
             raise ConfigError(f"--reference {path} trained on reward kind {reward.get('kind')!r}, which has a scorer; "
                               "a reference sits at the map's chance corner: give runs of a reward without one (rule_only)")
     by_name: dict[str, Condition] = {}
-    for path, name, seed, reward in ((Path(r), *_reference(Path(r))) for r in scored_runs):
+    steps_of: dict[str, int] = {}
+    for path, name, seed, reward, steps in ((Path(r), *_reference(Path(r))) for r in scored_runs):
         if reward.get("kind") not in STATE_KINDS or not hasattr(state_scorer(task, reward)[0], "scores"):
             raise ConfigError(f"--scored-runs {path} trained on reward kind {reward.get('kind')!r}; a scored run's "
                               f"reward reads state and has a scorer ({', '.join(STATE_KINDS[:2])}): give it as "
                               "--reference when it has none")
         c = by_name.get(name, Condition(name, reward, ()))
         by_name[name] = Condition(name, c.reward, (*c.runs, (seed, str(path.resolve()))))
-    return refs, list(by_name.values())
+        steps_of[name] = steps
+    return refs, list(by_name.values()), steps_of
 
 
-def _reference_points(task: Any, refs: Sequence[tuple[Path, str, int, dict]], axes: Sequence[str],
+def _reference_points(task: Any, refs: Sequence[tuple[Path, str, int, dict, int]], axes: Sequence[str],
                       early_progress: bool) -> tuple[list[dict], list[dict]]:
     """The reference conditions at the chance corner (no scorer: no early gain, phased like the rule it
     pays, at its own budget) and their finished runs' rows."""
     mapped, rows = [], []
-    for ref in dict.fromkeys(name for _, name, _, _ in refs):
+    for ref, steps in dict.fromkeys((name, steps) for _, name, _, _, steps in refs):
         chance = no_scorer_metrics(task)
         if early_progress:
             chance.update({k: 0.0 for k in axes if k not in chance and k not in FEATURES})
-            chance.update(budget=budget(_steps_of_name(ref)), phased=1.0)
-        done = [(seed, outcome(path)) for path, name, seed, _ in refs if name == ref]
+            chance.update(budget=budget(steps), phased=1.0)
+        done = [(seed, outcome(path)) for path, name, seed, _, _ in refs if name == ref]
         done = [(seed, o) for seed, o in done if o is not None]
         mapped.append({"name": ref, "metrics": dict(chance), "outcomes": [o["best"] for _, o in done],
                        "seeds_done": len(done)})
@@ -256,8 +255,8 @@ def fit_map(*, conditions: Path | Sequence[Path], checks: Path | None, out: Path
         raise ConfigError(f"task {task_name!r} defines no plane of its map to plot (Task.map_plane)")
     map_out = Path(map_out) if map_out is not None else out / MAP_FILE
     check_outputs(out, map_out, task.learnability_map, ship)
-    refs, scored = _run_conditions(task, reference, scored_runs)  # before any rollout
-    steps_of.update({c.name: _steps_of_name(c.name) for c in scored})
+    refs, scored, scored_steps = _run_conditions(task, reference, scored_runs)  # before any rollout
+    steps_of.update(scored_steps)
     conds += scored
     states = state_set(task_name, families, data_dir / "qualification" / ("small" if small else "full") / "states", progress)
     learners = [f.name for f in families if f.group == "learner"]
