@@ -182,3 +182,23 @@ def test_phase_observation_and_dense_wrapper():
                 assert info["reward"]["reward"] == pytest.approx(float(dense_reward(term["observation"][None], DenseRewardConfig())[0]), abs=1e-5)
     assert dones.all()
     venv.close()
+
+
+def test_final_evaluation_of_a_run_that_never_trained_this_start(tmp_path):
+    """A run resumed at its total trains no step (SB3 never sets the callback's model): the final
+    evaluation still runs, once, on the model it is given, and appends its row."""
+    from types import SimpleNamespace
+
+    from rmtl.train.callbacks import PeriodicEvalCallback
+
+    seen = []
+
+    def evaluate(model):
+        seen.append(model.num_timesteps)
+        return SimpleNamespace(episodes=4, successes=3, success_rate=0.75, ci_low=0.3, ci_high=0.95, mean_length=20.0)
+
+    cb = PeriodicEvalCallback(evaluate, every=20_000, csv_path=tmp_path / "eval.csv")
+    model = SimpleNamespace(num_timesteps=600_320)
+    assert cb.evaluate_final(model).success_rate == 0.75
+    assert seen == [600_320] and cb.evaluate_final(model) is None  # not twice at one step
+    assert (tmp_path / "eval.csv").read_text().splitlines()[-1].startswith("600320,4,3,0.75,")

@@ -260,7 +260,8 @@ class PeriodicEvalCallback(BaseCallback):
         (None then)."""
         if self.last_eval_step == int(model.num_timesteps):
             return None
-        if self.model is None:  # training never started (e.g. a resumed run already at its total)
+        # SB3 sets ``model`` only when training starts: a resumed run already at its total never does
+        if getattr(self, "model", None) is None:
             self.init_callback(model)
         return self.run_eval()
 
@@ -274,10 +275,14 @@ class PeriodicEvalCallback(BaseCallback):
                "ci_high": round(res.ci_high, 4), "mean_length": round(res.mean_length, 2),
                "eval_seconds": round(time.perf_counter() - t0, 2), "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
         append_csv(self.csv_path, row)
-        if self.logger is not None:
-            self.logger.record("eval/success_rate", res.success_rate)
-            self.logger.record("eval/ci_low", res.ci_low)
-            self.logger.record("eval/ci_high", res.ci_high)
+        try:
+            logger = self.logger
+        except AttributeError:  # a loaded model that has not trained this start has no logger yet
+            logger = None
+        if logger is not None:
+            logger.record("eval/success_rate", res.success_rate)
+            logger.record("eval/ci_low", res.ci_low)
+            logger.record("eval/ci_high", res.ci_high)
         if self.verbose:
             print(f"eval at {self.num_timesteps}: {res}")
         return res
