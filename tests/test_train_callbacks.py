@@ -202,3 +202,24 @@ def test_final_evaluation_of_a_run_that_never_trained_this_start(tmp_path):
     assert cb.evaluate_final(model).success_rate == 0.75
     assert seen == [600_320] and cb.evaluate_final(model) is None  # not twice at one step
     assert (tmp_path / "eval.csv").read_text().splitlines()[-1].startswith("600320,4,3,0.75,")
+
+
+def test_final_evaluation_done_by_an_earlier_start_is_not_repeated(tmp_path):
+    """A start stopped after its final evaluation and resumed at its total does not evaluate again
+    (one row per step in eval.csv); a run whose last row is at another step does."""
+    from types import SimpleNamespace
+
+    from rmtl.train.callbacks import PeriodicEvalCallback
+
+    header = "timesteps,episodes,successes,success_rate,ci_low,ci_high,mean_length,eval_seconds,time\n"
+    (tmp_path / "eval.csv").write_text(header + "600320,50,31,0.62,0.48,0.74,24.5,8.7,2026-12-07T18:56:30\n")
+    calls = []
+    cb = PeriodicEvalCallback(lambda m: calls.append(m), every=20_000, csv_path=tmp_path / "eval.csv")
+    assert cb.evaluate_final(SimpleNamespace(num_timesteps=600_320)) is None and calls == []
+    assert len((tmp_path / "eval.csv").read_text().splitlines()) == 2
+    cb2 = PeriodicEvalCallback(lambda m: calls.append(m) or SimpleNamespace(
+        episodes=1, successes=0, success_rate=0.0, ci_low=0.0, ci_high=0.9, mean_length=40.0),
+        every=20_000, csv_path=tmp_path / "eval.csv")
+    cb2.evaluate_final(SimpleNamespace(num_timesteps=640_000))
+    assert len(calls) == 1 and (tmp_path / "eval.csv").read_text().splitlines()[-1].startswith("640000,1,0,")
+

@@ -18,7 +18,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from rmtl.env.curriculum import ReverseCurriculum
 from rmtl.reward.vec_env import REWARD_INFO
-from rmtl.train.run.csv_log import append_csv
+from rmtl.train.run.csv_log import append_csv, read_csv
 from rmtl.train.run.timing import Timings
 
 
@@ -256,9 +256,14 @@ class PeriodicEvalCallback(BaseCallback):
         return True
 
     def evaluate_final(self, model: Any) -> Any:
-        """Evaluate ``model`` at the end of training, unless this callback already did at its step
-        (None then)."""
-        if self.last_eval_step == int(model.num_timesteps):
+        """Evaluate ``model`` at the end of training, unless this callback, or an earlier start of the
+        run (the last row of its ``eval.csv``), already did at its step (None then)."""
+        steps = int(model.num_timesteps)
+        if self.last_eval_step is None:  # a start stopped after its final evaluation, resumed at its total
+            rows = read_csv(self.csv_path)
+            if rows and int(rows[-1].get("timesteps", -1)) == steps:
+                self.last_eval_step = steps
+        if self.last_eval_step == steps:
             return None
         # SB3 sets ``model`` only when training starts: a resumed run already at its total never does
         if getattr(self, "model", None) is None:
