@@ -24,6 +24,7 @@ from pipeline.qualify.families import Family, state_set
 from pipeline.qualify.scores import frames_folder, model_scores
 from rmtl.provenance import data_dir as default_data_dir
 from rmtl.tasks.fetch_lift.coverage import coverage_category
+from rmtl.tasks.fetch_lift.quality import LIFTED, RESTING
 from rmtl.tasks.fetch_lift.state import CUBE_POS, GRIPPER_POS, lift_height
 
 TASK, SEED = "fetch_lift", 720_000
@@ -36,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--scenes", type=int, default=400, help="coverage scenes (half of them free, a fifth held)")
     a = ap.parse_args(argv)
+    if a.scenes < 1:
+        ap.error(f"--scenes {a.scenes}: give a positive number of coverage scenes")
     family = Family("coverage_scenes", "behaviour", {"policy": "coverage", "episodes": a.scenes, "seed": SEED})
     root = Path(default_data_dir()) / "trap_search"
     rows = state_set(TASK, [family], root / "states", progress=False)
@@ -44,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     off = s[:, GRIPPER_POS] - s[:, CUBE_POS]
     lift = np.asarray(lift_height(s), dtype=np.float64).reshape(-1)
     category = np.array([coverage_category(int(e)) for e in rows.episode])
-    resting = (category == "free") & (lift < 0.005)
-    lifted = (category == "held") & (lift > 0.02)
+    resting = (category == "free") & (lift < RESTING)
+    lifted = (category == "held") & (lift > LIFTED)
     if not resting.any() or not lifted.any():
         raise SystemExit(f"error: {a.scenes} coverage scenes hold {int(resting.sum())} resting and {int(lifted.sum())} "
                          "lifted ones; give more --scenes (400 by default)")
