@@ -31,7 +31,8 @@ class ScorerConfusion:
     """A region of states where a pixel scorer pays ``micro_task``'s score as if at its goal
     (what the ``degraded_oracle`` reward kind adds to mimic a stand-in VLM's mistakes)."""
 
-    micro_task: str
+    micro_task: str | None
+    """The micro-task whose score is confused; None: every micro-task's (a pose paid as the whole task done)."""
     region: Callable[[np.ndarray], np.ndarray]
     """states [N, state_dim] -> bool [N]: the confused states."""
     about: str = ""
@@ -152,6 +153,10 @@ class Task:
     through a policy (rollout policy ``coverage``)."""
     coverage_category: Callable[[int], str] | None = None
     """Scene index -> its category (the label of a coverage store's rows)."""
+    trap_poses: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+    """(coverage scenes' states [N, state_dim], their scene indices [N]) -> (resting, done) bool [N]:
+    poses that have not begun the task's last step and poses that have done it, the two sides of a
+    one-score reward's trap ratio (``rmtl qualify``; None: not measured)."""
     lift_height: Callable[[np.ndarray], np.ndarray] | None = None
     """states [N, state_dim] -> height (m) of the lifted object above its rest height (None: the
     task lifts nothing)."""

@@ -38,6 +38,19 @@ def test_a_models_runs_never_enter_their_own_fold(monkeypatch):
     assert rows[("n", 1.51)]["taught"] and rows[("n", -1.49)]["p"] < rows[("n", 1.51)]["p"]
 
 
+def test_a_run_whose_report_has_a_trap_is_held_at_does_not_teach_with_its_p_kept(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "experiments" / "learnability"))
+    import lomo
+
+    base = [({"a": float(x)}, float(x > 0)) for x in (-2, -1, -0.5, 0.5, 1, 2)]
+    free, trapped = _point("m", 2.0, 0.0), {**_point("n", 2.0, 0.0), "trap": {"trap_share": 0.95}}
+    rows = {r["model"]: r for r in lomo.lomo([free, trapped], base, ["a"], 0.5)}
+    assert rows["n"]["verdict"] == "does not teach (trap)" and not rows["m"]["verdict"].endswith("(trap)")
+    assert rows["n"]["p"] == pytest.approx(rows["m"]["p"])  # the hold changes the verdict, never P
+    line = lomo.verdict_line(list(rows.values()))
+    assert "1 held" in line and "decided verdicts right" in line
+
+
 @pytest.mark.slow  # the whole script over every committed report and run, with its bootstrap fits
 def test_committed_lomo_table_is_what_the_script_writes(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "experiments" / "learnability"))

@@ -18,9 +18,10 @@ def test_trap_search_tables_resting_against_lifted_for_both_configurations(tmp_p
     text = out.read_text()
     assert "on 20 coverage scenes (10 free with the cube resting" in text
     for name in ("six views", "one view (wide_view)"):
-        row = next(ln for ln in text.splitlines() if ln.startswith(f"| {name} | ") and ln.count("|") == 7)
-        lifted, p95, p99, top, share = (float(c) for c in row.strip("|").split("|")[1:])
-        assert p95 <= p99 <= top and 0.0 <= share <= 1.0
+        row = next(ln for ln in text.splitlines() if ln.startswith(f"| {name} | ") and ln.count("|") == 9)
+        lifted, p95, p99, top, share, ratio, gain = (float(c) for c in row.strip("|").split("|")[1:])
+        assert p95 <= p99 <= top and 0.0 <= share <= 1.0 and ratio == pytest.approx(top / lifted, abs=2e-3)
+        assert gain == gain  # a number: both sides hold scenes
         assert sum(ln.startswith(f"| {name} | ") for ln in text.splitlines()) == 6  # its row and its five best scenes
     with pytest.raises(SystemExit, match="give more --scenes"):
         trap_search.main(["--model", "rmtl-fetch-tiny", "--scenes", "2", "--out", str(out)])

@@ -31,6 +31,7 @@ from pipeline.qualify import load_map
 from pipeline.qualify.families import file_slug
 from pipeline.qualify.fit import logistic_fit
 from pipeline.qualify.learnability_map import fit_probability, interval_verdict, map_inputs, reward_verdict
+from pipeline.qualify.trap import trap_hold
 from calibration import finish_reliability  # this script's folder
 from qualify_table import is_one_score, pixel_runs
 
@@ -76,7 +77,8 @@ def pixel_points(reports: Path, runs_root: Path, fitted) -> list[dict]:
                     continue
                 scorer = (f"{model} on {'+'.join(hybrid)}" if hybrid else f"{model} as {variant}" if one_score else model)
                 out.append({"model": model, "scorer": scorer, "run": name, "outcome": best,
-                            "metrics": report_metrics(report, name, one_score)})
+                            "metrics": report_metrics(report, name, one_score),
+                            "trap": json.loads(report.read_text()).get("trap") or {}})
     for check in fitted.checks:
         for seed, best in enumerate(check.outcomes):
             out.append({"model": REPLAYS.get(check.name, check.name), "scorer": f"{check.name} (replayed)",
@@ -91,11 +93,13 @@ def report_verdicts(reports: Path, fitted) -> list[str]:
     lines = ["| scorer | verdict | P(teaches) [90%] |", "|---|---|---|"]
     for path in sorted(reports.glob("qualify_*.json")):
         r = json.loads(path.read_text())
-        v = reward_verdict(r["pooled"]["value"], r.get("early_progress"), (), fitted, one_score=is_one_score(r))
-        if v["verdict"] == "unmapped":
-            lines.append(f"| {r['scorer']} | unmapped | - |")
+        v = trap_hold(reward_verdict(r["pooled"]["value"], r.get("early_progress"), (), fitted, one_score=is_one_score(r)),
+                      r.get("trap") or {})
+        shown = v["verdict"] + (" (held by its trap share)" if v.get("held") == "trap" else "")
+        if "p_teaches" not in v:
+            lines.append(f"| {r['scorer']} | {shown} | - |")
             continue
-        lines.append(f"| {r['scorer']} | {v['verdict']} | {v['p_teaches']:.2f} [{v['p_interval_90'][0]:.2f}, "
+        lines.append(f"| {r['scorer']} | {shown} | {v['p_teaches']:.2f} [{v['p_interval_90'][0]:.2f}, "
                      f"{v['p_interval_90'][1]:.2f}] |")
     return lines
 
@@ -112,9 +116,22 @@ def lomo(points: list[dict], base: list[tuple[dict, float]], axes: list[str], te
             fit = logistic_fit(train, axes, teaches_at)
         for p in held:
             prob, lo, hi = fit_probability(fit, axes, p["metrics"])
-            out.append({**p, "p": prob, "interval": [lo, hi], "verdict": interval_verdict(lo, hi),
+            verdict = trap_hold({"verdict": interval_verdict(lo, hi)}, p.get("trap") or {})
+            out.append({**p, "p": prob, "interval": [lo, hi],
+                        "verdict": verdict["verdict"] + (" (trap)" if verdict.get("held") else ""),
                         "taught": p["outcome"] >= teaches_at})
     return out
+
+
+def verdict_line(rows: list[dict]) -> str:
+    """How many decided verdicts (teaches / does not teach) the runs bore out; the trap hold changes a
+    verdict, never P, so it moves this line and not the Brier score."""
+    decided = [r for r in rows if not r["verdict"].startswith("uncertain")]
+    right = sum(r["verdict"].startswith("teaches") == r["taught"] for r in decided)
+    held = sum(r["verdict"].endswith("(trap)") for r in rows)
+    return (f"Verdicts: **{right} of {len(decided)} decided verdicts right**, {len(rows) - len(decided)} uncertain; "
+            f"{held} held at \"does not teach\" by their trap share (`pipeline/qualify/trap.py`; the hold keeps P, "
+            "so the Brier score does not see it).")
 
 
 def reliability_plot(rows: list[dict], brier: float, path: Path) -> None:
@@ -160,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
              "rule-only references and every **other** model's pixel-level runs.", "",
              f"**Leave-one-model-out Brier {brier:.3f} over {len(rows)} runs** (the base rate {base:.2f} as a constant "
              f"scores {np.mean([(base - r['taught']) ** 2 for r in rows]):.3f}; a constant 0.5 scores 0.250). "
-             f"Reliability plot: `{a.stem}.png`.", "",
+             f"Reliability plot: `{a.stem}.png`.", "", verdict_line(rows), "",
              "| held-out model | runs | taught | mean P(teaches) | Brier |", "|---|---|---|---|---|"]
     for model, rs in sorted(per_model.items()):
         lines.append(f"| {model} | {len(rs)} | {sum(r['taught'] for r in rs)} | {np.mean([r['p'] for r in rs]):.2f} | "
@@ -171,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"| {r['scorer']} | {r['run']} | {r['p']:.2f} [{r['interval'][0]:.2f}, {r['interval'][1]:.2f}] | "
                      f"{r['verdict']} | {r['outcome']:.3f} | {'yes' if r['taught'] else 'no'} |")
     lines += ["", "## Every scorer under the whole map (no model held out)", "",
-              "The verdict `rmtl qualify --map` gives each report's scorer from this map (the battery's hold on a "
-              "trap pose not applied). Scorers without pixel runs (random weights, `rmtl-fetch-lit`) are here only.", "",
+              "The verdict `rmtl qualify --map` gives each report's scorer from this map (the trap share's hold "
+              "applied, the battery's hold on a degenerate behaviour not). Scorers without pixel runs (random weights, `rmtl-fetch-lit`) are here only.", "",
               *report_verdicts(a.reports, fitted)]
     (a.out / f"{a.stem}.md").write_text("\n".join(lines) + "\n")
     summary = a.out / "calibration.json"

@@ -19,6 +19,7 @@ import yaml
 
 from pipeline.qualify import load_map, map_axes, plot_map
 from pipeline.qualify.learnability_map import maps_one_score, reward_verdict
+from pipeline.qualify.trap import trap_hold
 from rmtl.tasks import get_task
 from rmtl.train.config import Stage1Config
 from storage.whole_file import write_file_whole
@@ -79,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     axes = map_axes(task)
     points = {}
     f = lambda x: "n/a" if x is None or x != x else f"{x:.2f}"  # noqa: E731
-    head = ["scorer", *axes, *EARLY, "behaviours >= expert", "verdict", "pixel runs (test success best / final)"]
+    head = ["scorer", *axes, *EARLY, "behaviours >= expert", "trap share (ratio)", "verdict",
+            "pixel runs (test success best / final)"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for path in sorted(a.reports.glob("qualify_*.json")):
         r = json.loads(path.read_text())
@@ -87,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         conf = r.get("configuration") or {}
         one_score = is_one_score(r)
         if not one_score or maps_one_score(fitted):  # else the report's own "unmapped" stays
-            r["map"] = reward_verdict(v, r.get("early_progress"), r["behaviours_at_or_above_expert"], fitted,
-                                      one_score=one_score)
+            r["map"] = trap_hold(reward_verdict(v, r.get("early_progress"), r["behaviours_at_or_above_expert"], fitted,
+                                                one_score=one_score), r.get("trap") or {})
         write_file_whole(path, json.dumps(r, indent=1, default=float))  # never left half-written
         points[r["scorer"]] = v
         cells = [f"{f(v[k])} [{f(ci[k][0])}, {f(ci[k][1])}]" for k in axes]
@@ -96,13 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         m = r["map"]
         verdict = m["verdict"] + (f" (P {f(m['p_teaches'])}, 90% [{f(m['p_interval_90'][0])}, {f(m['p_interval_90'][1])}];"
                                   f" nearest {', '.join(m['nearest_conditions'])})" if "p_teaches" in m else "")
+        verdict += ", held by its trap share" if m.get("held") == "trap" else ""
         key = (r.get("model") or "", tuple(r.get("vlm_micro_tasks") or ()))
         mine = runs.get(key, []) if not conf.get("single_prompt") else [
             x for x in one_prompt.get(key, []) if x[3].split()[0] == conf.get("variant")]
         pix = "; ".join(f"{run}{'' if lr in ('rmtl', conf.get('variant')) else f' ({lr})'} {b:.3f} / {fi:.3f}"
                         for run, b, fi, lr in mine) or "-"
+        trap = r.get("trap") or {}
+        trapped = f"{f(trap['trap_share'])} ({f(trap['trap_ratio'])})" if "trap_share" in trap else "n/a"
         lines.append("| " + " | ".join([r["scorer"], *cells, ", ".join(r["behaviours_at_or_above_expert"]) or "none",
-                                        verdict, pix]) + " |")
+                                        trapped, verdict, pix]) + " |")
     a.out.write_text("\n".join(lines) + "\n")
     a.png.parent.mkdir(parents=True, exist_ok=True)
     plot_map(fitted, points, a.png, task.map_plane)

@@ -10,7 +10,9 @@ visits (round 8's one-view learner holds the gripper 26 cm from the cube and 7 c
 views and over one (``wide_view``): the "free" scenes (gripper anywhere in the workspace, cube resting)
 against the "held" scenes lifted more than 2 cm. Reported per configuration: the lifted scenes' median,
 the resting scenes' 95th, 99th percentile and maximum, the share of resting scenes paid at least the
-lifted median, and the five best-paid resting scenes' geometry.
+lifted median, the trap ratio and share ``rmtl qualify`` reports (``pipeline.qualify.trap``), and the
+five best-paid resting scenes' geometry. The scenes are the qualification set's ``trap_scenes`` (seed
+720000), here with ``--scenes`` of them, kept under ``<data dir>/trap_search``.
 """
 
 from __future__ import annotations
@@ -20,14 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.qualify.families import Family, state_set
+from pipeline.qualify.families import Family, load_trap_scenes
 from pipeline.qualify.scores import frames_folder, model_scores
+from pipeline.qualify.trap import trap_axes, trap_rows
 from rmtl.provenance import data_dir as default_data_dir
-from rmtl.tasks.fetch_lift.coverage import coverage_category
-from rmtl.tasks.fetch_lift.quality import LIFTED, RESTING
-from rmtl.tasks.fetch_lift.state import CUBE_POS, GRIPPER_POS, lift_height
+from rmtl.tasks import get_task
+from rmtl.tasks.fetch_lift.state import CUBE_POS, GRIPPER_POS
 
-TASK, SEED = "fetch_lift", 720_000
 CONFIGURATIONS = {"six views": None, "one view (wide_view)": ["wide_view"]}
 
 
@@ -39,31 +40,29 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.scenes < 1:
         ap.error(f"--scenes {a.scenes}: give a positive number of coverage scenes")
-    family = Family("coverage_scenes", "behaviour", {"policy": "coverage", "episodes": a.scenes, "seed": SEED})
+    shipped = load_trap_scenes()
+    family = Family(shipped.name, shipped.group, {**shipped.rollout, "episodes": a.scenes})
+    task = get_task()
     root = Path(default_data_dir()) / "trap_search"
-    rows = state_set(TASK, [family], root / "states", progress=False)
-    frames = frames_folder(root, a.model, TASK, [family])
+    rows, resting, lifted = trap_rows(task, family, root / "states")
+    frames = frames_folder(root, a.model, task.name, [family])
     s = rows.states.astype(np.float64)
     off = s[:, GRIPPER_POS] - s[:, CUBE_POS]
-    lift = np.asarray(lift_height(s), dtype=np.float64).reshape(-1)
-    category = np.array([coverage_category(int(e)) for e in rows.episode])
-    resting = (category == "free") & (lift < RESTING)
-    lifted = (category == "held") & (lift > LIFTED)
     if not resting.any() or not lifted.any():
         raise SystemExit(f"error: {a.scenes} coverage scenes hold {int(resting.sum())} resting and {int(lifted.sum())} "
                          "lifted ones; give more --scenes (400 by default)")
     lines = [f"Single prompt of `{a.model}` on {a.scenes} coverage scenes ({int(resting.sum())} free with the cube "
              f"resting, {int(lifted.sum())} held > 2 cm): `python experiments/learnability/trap_search.py --model "
              f"{a.model} --scenes {a.scenes}`.", "",
-             "| configuration | lifted median | resting p95 | resting p99 | resting max | resting >= lifted median |",
-             "|---|---|---|---|---|---|"]
+             "| configuration | lifted median | resting p95 | resting p99 | resting max | resting >= lifted median | "
+             "trap ratio | trap share |", "|---|---|---|---|---|---|---|---|"]
     best: list[str] = []
     for name, views in CONFIGURATIONS.items():
-        sc = model_scores(a.model, TASK, [family], frames, rows, progress=False, single_prompt=True, views=views)[:, 0]
-        med = float(np.median(sc[lifted]))
-        r = sc[resting]
+        sc = model_scores(a.model, task.name, [family], frames, rows, progress=False, single_prompt=True, views=views)[:, 0]
+        trap = trap_axes(sc, resting, lifted)
+        med, r = trap["done_median"], sc[resting]
         lines.append(f"| {name} | {med:.3f} | {np.percentile(r, 95):.3f} | {np.percentile(r, 99):.3f} | {r.max():.3f} | "
-                     f"{float((r >= med).mean()):.3f} |")
+                     f"{float((r >= med).mean()):.3f} | {trap['trap_ratio']:.3f} | {trap['trap_share']:.3f} |")
         for i in np.flatnonzero(resting)[np.argsort(-sc[resting])[:5]]:
             best.append(f"| {name} | {sc[i]:.3f} | {np.linalg.norm(off[i]):.3f} | {np.linalg.norm(off[i, :2]):.3f} | "
                         f"{off[i, 2]:.3f} |")

@@ -53,28 +53,34 @@ def _row(report: Mapping[str, Any]) -> dict:
             "axes": {k: report["pooled"]["value"].get(k) for k in ROW_AXES},
             "early_progress": dict(report.get("early_progress", {})),
             "behaviours_at_or_above_expert": list(report["behaviours_at_or_above_expert"]),
-            "verdict": v["verdict"], "p_teaches": p, "p_interval_90": v.get("p_interval_90"), "why": v.get("why"),
+            "trap_share": (report.get("trap") or {}).get("trap_share"),
+            "trap_ratio": (report.get("trap") or {}).get("trap_ratio"),
+            "verdict": v["verdict"], "held": v.get("held"), "p_teaches": p, "p_interval_90": v.get("p_interval_90"), "why": v.get("why"),
             "report": report["files"]["json"]}
 
 
 def format_compare(out: Mapping[str, Any]) -> str:
     """The ranked configurations as a Markdown table, best first."""
     f = lambda x: "n/a" if x is None or x != x else f"{x:.2f}"  # noqa: E731
-    head = ["rank", "configuration", *ROW_AXES, *EARLY, "battery: behaviours >= expert", "P(teaches) [90%]", "verdict"]
+    head = ["rank", "configuration", *ROW_AXES, *EARLY, "battery: behaviours >= expert", "trap share (ratio)",
+            "P(teaches) [90%]", "verdict"]
     lines = [f"# `rmtl qualify --compare` on `{out['model']}`", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for i, r in enumerate(out["ranked"], 1):
         c = r["configuration"]
-        name = f"{r['variant']} ({'one prompt' if c['single_prompt'] else 'micro-task prompts'}, {len(c['views'])} views)"
+        n = len(c["views"])
+        name = f"{r['variant']} ({'one prompt' if c['single_prompt'] else 'micro-task prompts'}, {n} view{'s' * (n != 1)})"
         p = r["p_teaches"]
         pi = r["p_interval_90"] or [None, None]
         cells = [str(i), name, *(f(r["axes"][k]) for k in ROW_AXES), *(f(r["early_progress"].get(k)) for k in EARLY),
                  ", ".join(r["behaviours_at_or_above_expert"]) or "none",
+                 "n/a" if r.get("trap_share") is None else f"{f(r['trap_share'])} ({f(r.get('trap_ratio'))})",
                  f"{f(p)} [{f(pi[0])}, {f(pi[1])}]" if p is not None else "n/a", r["verdict"]]
         lines.append("| " + " | ".join(cells) + " |")
     unmapped = sorted({r["why"] for r in out["ranked"] if r["verdict"] == "unmapped" and r["why"]})
     lines += ["", "Ranked by P(teaches) when every configuration has one; otherwise by the weakest early-progress gain "
-              "in u (min over the phases; an order not yet validated by runs)."
+              "in u (min over the phases; an order not yet validated by runs); a configuration held at \"does not "
+              "teach\" by its trap share (n/a for micro-task prompts: the phase decides which score pays) ranks last."
               + (" Unmapped: " + "; ".join(unmapped) if unmapped else "")]
     return "\n".join(lines)
 

@@ -64,7 +64,8 @@ def comparison_rank(rows: list[dict]) -> list[dict]:
     """Configurations best first: by P(teaches) when the map gives every one a P; otherwise all by
     their weakest early-progress gain in ``u`` (the least a learner is paid for its first progress
     in any phase), since a P and an unmapped configuration's axes cannot be set against each other.
-    The second order is not yet validated by runs (docs/reward_quality.md)."""
+    A configuration held by its trap ratio (``pipeline.qualify.trap``) ranks after every other. The
+    second order is not yet validated by runs (docs/reward_quality.md)."""
     def mapped(r: dict) -> bool:
         p = r.get("p_teaches")
         return p is not None and p == p
@@ -73,9 +74,12 @@ def comparison_rank(rows: list[dict]) -> list[dict]:
         early = [v for k, v in r.get("early_progress", {}).items() if k.endswith("_early_u") and v == v]
         return min(early) if early else -1.0
 
+    def trapped(r: dict) -> bool:
+        return r.get("held") == "trap"
+
     if rows and all(mapped(r) for r in rows):
-        return sorted(rows, key=lambda r: -r["p_teaches"])
-    return sorted(rows, key=lambda r: -weakest(r))
+        return sorted(rows, key=lambda r: (trapped(r), -r["p_teaches"]))
+    return sorted(rows, key=lambda r: (trapped(r), -weakest(r)))
 
 
 __all__ = ["VLM_VARIANTS", "RewardConfiguration", "as_phase_columns", "comparison_rank", "configuration"]

@@ -82,7 +82,35 @@ def load_families(path: str | Path | None = None, small: bool = False) -> tuple[
     spec = _read_spec(p, bad, fmt)
     task, seed, fams = spec["task"], spec["seed"], spec["families"]
     out = [_family(str(name), f, task, seed, p, small, bad) for name, f in fams.items()]
+    _trap_scenes(spec, p, small, bad)  # a bad trap_scenes section fails with the rest of the file
     return task, out
+
+
+TRAP_SCENES = "coverage_scenes"
+"""The name of the trap-scene family (its stores and cached states)."""
+
+
+def load_trap_scenes(path: str | Path | None = None, small: bool = False) -> Family | None:
+    """The file's ``trap_scenes``: coverage scenes (set directly, not by a policy) on which a one-score
+    reward's trap ratio is measured (``pipeline.qualify.trap``); None when the file names none."""
+    p = Path(path) if path is not None else FAMILIES_FILE
+    fmt = "see pipeline/qualify/qualification_families.yaml for the format"
+
+    def bad(what: str) -> ConfigError:
+        return ConfigError(f"qualification families {p}: {what}; {fmt}")
+
+    return _trap_scenes(_read_spec(p, bad, fmt), p, small, bad)
+
+
+def _trap_scenes(spec: dict[str, Any], p: Path, small: bool, bad: Any) -> Family | None:
+    section = spec.get("trap_scenes")
+    if section is None:
+        return None
+    if not isinstance(section, dict) or set(section) - {"episodes", "small", "seed"}:
+        raise bad(f"trap_scenes must map episodes (and small, seed) to numbers, got {section!r}")
+    fam = _family(TRAP_SCENES, {**section, "group": "behaviour", "policy": "coverage"}, spec["task"], spec["seed"], p,
+                  small, bad)
+    return Family(fam.name, "trap", fam.rollout)
 
 
 def _read_spec(p: Path, bad: Any, fmt: str) -> dict[str, Any]:
@@ -103,9 +131,9 @@ def _read_spec(p: Path, bad: Any, fmt: str) -> dict[str, Any]:
     missing = [k for k in ("task", "seed", "families") if k not in spec]
     if missing:
         raise bad(f"no {', '.join(repr(k) for k in missing)}")
-    unknown = sorted(map(str, set(spec) - {"task", "seed", "families"}))
+    unknown = sorted(map(str, set(spec) - {"task", "seed", "families", "trap_scenes"}))
     if unknown:
-        raise bad(f"unknown key {unknown[0]!r} (known: task, seed, families)")
+        raise bad(f"unknown key {unknown[0]!r} (known: task, seed, families, trap_scenes)")
     task, seed, fams = spec["task"], spec["seed"], spec["families"]
     if not isinstance(task, str) or not task:
         raise bad(f"task must be a task name, got {task!r}")

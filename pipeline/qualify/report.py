@@ -12,9 +12,10 @@ import numpy as np
 
 from pipeline.qualify.battery import battery, single_prompt_battery
 from pipeline.qualify.configurations import as_phase_columns, configuration
-from pipeline.qualify.families import file_slug, load_families, state_set
+from pipeline.qualify.families import file_slug, load_families, load_trap_scenes, state_set
 from pipeline.qualify.learnability_map import load_map, plot_map, reward_verdict
 from pipeline.qualify.metrics import early_progress_axes, pooled_metrics, scorer_metrics
+from pipeline.qualify.trap import trap_hold, trap_measure
 from pipeline.qualify.scores import (
     frames_folder,
     hybrid_scores,
@@ -56,6 +57,7 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
         raise ConfigError("--variant picks a VLM reward's configuration: give the VLM with --model M (a state kind "
                           "takes its own config, e.g. --set reward_config.single_score=true)")
     task_name, families = load_families(families_file, small=small)
+    scenes = load_trap_scenes(families_file, small=small)
     task = get_task(task_name)
     conf = configuration(variant, task) if model is not None else None  # a bad variant before any rollout
     if vlm_micro_tasks and conf is not None and conf.single_prompt:
@@ -116,12 +118,13 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
                       n for n in degenerate if single_returns.get(n, -np.inf) >= single_returns.get("expert", np.inf))}
     early = early_progress_axes(task, raw_scores, rows, held_out, shaping,
                                 [n for n, f in fams.items() if f.group == "learner"])
-    verdict = reward_verdict(pooled["value"], early, beats, fitted, one_score=one_score)
+    trap = _trap(task, scenes, data_dir / "qualification" / size, one_score, kind, model, conf, progress)
+    verdict = trap_hold(reward_verdict(pooled["value"], early, beats, fitted, one_score=one_score), trap)
     report = {"scorer": label, "reward": dict(reward) if reward else None, "model": model, "seed": seed,
               "vlm_micro_tasks": list(vlm_micro_tasks or []),
               "configuration": ({"variant": conf.variant, "single_prompt": conf.single_prompt, "views": list(conf.views)}
                                 if conf is not None else {"one_score": one_score}),
-              "early_progress": early,
+              "early_progress": early, "trap": trap,
               "set": {"size": size, "families": {n: {"group": f.group, "episodes": int(f.rollout.get("episodes", 0)),
                                                      "held_out": model not in f.trained_on if model else True}
                                                  for n, f in fams.items()},
@@ -140,6 +143,19 @@ def qualify(*, model: str | None, reward: Mapping[str, Any] | None, families_fil
     return report
 
 
+def _trap(task: Any, scenes: Any, root: Path, one_score: bool, kind: Any, model: str | None, conf: Any,
+          progress: bool) -> dict[str, Any]:
+    """The trap measures of a one-score reward on the set's trap scenes (``pipeline.qualify.trap``): a
+    state kind's scores, or the model's single prompt over the configuration's views."""
+    if not one_score:
+        return {"not_measured": "a phased reward: the rule's phase decides which score pays a pose"}
+    if model is None:
+        return trap_measure(task, scenes, root / "states", lambda _, r: kind_scores(kind, r.states), progress)
+    return trap_measure(task, scenes, root / "states", lambda fams, r: model_scores(
+        model, task.name, fams, frames_folder(root, model, task.name, fams), r, progress,
+        single_prompt=True, views=conf.views), progress)
+
+
 def format_report(report: Mapping[str, Any]) -> str:
     """The report as a plain table: pooled metrics with intervals, per group, the battery, the verdict."""
     f = lambda x: "n/a" if x is None or x != x else f"{x:.3f}"  # noqa: E731
@@ -154,6 +170,13 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines += ["", "early progress (the active score's gain over the first steps of progress: in SD, and in the "
                   "shaper's u):"]
         lines.append("  " + ", ".join(f"{k} {f(v)}" for k, v in report["early_progress"].items()))
+    trap = report.get("trap") or {}
+    if "trap_ratio" in trap:
+        lines += ["", f"trap (coverage scenes: the best-paid resting pose over the done poses' median): ratio "
+                  f"{f(trap['trap_ratio'])}, share of the gain {f(trap['trap_share'])} ({trap['resting_scenes']} resting, "
+                  f"{trap['done_scenes']} done)"]
+    elif trap:
+        lines += ["", f"trap: not measured ({trap['not_measured']})"]
     lines += ["", "battery (mean discounted return per family; a behaviour must stay below the noise-free expert):"]
     for label, fams in report["battery"].items():
         lines.append(f"  {label:<10}" + ", ".join(f"{n} {f(v)}" for n, v in fams.items()))
@@ -165,8 +188,8 @@ def format_report(report: Mapping[str, Any]) -> str:
         lines.append("  single prompt, at or above the expert: " + (", ".join(trap) if trap else "none"))
     v = report["map"]
     lines.append("")
-    if v["verdict"] == "unmapped":
-        lines.append(f"verdict: unmapped ({v['why']})")
+    if v["verdict"] == "unmapped" or "p_teaches" not in v:
+        lines.append(f"verdict: {v['verdict']} ({v['why']})")
     else:
         lines.append(f"verdict: {v['verdict']} (P(teaches) {f(v['p_teaches'])}, 90% [{f(v['p_interval_90'][0])}, "
                      f"{f(v['p_interval_90'][1])}]; predicted test success {f(v['predicted_test_success'])} "

@@ -126,8 +126,9 @@ class DegradedOracleKind(OracleKind):
             raise ConfigError(f"reward.error.confusions names {sorted(missing)}; this task's confusions: {known}")
         self.micro_tasks, self.error, self.seed = tuple(micro_tasks), error, int(seed)
         self.errors = [error.micro_tasks.get(name, error.default) for name in self.micro_tasks]
-        self.confusions = [(micro_tasks.index(confusions[n].micro_task), confusions[n].region, float(s))
-                           for n, s in error.confusions.items() if s > 0]
+        self.confusions = [(k, confusions[n].region, float(s)) for n, s in error.confusions.items() if s > 0
+                           for k in (range(len(micro_tasks)) if confusions[n].micro_task is None
+                                     else [micro_tasks.index(confusions[n].micro_task)])]
         self._systematic = np.array([e.systematic for e in self.errors])
         self._noise = np.array([e.noise for e in self.errors])
         self._share = np.array([e.inverted_share for e in self.errors])

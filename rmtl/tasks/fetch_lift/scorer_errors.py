@@ -27,6 +27,11 @@ HOVER_LOW, HOVER_HIGH = 0.15, 0.30
 bin's edge, so a hovering hand stays in the approach micro-task."""
 HOVER_LINED_UP = 0.05
 """Horizontal grip-site-to-cube distance (m) under which a hovering hand is over the cube."""
+REACH_NEAR, REACH_FAR = 0.23, 0.42
+"""Horizontal grip-site-to-cube distances (m) of the reach pose: where one-view single-prompt
+learners settled (the gripper 23-42 cm out from a resting cube)."""
+REACH_LOW, REACH_HIGH = 0.05, 0.15
+"""Heights (m) of the grip site above the cube centre in the reach pose."""
 
 
 def visible_state(states: np.ndarray) -> np.ndarray:
@@ -55,12 +60,25 @@ def hovering_above(states: np.ndarray) -> np.ndarray:
     return (horizontal <= HOVER_LINED_UP) & (off[:, 2] >= HOVER_LOW) & (off[:, 2] <= HOVER_HIGH)
 
 
+def reach_pose(states: np.ndarray) -> np.ndarray:
+    """[N] bool: the cube resting and the hand held 23-42 cm out from it, 5-15 cm above it (a pose
+    no qualification family passes through; the one-view single-prompt reward's trap)."""
+    s = np.atleast_2d(np.asarray(states, dtype=np.float64))
+    off = s[:, GRIPPER_POS] - s[:, CUBE_POS]
+    horizontal = np.linalg.norm(off[:, :2], axis=1)
+    resting = np.asarray(lift_height(s)).reshape(-1) < RESTING_LIFT
+    return (resting & (horizontal >= REACH_NEAR) & (horizontal <= REACH_FAR)
+            & (off[:, 2] >= REACH_LOW) & (off[:, 2] <= REACH_HIGH))
+
+
 SCORER_CONFUSIONS = MappingProxyType({
     "grasp_resting": ScorerConfusion("grasp", resting_at_gripper,
                                      "the grasp score pays a cube resting at the gripper as if lifted"),
     "approach_hover": ScorerConfusion("approach", hovering_above,
                                       "the approach score pays hovering 15-30 cm over the cube as the approach goal"),
+    "reach_pose": ScorerConfusion(None, reach_pose,
+                                  "every score pays the hand held 23-42 cm out from a resting cube as the task done"),
 })
 """The pick-and-lift confusions by name."""
 
-__all__ = ["SCORER_CONFUSIONS", "VISIBLE_FIELDS", "hovering_above", "resting_at_gripper", "visible_state"]
+__all__ = ["SCORER_CONFUSIONS", "VISIBLE_FIELDS", "hovering_above", "reach_pose", "resting_at_gripper", "visible_state"]

@@ -11,6 +11,7 @@ import numpy as np
 
 from rmtl.tasks.fetch_lift.cameras import CAMERA_BANK
 from rmtl.tasks.fetch_lift.coverage import coverage_category, coverage_scene
+from rmtl.tasks.fetch_lift.trap_poses import trap_poses
 from rmtl.tasks.fetch_lift.phases import MICRO_TASKS
 from rmtl.task import Task
 from rmtl.tasks.fetch_lift.behaviours import BEHAVIOURS
@@ -107,6 +108,7 @@ def fetch_lift_task() -> Task:
         caption_options=MappingProxyType(asdict(CaptionConfig())), caption_prompt_leaks=_caption_prompt_leaks,
         caption_leak_audit=_caption_leak_audit,
         soft_target_geometry=soft_target_geometry, coverage_scene=coverage_scene, coverage_category=coverage_category,
+        trap_poses=trap_poses,
         scorer_metrics=_map_metrics, map_axes=MappingProxyType(MAP_AXES), map_plane=MAP_PLANE,
         early_progress_metrics=_early_progress_metrics, early_progress_axes=EARLY_AXES,
         learnability_map=Path(__file__).with_name("learnability_map.json"), env_config=EnvConfig, render_fps=int(FetchPickAndLiftEnv.metadata["render_fps"]),
