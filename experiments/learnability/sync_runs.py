@@ -2,7 +2,9 @@
 (never checkpoints/ or tb/; a running run's resume/ comes along, a finished run has none), with the
 machine's paths in their text files made portable (repository-relative, $RMTL_DATA_DIR/...). Files are
 copied over this checkout's copy of a run: a file only this checkout has is kept and named (never a
-whole run folder removed), except a resume/ the worktree's run no longer has (it finished since).
+whole run folder removed), except a resume/ the worktree's run no longer has (it finished since). A
+run this checkout holds further along than the worktree (finished here, or evaluated at a later step:
+a stale copy the worktree was made with) is skipped and named, never overwritten.
 
     python experiments/learnability/sync_runs.py /path/to/worktree [--data-dir /path/to/data] [--root DIR ...]
     python experiments/learnability/sync_runs.py /path/to/worktree --runs results/learnability/hybrids   # the hybrids
@@ -25,6 +27,15 @@ STAGED = (".tmp", ".writing", ".replaced")
 """Ends of the names a run writes through before renaming into place (half-written, never copied)."""
 
 
+def progress(run: Path) -> tuple[bool, int]:
+    """How far a run folder is: (finished: its selection written and no resume state left, the last
+    step its eval.csv holds)."""
+    finished = (run / "selection.json").is_file() and not (run / "resume").is_dir()
+    rows = (run / "eval.csv").read_text().split("\n")[1:] if (run / "eval.csv").is_file() else []
+    steps = [int(float(r.split(",")[0])) for r in rows if r.strip() and r.split(",")[0].strip()]
+    return finished, max(steps, default=-1)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("worktree", type=Path)
@@ -37,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         if not run.is_dir():
             continue
         dst = REPO / a.runs / run.name
+        here, there = progress(dst), progress(run)
+        if here > there:
+            print(f"skipped {run.name}: this checkout's copy is further along (finished {here[0]}, step {here[1]}) "
+                  f"than the worktree's (finished {there[0]}, step {there[1]})")
+            continue
         if (dst / "resume").is_dir() and not (run / "resume").is_dir():
             shutil.rmtree(dst / "resume")  # the run finished since: its resume state is gone there too
         # copied over what is here, never a whole folder removed: a file only this checkout has stays
