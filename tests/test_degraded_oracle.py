@@ -107,6 +107,24 @@ def test_resting_confusion_pays_the_resting_cube_as_asked():
         np.testing.assert_array_equal(p[~rest], truth[~rest])
 
 
+def test_the_reach_pose_confusion_pays_every_micro_task_there_and_only_there():
+    from rmtl.tasks.fetch_lift.scorer_errors import reach_pose
+    from rmtl.tasks.fetch_lift.state import CUBE_POS, CUBE_REST_HEIGHT, GRIPPER_POS
+
+    s = np.repeat(_states(1), 4, axis=0)
+    s[:, CUBE_POS] = [1.3, 0.75, CUBE_REST_HEIGHT]
+    s[:, GRIPPER_POS] = [[1.6, 0.75, CUBE_REST_HEIGHT + 0.10],   # 30 cm out, 10 cm up: the pose
+                         [1.4, 0.75, CUBE_REST_HEIGHT + 0.10],   # 10 cm out: too near
+                         [1.6, 0.75, CUBE_REST_HEIGHT + 0.25],   # 25 cm up: too high
+                         [1.6, 0.75, CUBE_REST_HEIGHT + 0.10]]
+    s[3, CUBE_POS] = [1.3, 0.75, CUBE_REST_HEIGHT + 0.03]         # the pose, but the cube lifted
+    assert reach_pose(s).tolist() == [True, False, False, False]
+    p = _kind({"confusions": {"reach_pose": 1.0}}).degraded_progress(s)
+    truth = np.asarray(TASK.oracle_progress(s))
+    np.testing.assert_allclose(p[0], 1.0)  # every micro-task's goal
+    np.testing.assert_array_equal(p[1:], truth[1:])
+
+
 def test_unknown_names_are_one_line_errors():
     with pytest.raises(ConfigError, match="confusions"):
         _kind({"confusions": {"nosuch": 1.0}})
