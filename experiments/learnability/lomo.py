@@ -52,9 +52,8 @@ def run_steps(name: str) -> int:
     return int((yaml.safe_load((folder / "config.yaml").read_text()) or {})["total_timesteps"])
 
 
-def report_metrics(report: Path, run: str, one_score: bool) -> dict:
+def report_metrics(r: dict, run: str, one_score: bool) -> dict:
     """A qualify report's metrics as a map reads them (:func:`map_inputs`), at the run's own budget."""
-    r = json.loads(report.read_text())
     return map_inputs(r["pooled"]["value"], r.get("early_progress"), one_score=one_score, steps=run_steps(run))
 
 
@@ -76,9 +75,9 @@ def pixel_points(reports: Path, runs_root: Path, fitted) -> list[dict]:
                 if not report.is_file():
                     continue
                 scorer = (f"{model} on {'+'.join(hybrid)}" if hybrid else f"{model} as {variant}" if one_score else model)
+                r = json.loads(report.read_text())
                 out.append({"model": model, "scorer": scorer, "run": name, "outcome": best,
-                            "metrics": report_metrics(report, name, one_score),
-                            "trap": json.loads(report.read_text()).get("trap") or {}})
+                            "metrics": report_metrics(r, name, one_score), "trap": r.get("trap") or {}})
     for check in fitted.checks:
         for seed, best in enumerate(check.outcomes):
             out.append({"model": REPLAYS.get(check.name, check.name), "scorer": f"{check.name} (replayed)",

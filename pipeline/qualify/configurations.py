@@ -64,7 +64,7 @@ def comparison_rank(rows: list[dict]) -> list[dict]:
     """Configurations best first: by P(teaches) when the map gives every one a P; otherwise all by
     their weakest early-progress gain in ``u`` (the least a learner is paid for its first progress
     in any phase), since a P and an unmapped configuration's axes cannot be set against each other.
-    A configuration held by its trap ratio (``pipeline.qualify.trap``) ranks after every other. The
+    A configuration held by its trap share (``pipeline.qualify.trap``) ranks after every other. The
     second order is not yet validated by runs (docs/reward_quality.md)."""
     def mapped(r: dict) -> bool:
         p = r.get("p_teaches")

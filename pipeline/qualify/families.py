@@ -73,13 +73,7 @@ def load_families(path: str | Path | None = None, small: bool = False) -> tuple[
     list of model names, ``small`` an episode count, and its rollout settings (``episodes``, ``policy``,
     ``noise_levels``, ...) valid as a :class:`pipeline.jobs.rollout.RolloutConfig`, in full and small
     sizes; anything else is one line naming the file, the family and the field."""
-    p = Path(path) if path is not None else FAMILIES_FILE
-    fmt = "see pipeline/qualify/qualification_families.yaml for the format"
-
-    def bad(what: str) -> ConfigError:
-        return ConfigError(f"qualification families {p}: {what}; {fmt}")
-
-    spec = _read_spec(p, bad, fmt)
+    p, spec, bad = _open(path)
     task, seed, fams = spec["task"], spec["seed"], spec["families"]
     out = [_family(str(name), f, task, seed, p, small, bad) for name, f in fams.items()]
     _trap_scenes(spec, p, small, bad)  # a bad trap_scenes section fails with the rest of the file
@@ -93,13 +87,19 @@ TRAP_SCENES = "coverage_scenes"
 def load_trap_scenes(path: str | Path | None = None, small: bool = False) -> Family | None:
     """The file's ``trap_scenes``: coverage scenes (set directly, not by a policy) on which a one-score
     reward's trap ratio is measured (``pipeline.qualify.trap``); None when the file names none."""
+    p, spec, bad = _open(path)
+    return _trap_scenes(spec, p, small, bad)
+
+
+def _open(path: str | Path | None) -> tuple[Path, dict[str, Any], Any]:
+    """A families file's path, its checked spec (:func:`_read_spec`) and its one-line error maker."""
     p = Path(path) if path is not None else FAMILIES_FILE
     fmt = "see pipeline/qualify/qualification_families.yaml for the format"
 
     def bad(what: str) -> ConfigError:
         return ConfigError(f"qualification families {p}: {what}; {fmt}")
 
-    return _trap_scenes(_read_spec(p, bad, fmt), p, small, bad)
+    return p, _read_spec(p, bad, fmt), bad
 
 
 def _trap_scenes(spec: dict[str, Any], p: Path, small: bool, bad: Any) -> Family | None:

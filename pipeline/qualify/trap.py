@@ -1,5 +1,5 @@
-"""The trap ratio of a one-score reward: does some pose that has not begun the task's last step earn
-nearly what doing it earns? (docs/reward_quality.md, "The trap ratio")
+"""The trap share of a one-score reward: does some pose that has not begun the task's last step earn
+nearly what doing it earns? (docs/reward_quality.md, "Poses no family visits")
 
 The qualification families pass through the poses their policies take; a learner can settle in a
 pose none of them visits. The task's coverage scenes (set directly, not by a policy) cover the

@@ -2,7 +2,7 @@
 resting and the gripper anywhere, against scenes with the cube held and lifted.
 
 A one-score reward whose best-paid resting scene earns nearly what a lift earns has a pose a learner
-can settle in without touching the cube (docs/reward_quality.md, "The trap ratio").
+can settle in without touching the cube (docs/reward_quality.md, "Poses no family visits").
 """
 
 from __future__ import annotations
